@@ -1,0 +1,49 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// libassetpatch.so carries the Swift runtime inside it (-static-stdlib), exports only the
+// assetpatch_* C functions (version script) and is versioned like any C library (SONAME).
+let sharedLibraryLinkerFlags: [String] = [
+    "-static-stdlib",
+    "-use-ld=lld",
+    "-Xlinker", "--version-script=Sources/AssetPatch/assetpatch.map",
+    "-Xlinker", "-soname=libassetpatch.so.1",
+    "-Xlinker", "-z", "-Xlinker", "defs",
+]
+
+let package = Package(
+    name: "assetpatch",
+    products: [
+        .library(name: "assetpatch", type: .dynamic, targets: ["AssetPatch"]),
+        .executable(name: "assetpatch", targets: ["assetpatch-cli"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+    ],
+    targets: [
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .target(
+            name: "AssetPatchCore",
+            dependencies: ["CCurl", "CZlib", "CCrypto"]
+        ),
+        .target(
+            name: "AssetPatch",
+            dependencies: ["AssetPatchCore"],
+            exclude: ["assetpatch.map"],
+            linkerSettings: [.unsafeFlags(sharedLibraryLinkerFlags)]
+        ),
+        .executableTarget(
+            name: "assetpatch-cli",
+            dependencies: [
+                "AssetPatchCore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(
+            name: "AssetPatchCoreTests",
+            dependencies: ["AssetPatchCore"]
+        ),
+    ]
+)

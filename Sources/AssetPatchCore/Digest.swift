@@ -1,0 +1,93 @@
+internal import CCrypto
+
+/// Drains OpenSSL's error queue into one message.
+func cryptoErrorText() -> String {
+    var parts: [String] = []
+    while true {
+        let code = ERR_get_error()
+        if code == 0 { break }
+        var buf = [CChar](repeating: 0, count: 256)
+        ERR_error_string_n(code, &buf, buf.count)
+        parts.append(buf.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
+    }
+    return parts.isEmpty ? "unknown libcrypto error" : parts.joined(separator: "; ")
+}
+
+/// A streaming message digest (SHA-256 or MD5) on libcrypto's EVP interface.
+/// The EVP_MD_CTX lives on the C heap and is freed with the object.
+public final class Digest {
+    public enum Algorithm: Sendable { case sha256, md5 }
+
+    private let ctx: OpaquePointer
+    public let algorithm: Algorithm
+
+    public init(_ algorithm: Algorithm) throws {
+        guard let ctx = EVP_MD_CTX_new() else { throw AssetPatchError(.internal, "EVP_MD_CTX_new: \(cryptoErrorText())") }
+        self.ctx = ctx
+        self.algorithm = algorithm
+        let md = algorithm == .sha256 ? EVP_sha256() : EVP_md5()
+        if EVP_DigestInit_ex(ctx, md, nil) != 1 {
+            EVP_MD_CTX_free(ctx)
+            throw AssetPatchError(.internal, "EVP_DigestInit_ex: \(cryptoErrorText())")
+        }
+    }
+
+    deinit { EVP_MD_CTX_free(ctx) }
+
+    public func update(_ bytes: UnsafeRawBufferPointer) {
+        guard bytes.count > 0 else { return }
+        // EVP_DigestUpdate cannot fail for these in-memory digests once initialised.
+        _ = EVP_DigestUpdate(ctx, bytes.baseAddress, bytes.count)
+    }
+
+    public func update(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { update($0) }
+    }
+
+    /// The digest as lowercase hex. The object can't be updated afterwards.
+    public func finalHex() -> String {
+        var out = [UInt8](repeating: 0, count: 64)
+        var len: UInt32 = 0
+        _ = EVP_DigestFinal_ex(ctx, &out, &len)
+        return Hex.encode(out[0..<Int(len)])
+    }
+
+    public static func sha256Hex(_ bytes: [UInt8]) -> String {
+        guard let d = try? Digest(.sha256) else { return "" }
+        d.update(bytes)
+        return d.finalHex()
+    }
+
+    /// Hashes a whole file, streaming.
+    public static func hexOfFile(_ path: String, _ algorithm: Algorithm = .sha256) throws -> String {
+        let file = try File.openRead(path)
+        let d = try Digest(algorithm)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        while true {
+            let n = try file.read(into: buffer)
+            if n == 0 { break }
+            d.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+        }
+        return d.finalHex()
+    }
+}
+
+public enum Hex {
+    private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    public static func encode<C: Collection>(_ bytes: C) -> String where C.Element == UInt8 {
+        var chars: [UInt8] = []
+        chars.reserveCapacity(bytes.count * 2)
+        for b in bytes {
+            chars.append(digits[Int(b >> 4)])
+            chars.append(digits[Int(b & 15)])
+        }
+        return String(decoding: chars, as: UTF8.self)
+    }
+
+    /// True for exactly `length` lowercase or uppercase hex digits.
+    public static func isHex(_ s: String, length: Int) -> Bool {
+        s.utf8.count == length && s.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) || ($0 >= 65 && $0 <= 70) }
+    }
+}

@@ -1,0 +1,289 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// `strerror` text for an errno value.
+func errnoText(_ code: Int32) -> String {
+    guard let s = strerror(code) else { return "errno \(code)" }
+    return String(cString: s)
+}
+
+/// An `ASSETPATCH_ERR_IO` error naming the operation, the path and the errno text.
+func ioError(_ operation: String, _ path: String, _ code: Int32 = errno) -> AssetPatchError {
+    AssetPatchError(.io, "\(operation) \(path): \(errnoText(code))")
+}
+
+/// An open file descriptor that closes itself. Not shared between threads.
+public final class File {
+    public let fd: Int32
+    public let path: String
+
+    init(fd: Int32, path: String) {
+        self.fd = fd
+        self.path = path
+    }
+
+    deinit { close(fd) }
+
+    public static func open(_ path: String, _ flags: Int32, mode: mode_t = 0o644) throws -> File {
+        var fd: Int32
+        repeat { fd = Glibc.open(path, flags | O_CLOEXEC, mode) } while fd < 0 && errno == EINTR
+        if fd < 0 { throw ioError("open", path) }
+        return File(fd: fd, path: path)
+    }
+
+    public static func openRead(_ path: String) throws -> File {
+        try open(path, O_RDONLY)
+    }
+
+    /// Reads up to `count` bytes at the current offset; 0 at end of file.
+    public func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        while true {
+            let n = Glibc.read(fd, buffer.baseAddress, buffer.count)
+            if n >= 0 { return n }
+            if errno != EINTR { throw ioError("read", path) }
+        }
+    }
+
+    /// Reads up to `buffer.count` bytes at `offset`, looping over short reads; fewer only at end of file.
+    public func pread(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws -> Int {
+        var done = 0
+        while done < buffer.count {
+            let n = Glibc.pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw ioError("read", path)
+            }
+            if n == 0 { break }
+            done += n
+        }
+        return done
+    }
+
+    /// Reads exactly `count` bytes at `offset` or throws (`truncated` names the failure).
+    public func preadExactly(_ count: Int, at offset: UInt64, what: @autoclosure () -> String) throws -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: count)
+        let n = try out.withUnsafeMutableBytes { (b: UnsafeMutableRawBufferPointer) in
+            try pread(into: b, at: offset)
+        }
+        if n != count { throw AssetPatchError(.archive, "\(path): \(what()) is truncated") }
+        return out
+    }
+
+    public func write(_ buffer: UnsafeRawBufferPointer) throws {
+        var done = 0
+        while done < buffer.count {
+            let n = Glibc.write(fd, buffer.baseAddress! + done, buffer.count - done)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw ioError("write", path)
+            }
+            done += n
+        }
+    }
+
+    public func write(_ bytes: [UInt8]) throws {
+        try bytes.withUnsafeBytes { (b: UnsafeRawBufferPointer) in try write(b) }
+    }
+
+    public func pwrite(_ buffer: UnsafeRawBufferPointer, at offset: UInt64) throws {
+        var done = 0
+        while done < buffer.count {
+            let n = Glibc.pwrite(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw ioError("write", path)
+            }
+            done += n
+        }
+    }
+
+    /// fsync. A failure is reported, never retried: after a failed fsync Linux may have dropped
+    /// the dirty pages, so the caller must redo the whole step.
+    public func sync() throws {
+        if fsync(fd) != 0 { throw ioError("fsync", path) }
+    }
+
+    public func size() throws -> UInt64 {
+        var st = stat()
+        if fstat(fd, &st) != 0 { throw ioError("stat", path) }
+        return UInt64(st.st_size)
+    }
+
+    public func truncate(to length: UInt64) throws {
+        if ftruncate(fd, off_t(length)) != 0 { throw ioError("truncate", path) }
+    }
+
+    public func seek(to offset: UInt64) throws {
+        if lseek(fd, off_t(offset), SEEK_SET) < 0 { throw ioError("seek", path) }
+    }
+}
+
+/// Filesystem operations with errors that name the path. The corresponding C functions are
+/// the POSIX calls of the same names.
+public enum FS {
+    public static func exists(_ path: String) -> Bool {
+        var st = stat()
+        return lstat(path, &st) == 0
+    }
+
+    public static func isDirectory(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    public static func isRegularFile(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
+    }
+
+    public static func fileSize(_ path: String) -> UInt64? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        return UInt64(st.st_size)
+    }
+
+    /// `mkdir -p`.
+    public static func makeDirectories(_ path: String, mode: mode_t = 0o755) throws {
+        if isDirectory(path) { return }
+        var prefix = path.hasPrefix("/") ? "/" : ""
+        for component in path.split(separator: "/") {
+            prefix += component
+            if mkdir(prefix, mode) != 0 && errno != EEXIST { throw ioError("mkdir", prefix) }
+            prefix += "/"
+        }
+        if !isDirectory(path) { throw AssetPatchError(.io, "mkdir \(path): not a directory") }
+    }
+
+    public static func rename(_ from: String, _ to: String) throws {
+        if Glibc.rename(from, to) != 0 { throw ioError("rename \(from) ->", to) }
+    }
+
+    public static func unlink(_ path: String) throws {
+        if Glibc.unlink(path) != 0 && errno != ENOENT { throw ioError("unlink", path) }
+    }
+
+    public static func link(_ from: String, _ to: String) throws {
+        if Glibc.link(from, to) != 0 { throw ioError("link \(from) ->", to) }
+    }
+
+    /// fsync of a directory, making a rename or creation inside it durable.
+    public static func syncDirectory(_ path: String) throws {
+        let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if fd < 0 { throw ioError("open", path) }
+        defer { close(fd) }
+        if fsync(fd) != 0 { throw ioError("fsync", path) }
+    }
+
+    /// Names in a directory, without "." and "..", unsorted.
+    public static func list(_ path: String) throws -> [String] {
+        guard let dir = opendir(path) else { throw ioError("opendir", path) }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafePointer(to: entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    /// Recursively lists the regular files under `root` as `/`-separated relative paths.
+    /// Symbolic links are not followed.
+    public static func walkFiles(_ root: String) throws -> [String] {
+        var out: [String] = []
+        var stack: [String] = [""]
+        while let rel = stack.popLast() {
+            let dir = rel.isEmpty ? root : root + "/" + rel
+            for name in try list(dir) {
+                let relPath = rel.isEmpty ? name : rel + "/" + name
+                var st = stat()
+                if lstat(root + "/" + relPath, &st) != 0 { continue }
+                switch st.st_mode & S_IFMT {
+                case S_IFDIR: stack.append(relPath)
+                case S_IFREG: out.append(relPath)
+                default: break
+                }
+            }
+        }
+        return out
+    }
+
+    /// `rm -rf` that never follows symbolic links out of the tree. Missing paths are fine.
+    public static func removeTree(_ path: String) throws {
+        var st = stat()
+        if lstat(path, &st) != 0 {
+            if errno == ENOENT { return }
+            throw ioError("stat", path)
+        }
+        if (st.st_mode & S_IFMT) == S_IFDIR {
+            for name in try list(path) { try removeTree(path + "/" + name) }
+            if rmdir(path) != 0 && errno != ENOENT { throw ioError("rmdir", path) }
+        } else {
+            try unlink(path)
+        }
+    }
+
+    /// Reads a whole (small) file; more than `limit` bytes is an error of `limitStatus`.
+    public static func readFile(_ path: String, limit: Int = 64 << 20, limitStatus: Status = .io) throws -> [UInt8] {
+        let file = try File.openRead(path)
+        var out: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = try chunk.withUnsafeMutableBytes { (b: UnsafeMutableRawBufferPointer) in
+                try file.read(into: b)
+            }
+            if n == 0 { break }
+            if out.count + n > limit {
+                throw AssetPatchError(limitStatus, "\(path): larger than the limit of \(limit) bytes")
+            }
+            out.append(contentsOf: chunk[0..<n])
+        }
+        return out
+    }
+
+    /// Replaces `path` atomically and durably: write a temporary file, fsync it, rename it over
+    /// `path`, fsync the directory. Readers see the old or the new content, never a mix, also
+    /// after a power cut.
+    public static func writeAtomically(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o644) throws {
+        let tmp = path + ".tmp"
+        do {
+            let file = try File.open(tmp, O_WRONLY | O_CREAT | O_TRUNC, mode: mode)
+            try file.write(bytes)
+            try file.sync()
+        } catch {
+            _ = Glibc.unlink(tmp)
+            throw error
+        }
+        try rename(tmp, path)
+        try syncDirectory(parent(of: path))
+    }
+
+    public static func parent(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        if slash == path.startIndex { return "/" }
+        return String(path[..<slash])
+    }
+
+    /// An absolute, normalised form of `path` (relative to the working directory).
+    public static func absolute(_ path: String) -> String {
+        var full = path
+        if !path.hasPrefix("/") {
+            var buf = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+            if getcwd(&buf, buf.count) != nil {
+                let cwd = buf.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+                full = cwd + "/" + path
+            }
+        }
+        var parts: [Substring] = []
+        for part in full.split(separator: "/") {
+            if part == "." { continue }
+            if part == ".." { _ = parts.popLast(); continue }
+            parts.append(part)
+        }
+        return "/" + parts.joined(separator: "/")
+    }
+}

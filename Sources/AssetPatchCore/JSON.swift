@@ -1,0 +1,328 @@
+/// A JSON value. Objects keep their key order (the publisher writes stable, readable output).
+public enum JSON: Sendable, Equatable {
+    case null
+    case bool(Bool)
+    /// The number's literal text, kept exact; see `int64`.
+    case number(String)
+    case string(String)
+    case array([JSON])
+    case object([(String, JSON)])
+
+    public static func == (a: JSON, b: JSON) -> Bool {
+        switch (a, b) {
+        case (.null, .null): true
+        case let (.bool(x), .bool(y)): x == y
+        case let (.number(x), .number(y)): x == y
+        case let (.string(x), .string(y)): x == y
+        case let (.array(x), .array(y)): x == y
+        case let (.object(x), .object(y)): x.count == y.count && zip(x, y).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+        default: false
+        }
+    }
+
+    public static func int(_ v: Int64) -> JSON { .number(String(v)) }
+
+    public subscript(key: String) -> JSON? {
+        guard case let .object(pairs) = self else { return nil }
+        return pairs.first { $0.0 == key }?.1
+    }
+
+    /// The value as a whole number when it is one that fits in Int64 (no fraction, no exponent).
+    public var int64: Int64? {
+        guard case let .number(text) = self else { return nil }
+        return Int64(text)
+    }
+
+    public var string: String? {
+        guard case let .string(s) = self else { return nil }
+        return s
+    }
+
+    public var array: [JSON]? {
+        guard case let .array(a) = self else { return nil }
+        return a
+    }
+
+    public var isObject: Bool {
+        if case .object = self { return true }
+        return false
+    }
+}
+
+/// A strict RFC 8259 parser for untrusted input: bounded nesting, duplicate keys refused,
+/// strings must be valid UTF-8 without unpaired surrogates, nothing but whitespace after the value.
+public struct JSONParser {
+    public struct Failure: Error, Sendable {
+        public let message: String
+    }
+
+    public static let maxDepth = 64
+
+    static func describe(_ error: any Error) -> String {
+        (error as? Failure)?.message ?? "\(error)"
+    }
+
+    private let bytes: [UInt8]
+    private var pos = 0
+    private var depth = 0
+
+    private init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    public static func parse(_ bytes: [UInt8]) throws -> JSON {
+        var p = JSONParser(bytes)
+        p.skipWhitespace()
+        let v = try p.value()
+        p.skipWhitespace()
+        if p.pos != bytes.count { throw p.fail("unexpected data after the JSON value") }
+        return v
+    }
+
+    private func fail(_ what: String) -> Failure {
+        Failure(message: "\(what) at byte \(pos)")
+    }
+
+    private mutating func skipWhitespace() {
+        while pos < bytes.count, bytes[pos] == 0x20 || bytes[pos] == 0x0A || bytes[pos] == 0x0D || bytes[pos] == 0x09 {
+            pos += 1
+        }
+    }
+
+    private mutating func value() throws -> JSON {
+        guard pos < bytes.count else { throw fail("unexpected end of JSON") }
+        switch bytes[pos] {
+        case UInt8(ascii: "{"): return try object()
+        case UInt8(ascii: "["): return try array()
+        case UInt8(ascii: "\""): return .string(try string())
+        case UInt8(ascii: "t"): try literal("true"); return .bool(true)
+        case UInt8(ascii: "f"): try literal("false"); return .bool(false)
+        case UInt8(ascii: "n"): try literal("null"); return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try number()
+        default: throw fail("unexpected character")
+        }
+    }
+
+    private mutating func literal(_ word: StaticString) throws {
+        let n = word.utf8CodeUnitCount
+        guard pos + n <= bytes.count else { throw fail("unexpected end of JSON") }
+        for i in 0..<n where bytes[pos + i] != word.utf8Start[i] { throw fail("invalid literal") }
+        pos += n
+    }
+
+    private mutating func enter() throws {
+        depth += 1
+        if depth > JSONParser.maxDepth { throw fail("nesting deeper than \(JSONParser.maxDepth)") }
+    }
+
+    private mutating func object() throws -> JSON {
+        try enter()
+        pos += 1
+        var pairs: [(String, JSON)] = []
+        var keys = Set<String>()
+        skipWhitespace()
+        if pos < bytes.count, bytes[pos] == UInt8(ascii: "}") {
+            pos += 1
+            depth -= 1
+            return .object(pairs)
+        }
+        while true {
+            skipWhitespace()
+            guard pos < bytes.count, bytes[pos] == UInt8(ascii: "\"") else { throw fail("expected a string key") }
+            let key = try string()
+            if !keys.insert(key).inserted { throw fail("duplicate key \"\(key)\"") }
+            skipWhitespace()
+            guard pos < bytes.count, bytes[pos] == UInt8(ascii: ":") else { throw fail("expected ':'") }
+            pos += 1
+            skipWhitespace()
+            pairs.append((key, try value()))
+            skipWhitespace()
+            guard pos < bytes.count else { throw fail("unexpected end of JSON") }
+            if bytes[pos] == UInt8(ascii: ",") { pos += 1; continue }
+            if bytes[pos] == UInt8(ascii: "}") { pos += 1; break }
+            throw fail("expected ',' or '}'")
+        }
+        depth -= 1
+        return .object(pairs)
+    }
+
+    private mutating func array() throws -> JSON {
+        try enter()
+        pos += 1
+        var items: [JSON] = []
+        skipWhitespace()
+        if pos < bytes.count, bytes[pos] == UInt8(ascii: "]") {
+            pos += 1
+            depth -= 1
+            return .array(items)
+        }
+        while true {
+            skipWhitespace()
+            items.append(try value())
+            skipWhitespace()
+            guard pos < bytes.count else { throw fail("unexpected end of JSON") }
+            if bytes[pos] == UInt8(ascii: ",") { pos += 1; continue }
+            if bytes[pos] == UInt8(ascii: "]") { pos += 1; break }
+            throw fail("expected ',' or ']'")
+        }
+        depth -= 1
+        return .array(items)
+    }
+
+    private mutating func number() throws -> JSON {
+        let start = pos
+        func isDigit(_ b: UInt8) -> Bool { b >= 48 && b <= 57 }
+        if bytes[pos] == UInt8(ascii: "-") { pos += 1 }
+        guard pos < bytes.count, isDigit(bytes[pos]) else { throw fail("invalid number") }
+        if bytes[pos] == UInt8(ascii: "0") {
+            pos += 1
+        } else {
+            while pos < bytes.count, isDigit(bytes[pos]) { pos += 1 }
+        }
+        if pos < bytes.count, bytes[pos] == UInt8(ascii: ".") {
+            pos += 1
+            guard pos < bytes.count, isDigit(bytes[pos]) else { throw fail("invalid number") }
+            while pos < bytes.count, isDigit(bytes[pos]) { pos += 1 }
+        }
+        if pos < bytes.count, bytes[pos] == UInt8(ascii: "e") || bytes[pos] == UInt8(ascii: "E") {
+            pos += 1
+            if pos < bytes.count, bytes[pos] == UInt8(ascii: "+") || bytes[pos] == UInt8(ascii: "-") { pos += 1 }
+            guard pos < bytes.count, isDigit(bytes[pos]) else { throw fail("invalid number") }
+            while pos < bytes.count, isDigit(bytes[pos]) { pos += 1 }
+        }
+        if pos - start > 400 { throw fail("number literal too long") }
+        return .number(String(decoding: bytes[start..<pos], as: UTF8.self))
+    }
+
+    private mutating func hex4() throws -> UInt32 {
+        guard pos + 4 <= bytes.count else { throw fail("truncated \\u escape") }
+        var v: UInt32 = 0
+        for _ in 0..<4 {
+            let b = bytes[pos]
+            let d: UInt32
+            switch b {
+            case 48...57: d = UInt32(b - 48)
+            case 97...102: d = UInt32(b - 87)
+            case 65...70: d = UInt32(b - 55)
+            default: throw fail("invalid \\u escape")
+            }
+            v = v << 4 | d
+            pos += 1
+        }
+        return v
+    }
+
+    private mutating func string() throws -> String {
+        pos += 1
+        var out: [UInt8] = []
+        var runStart = pos
+        while true {
+            guard pos < bytes.count else { throw fail("unterminated string") }
+            let b = bytes[pos]
+            if b == UInt8(ascii: "\"") {
+                out.append(contentsOf: bytes[runStart..<pos])
+                pos += 1
+                break
+            }
+            if b < 0x20 { throw fail("control character in string") }
+            if b != UInt8(ascii: "\\") { pos += 1; continue }
+            out.append(contentsOf: bytes[runStart..<pos])
+            pos += 1
+            guard pos < bytes.count else { throw fail("unterminated string") }
+            let e = bytes[pos]
+            pos += 1
+            switch e {
+            case UInt8(ascii: "\""): out.append(0x22)
+            case UInt8(ascii: "\\"): out.append(0x5C)
+            case UInt8(ascii: "/"): out.append(0x2F)
+            case UInt8(ascii: "b"): out.append(0x08)
+            case UInt8(ascii: "f"): out.append(0x0C)
+            case UInt8(ascii: "n"): out.append(0x0A)
+            case UInt8(ascii: "r"): out.append(0x0D)
+            case UInt8(ascii: "t"): out.append(0x09)
+            case UInt8(ascii: "u"):
+                var scalar = try hex4()
+                if scalar >= 0xD800 && scalar < 0xDC00 {
+                    guard pos + 2 <= bytes.count, bytes[pos] == UInt8(ascii: "\\"), bytes[pos + 1] == UInt8(ascii: "u") else {
+                        throw fail("unpaired surrogate")
+                    }
+                    pos += 2
+                    let low = try hex4()
+                    guard low >= 0xDC00 && low < 0xE000 else { throw fail("unpaired surrogate") }
+                    scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                } else if scalar >= 0xDC00 && scalar < 0xE000 {
+                    throw fail("unpaired surrogate")
+                }
+                guard let u = Unicode.Scalar(scalar) else { throw fail("invalid \\u escape") }
+                out.append(contentsOf: Array(String(Character(u)).utf8))
+            default: throw fail("invalid escape")
+            }
+            runStart = pos
+        }
+        guard let s = String(validating: out, as: UTF8.self) else { throw fail("string is not valid UTF-8") }
+        return s
+    }
+}
+
+extension JSON {
+    /// Serialises the value; `indent` > 0 pretty-prints with that many spaces per level.
+    public func serialized(indent: Int = 0) -> String {
+        var out = ""
+        write(into: &out, indent: indent, level: 0)
+        return out
+    }
+
+    private func write(into out: inout String, indent: Int, level: Int) {
+        let pretty = indent > 0
+        func newline(_ l: Int) {
+            if pretty { out += "\n" + String(repeating: " ", count: indent * l) }
+        }
+        switch self {
+        case .null: out += "null"
+        case let .bool(b): out += b ? "true" : "false"
+        case let .number(n): out += n
+        case let .string(s): JSON.quote(s, into: &out)
+        case let .array(items):
+            if items.isEmpty { out += "[]"; return }
+            out += "["
+            for (i, item) in items.enumerated() {
+                if i > 0 { out += "," }
+                newline(level + 1)
+                item.write(into: &out, indent: indent, level: level + 1)
+            }
+            newline(level)
+            out += "]"
+        case let .object(pairs):
+            if pairs.isEmpty { out += "{}"; return }
+            out += "{"
+            for (i, (k, v)) in pairs.enumerated() {
+                if i > 0 { out += "," }
+                newline(level + 1)
+                JSON.quote(k, into: &out)
+                out += pretty ? ": " : ":"
+                v.write(into: &out, indent: indent, level: level + 1)
+            }
+            newline(level)
+            out += "}"
+        }
+    }
+
+    static func quote(_ s: String, into out: inout String) {
+        out += "\""
+        for u in s.unicodeScalars {
+            switch u {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if u.value < 0x20 {
+                    let h = Hex.encode([UInt8(u.value)])
+                    out += "\\u00" + h
+                } else {
+                    out.unicodeScalars.append(u)
+                }
+            }
+        }
+        out += "\""
+    }
+}

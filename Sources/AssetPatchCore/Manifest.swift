@@ -1,0 +1,343 @@
+/// One file a release provides.
+public struct ManifestFile: Sendable, Equatable {
+    public var path: String
+    public var size: UInt64
+    public var sha256: String
+
+    public init(path: String, size: UInt64, sha256: String) {
+        self.path = path
+        self.size = size
+        self.sha256 = sha256
+    }
+}
+
+public struct PluginDeclaration: Sendable, Equatable {
+    public var name: String
+    public var path: String
+    public var entry: String
+}
+
+/// A decoded, validated release manifest: format 1, or the seed's legacy `{url, md5}`.
+public struct Manifest: Sendable {
+    public enum Kind: Sendable { case format1, legacy }
+
+    public var kind: Kind
+    public var package: String?
+    /// Format 1: the publisher's version. Legacy: 0 (the store numbers legacy releases).
+    public var version: Int64
+    public var label: String?
+    public var created: Int64?
+    public var expires: Int64?
+    public var minAppVersion: String?
+    /// The archive URL as written in the manifest (may be relative).
+    public var archiveURL: String
+    public var archiveSize: UInt64?
+    /// sha256 (format 1) or md5 (legacy) of the archive, lowercase hex.
+    public var archiveDigest: String
+    public var files: [ManifestFile]
+    public var plugins: [PluginDeclaration]
+    /// True when a trusted key's signature over the payload was checked.
+    public var signatureVerified: Bool
+    /// The manifest bytes (an envelope's decoded payload), stored with the release.
+    public var payload: [UInt8]
+
+    public var digestAlgorithm: Digest.Algorithm { kind == .legacy ? .md5 : .sha256 }
+
+    /// The total unpacked size (the sum of `files[].size`).
+    public var releaseBytes: UInt64 { files.reduce(0) { $0 &+ $1.size } }
+
+    static func fail(_ what: String) -> AssetPatchError { AssetPatchError(.manifest, what) }
+
+    /// Decodes manifest or envelope bytes. With `trustedKeys` non-empty only an envelope with a
+    /// valid signature by one of them is accepted (`ERR_SIGNATURE` otherwise). `source` names
+    /// the manifest in messages.
+    public static func decode(_ bytes: [UInt8], trustedKeys: [[UInt8]] = [], source: String = "manifest") throws -> Manifest {
+        let json: JSON
+        do { json = try JSONParser.parse(bytes) } catch {
+            throw fail("\(source): not valid JSON: \(JSONParser.describe(error))")
+        }
+        guard json.isObject else { throw fail("\(source): not a JSON object") }
+
+        if json["payload"] != nil || json["payloadType"] != nil || json["signatures"] != nil {
+            let (payload, verified) = try openEnvelope(json, trustedKeys: trustedKeys, source: source)
+            var m: Manifest
+            let inner: JSON
+            do { inner = try JSONParser.parse(payload) } catch {
+                throw fail("\(source): envelope payload is not valid JSON: \(JSONParser.describe(error))")
+            }
+            m = try decodeFormat1(inner, source: source)
+            m.payload = payload
+            m.signatureVerified = verified
+            return m
+        }
+        if !trustedKeys.isEmpty {
+            throw AssetPatchError(.signature, "\(source): manifest is not signed, but public_keys are set")
+        }
+        if json["format"] == nil, json["url"] != nil || json["md5"] != nil {
+            return try decodeLegacy(json, bytes: bytes, source: source)
+        }
+        var m = try decodeFormat1(json, source: source)
+        m.payload = bytes
+        return m
+    }
+
+    /// Checks a DSSE envelope; returns its payload and whether a signature was verified.
+    static func openEnvelope(_ json: JSON, trustedKeys: [[UInt8]], source: String) throws -> ([UInt8], Bool) {
+        guard let type = json["payloadType"]?.string, let payloadText = json["payload"]?.string else {
+            throw fail("\(source): envelope needs string fields payloadType and payload")
+        }
+        guard let payload = Base64.decode(payloadText) else { throw fail("\(source): envelope payload is not base64") }
+        guard !trustedKeys.isEmpty else { return (payload, false) }
+        guard type == DSSE.payloadType else {
+            throw AssetPatchError(.signature, "\(source): envelope payloadType is \"\(type)\", expected \"\(DSSE.payloadType)\"")
+        }
+        guard let signatures = json["signatures"]?.array, !signatures.isEmpty else {
+            throw AssetPatchError(.signature, "\(source): envelope has no signatures")
+        }
+        let message = DSSE.pae(payloadType: type, payload: payload)
+        let keyIDs = trustedKeys.map(Ed25519.keyID)
+        for sigJSON in signatures.prefix(16) {
+            guard let sigText = sigJSON["sig"]?.string, let sig = Base64.decode(sigText) else { continue }
+            // keyid is only a hint: try the key it names first, then the others.
+            var order = Array(trustedKeys.indices)
+            if let hint = sigJSON["keyid"]?.string, let named = keyIDs.firstIndex(of: hint) {
+                order.removeAll { $0 == named }
+                order.insert(named, at: 0)
+            }
+            for i in order where Ed25519.verify(sig, of: message, publicKey: trustedKeys[i]) {
+                return (payload, true)
+            }
+        }
+        throw AssetPatchError(.signature, "\(source): no valid signature by a trusted key")
+    }
+
+    static func decodeLegacy(_ json: JSON, bytes: [UInt8], source: String) throws -> Manifest {
+        guard let url = json["url"]?.string, !url.isEmpty else { throw fail("\(source): legacy manifest needs a string \"url\"") }
+        guard let md5 = json["md5"]?.string, Hex.isHex(md5, length: 32) else {
+            throw fail("\(source): legacy manifest needs \"md5\" as 32 hex digits")
+        }
+        return Manifest(kind: .legacy, package: nil, version: 0, label: nil, created: nil, expires: nil,
+                        minAppVersion: nil, archiveURL: url, archiveSize: nil, archiveDigest: md5.lowercased(),
+                        files: [], plugins: [], signatureVerified: false, payload: bytes)
+    }
+
+    static func decodeFormat1(_ json: JSON, source: String) throws -> Manifest {
+        guard json.isObject else { throw fail("\(source): manifest is not a JSON object") }
+        guard let formatValue = json["format"] else { throw fail("\(source): missing field \"format\"") }
+        guard let format = formatValue.int64 else { throw fail("\(source): \"format\" must be an integer") }
+        guard format == 1 else { throw fail("\(source): unsupported manifest format \(format) (this library reads format 1)") }
+
+        func string(_ key: String, required: Bool) throws -> String? {
+            guard let v = json[key] else {
+                if required { throw fail("\(source): missing field \"\(key)\"") }
+                return nil
+            }
+            if case .null = v, !required { return nil }
+            guard let s = v.string else { throw fail("\(source): \"\(key)\" must be a string") }
+            return s
+        }
+        func size(_ v: JSON?, _ what: String) throws -> UInt64 {
+            guard let v else { throw fail("\(source): missing \(what)") }
+            guard let n = v.int64 else { throw fail("\(source): \(what) must be an integer") }
+            guard n >= 0 else { throw fail("\(source): \(what) is negative") }
+            return UInt64(n)
+        }
+        func sha(_ v: JSON?, _ what: String) throws -> String {
+            guard let s = v?.string, Hex.isHex(s, length: 64) else { throw fail("\(source): \(what) must be 64 hex digits") }
+            return s.lowercased()
+        }
+
+        let package = try string("package", required: true)!
+        guard !package.isEmpty, package.utf8.count <= 256, !package.unicodeScalars.contains(where: { $0.value < 0x20 }) else {
+            throw fail("\(source): \"package\" must be a non-empty name")
+        }
+        guard let versionValue = json["version"] else { throw fail("\(source): missing field \"version\"") }
+        guard let version = versionValue.int64 else { throw fail("\(source): \"version\" must be an integer") }
+        guard version >= 1 else { throw fail("\(source): \"version\" must be >= 1") }
+
+        let label = try string("label", required: false)
+        var created: Int64?
+        if let text = try string("created", required: false) {
+            guard let t = RFC3339.parse(text) else { throw fail("\(source): \"created\" is not an RFC 3339 time: \(text)") }
+            created = t
+        }
+        var expires: Int64?
+        if let text = try string("expires", required: false) {
+            guard let t = RFC3339.parse(text) else { throw fail("\(source): \"expires\" is not an RFC 3339 time: \(text)") }
+            expires = t
+        }
+        let minApp = try string("min_app_version", required: false)
+        if let minApp, AppVersion.parse(minApp) == nil {
+            throw fail("\(source): \"min_app_version\" is not a dotted version: \(minApp)")
+        }
+
+        guard let archive = json["archive"] else { throw fail("\(source): missing field \"archive\"") }
+        guard archive.isObject else { throw fail("\(source): \"archive\" must be an object") }
+        guard let archiveURL = archive["url"]?.string, !archiveURL.isEmpty else {
+            throw fail("\(source): archive.url must be a non-empty string")
+        }
+        let archiveSize = try size(archive["size"], "archive.size")
+        let archiveSHA = try sha(archive["sha256"], "archive.sha256")
+
+        guard let filesValue = json["files"] else { throw fail("\(source): missing field \"files\"") }
+        guard let fileItems = filesValue.array else { throw fail("\(source): \"files\" must be an array") }
+        var files: [ManifestFile] = []
+        files.reserveCapacity(fileItems.count)
+        var seen = Set<String>()
+        var total: UInt64 = 0
+        for (i, item) in fileItems.enumerated() {
+            guard item.isObject else { throw fail("\(source): files[\(i)] must be an object") }
+            guard let path = item["path"]?.string else { throw fail("\(source): files[\(i)].path must be a string") }
+            guard ResourceName.isValid(path) else { throw fail("\(source): files[\(i)].path is not a safe relative path: \"\(path)\"") }
+            guard seen.insert(path).inserted else { throw fail("\(source): duplicate path in files: \"\(path)\"") }
+            let s = try size(item["size"], "files[\(i)].size")
+            let (sum, overflow) = total.addingReportingOverflow(s)
+            if overflow { throw fail("\(source): total size of files overflows") }
+            total = sum
+            files.append(ManifestFile(path: path, size: s, sha256: try sha(item["sha256"], "files[\(i)].sha256")))
+        }
+        // A file "a" and a file "a/b" can't both exist on disk.
+        for f in files {
+            var prefix = Substring(f.path)
+            while let slash = prefix.lastIndex(of: "/") {
+                prefix = prefix[..<slash]
+                if seen.contains(String(prefix)) { throw fail("\(source): \"\(prefix)\" is both a file and a directory") }
+            }
+        }
+
+        var plugins: [PluginDeclaration] = []
+        if let pv = json["plugins"], pv != .null {
+            guard let items = pv.array else { throw fail("\(source): \"plugins\" must be an array") }
+            for (i, item) in items.enumerated() {
+                guard let name = item["name"]?.string, !name.isEmpty, let path = item["path"]?.string, let entry = item["entry"]?.string else {
+                    throw fail("\(source): plugins[\(i)] needs string fields name, path and entry")
+                }
+                guard seen.contains(path) else { throw fail("\(source): plugins[\(i)].path \"\(path)\" is not in files") }
+                plugins.append(PluginDeclaration(name: name, path: path, entry: entry))
+            }
+        }
+
+        return Manifest(kind: .format1, package: package, version: version, label: label, created: created,
+                        expires: expires, minAppVersion: minApp, archiveURL: archiveURL, archiveSize: archiveSize,
+                        archiveDigest: archiveSHA, files: files, plugins: plugins, signatureVerified: false, payload: [])
+    }
+
+    /// The manifest as JSON (the form `publish` writes and `inspect --json` prints).
+    public func toJSON() -> JSON {
+        var pairs: [(String, JSON)] = [("format", .int(1)), ("package", .string(package ?? "default")), ("version", .int(version))]
+        if let label { pairs.append(("label", .string(label))) }
+        if let created { pairs.append(("created", .string(RFC3339.format(created)))) }
+        if let expires { pairs.append(("expires", .string(RFC3339.format(expires)))) }
+        if let minAppVersion { pairs.append(("min_app_version", .string(minAppVersion))) }
+        pairs.append(("archive", .object([("url", .string(archiveURL)), ("size", .int(Int64(archiveSize ?? 0))), ("sha256", .string(archiveDigest))])))
+        pairs.append(("files", .array(files.map { .object([("path", .string($0.path)), ("size", .int(Int64($0.size))), ("sha256", .string($0.sha256))]) })))
+        if !plugins.isEmpty {
+            pairs.append(("plugins", .array(plugins.map { .object([("name", .string($0.name)), ("path", .string($0.path)), ("entry", .string($0.entry))]) })))
+        }
+        return .object(pairs)
+    }
+}
+
+/// RFC 3339 timestamps <-> Unix seconds.
+public enum RFC3339 {
+    public static func parse(_ text: String) -> Int64? {
+        let b = Array(text.utf8)
+        func num(_ from: Int, _ count: Int) -> Int? {
+            guard from + count <= b.count else { return nil }
+            var v = 0
+            for i in from..<from + count {
+                guard b[i] >= 48 && b[i] <= 57 else { return nil }
+                v = v * 10 + Int(b[i] - 48)
+            }
+            return v
+        }
+        guard b.count >= 20, let y = num(0, 4), b[4] == UInt8(ascii: "-"), let mo = num(5, 2), b[7] == UInt8(ascii: "-"),
+              let d = num(8, 2), b[10] | 0x20 == UInt8(ascii: "t"), let h = num(11, 2), b[13] == UInt8(ascii: ":"),
+              let mi = num(14, 2), b[16] == UInt8(ascii: ":"), let s = num(17, 2) else { return nil }
+        guard (1...12).contains(mo), d >= 1, d <= daysInMonth(y, mo), h <= 23, mi <= 59, s <= 60 else { return nil }
+        var i = 19
+        if i < b.count, b[i] == UInt8(ascii: ".") {
+            i += 1
+            let start = i
+            while i < b.count, b[i] >= 48 && b[i] <= 57 { i += 1 }
+            if i == start { return nil }
+        }
+        guard i < b.count else { return nil }
+        var offset = 0
+        if b[i] | 0x20 == UInt8(ascii: "z") {
+            i += 1
+        } else if b[i] == UInt8(ascii: "+") || b[i] == UInt8(ascii: "-") {
+            guard let oh = num(i + 1, 2), i + 3 < b.count, b[i + 3] == UInt8(ascii: ":"), let om = num(i + 4, 2), oh <= 23, om <= 59 else { return nil }
+            offset = (oh * 60 + om) * 60 * (b[i] == UInt8(ascii: "+") ? 1 : -1)
+            i += 6
+        } else {
+            return nil
+        }
+        guard i == b.count else { return nil }
+        return Int64(daysFromCivil(y, mo, d)) * 86400 + Int64(h * 3600 + mi * 60 + min(s, 59)) - Int64(offset)
+    }
+
+    public static func format(_ t: Int64) -> String {
+        let days = t >= 0 ? t / 86400 : (t - 86399) / 86400
+        let secs = Int(t - days * 86400)
+        let (y, m, d) = civilFromDays(Int(days))
+        func two(_ v: Int) -> String { v < 10 ? "0\(v)" : "\(v)" }
+        var year = String(y)
+        while year.count < 4 { year = "0" + year }
+        return "\(year)-\(two(m))-\(two(d))T\(two(secs / 3600)):\(two(secs / 60 % 60)):\(two(secs % 60))Z"
+    }
+
+    static func daysInMonth(_ y: Int, _ m: Int) -> Int {
+        switch m {
+        case 2: (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+    }
+
+    // Howard Hinnant's days_from_civil / civil_from_days.
+    static func daysFromCivil(_ y0: Int, _ m: Int, _ d: Int) -> Int {
+        let y = m <= 2 ? y0 - 1 : y0
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146097 + doe - 719468
+    }
+
+    static func civilFromDays(_ z0: Int) -> (Int, Int, Int) {
+        let z = z0 + 719468
+        let era = (z >= 0 ? z : z - 146096) / 146097
+        let doe = z - era * 146097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365
+        let y = yoe + era * 400
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        return (m <= 2 ? y + 1 : y, m, d)
+    }
+}
+
+/// Dotted application versions: `1.10.0` > `1.9.3`, missing parts are 0.
+public enum AppVersion {
+    public static func parse(_ text: String) -> [UInt64]? {
+        guard !text.isEmpty, text.utf8.count <= 128 else { return nil }
+        var parts: [UInt64] = []
+        for p in text.split(separator: ".", omittingEmptySubsequences: false) {
+            guard !p.isEmpty, p.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let v = UInt64(p) else { return nil }
+            parts.append(v)
+        }
+        return parts
+    }
+
+    /// -1, 0 or 1.
+    public static func compare(_ a: [UInt64], _ b: [UInt64]) -> Int {
+        for i in 0..<max(a.count, b.count) {
+            let x = i < a.count ? a[i] : 0
+            let y = i < b.count ? b[i] : 0
+            if x != y { return x < y ? -1 : 1 }
+        }
+        return 0
+    }
+}

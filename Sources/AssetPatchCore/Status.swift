@@ -1,0 +1,61 @@
+/// The outcome codes of the C ABI, mirrored one to one (`assetpatch_status` in the header).
+public enum Status: Int32, Sendable, CaseIterable {
+    case ok = 0
+    case noUpdate = 1
+    case argument = -1
+    case io = -2
+    case network = -3
+    case http = -4
+    case manifest = -5
+    case signature = -6
+    case integrity = -7
+    case archive = -8
+    case downgrade = -9
+    case expired = -10
+    case incompatible = -11
+    case notFound = -12
+    case range = -13
+    case cancelled = -14
+    case busy = -15
+    case state = -16
+    case `internal` = -99
+
+    /// The C enum constant's name, e.g. `ASSETPATCH_ERR_IO`.
+    public var name: StaticString {
+        switch self {
+        case .ok: "ASSETPATCH_OK"
+        case .noUpdate: "ASSETPATCH_NO_UPDATE"
+        case .argument: "ASSETPATCH_ERR_ARGUMENT"
+        case .io: "ASSETPATCH_ERR_IO"
+        case .network: "ASSETPATCH_ERR_NETWORK"
+        case .http: "ASSETPATCH_ERR_HTTP"
+        case .manifest: "ASSETPATCH_ERR_MANIFEST"
+        case .signature: "ASSETPATCH_ERR_SIGNATURE"
+        case .integrity: "ASSETPATCH_ERR_INTEGRITY"
+        case .archive: "ASSETPATCH_ERR_ARCHIVE"
+        case .downgrade: "ASSETPATCH_ERR_DOWNGRADE"
+        case .expired: "ASSETPATCH_ERR_EXPIRED"
+        case .incompatible: "ASSETPATCH_ERR_INCOMPATIBLE"
+        case .notFound: "ASSETPATCH_ERR_NOT_FOUND"
+        case .range: "ASSETPATCH_ERR_RANGE"
+        case .cancelled: "ASSETPATCH_ERR_CANCELLED"
+        case .busy: "ASSETPATCH_ERR_BUSY"
+        case .state: "ASSETPATCH_ERR_STATE"
+        case .internal: "ASSETPATCH_ERR_INTERNAL"
+        }
+    }
+}
+
+/// Every failure the core reports: a status for programs and a message for people.
+/// The message says what failed and where (URL, HTTP status, entry name, path).
+public struct AssetPatchError: Error, Sendable, CustomStringConvertible {
+    public let status: Status
+    public let message: String
+
+    public init(_ status: Status, _ message: String) {
+        self.status = status
+        self.message = message
+    }
+
+    public var description: String { "\(status.name): \(message)" }
+}

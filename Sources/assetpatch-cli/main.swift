@@ -1,0 +1,2 @@
+import AssetPatchCore
+print("hi")

@@ -15,7 +15,7 @@ let package = Package(
     name: "assetpatch",
     products: [
         .library(name: "assetpatch", type: .dynamic, targets: ["AssetPatch"]),
-        .executable(name: "assetpatch", targets: ["assetpatch-cli"]),
+        .executable(name: "assetpatch-cli", targets: ["assetpatch-cli"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -24,13 +24,16 @@ let package = Package(
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CSystem"),
+        // The public header, imported so the C ABI layer uses its exact types.
+        .systemLibrary(name: "CAssetPatchABI"),
         .target(
             name: "AssetPatchCore",
-            dependencies: ["CCurl", "CZlib", "CCrypto"]
+            dependencies: ["CCurl", "CZlib", "CCrypto", "CSystem"]
         ),
         .target(
             name: "AssetPatch",
-            dependencies: ["AssetPatchCore"],
+            dependencies: ["AssetPatchCore", "CAssetPatchABI"],
             exclude: ["assetpatch.map"],
             linkerSettings: [.unsafeFlags(sharedLibraryLinkerFlags)]
         ),

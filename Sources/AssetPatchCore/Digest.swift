@@ -21,6 +21,13 @@ public final class Digest {
     private let ctx: OpaquePointer
     public let algorithm: Algorithm
 
+    private var md: OpaquePointer? { algorithm == .sha256 ? EVP_sha256() : EVP_md5() }
+
+    /// Starts over, as if newly created.
+    public func reset() {
+        _ = EVP_DigestInit_ex(ctx, md, nil)
+    }
+
     public init(_ algorithm: Algorithm) throws {
         guard let ctx = EVP_MD_CTX_new() else { throw AssetPatchError(.internal, "EVP_MD_CTX_new: \(cryptoErrorText())") }
         self.ctx = ctx

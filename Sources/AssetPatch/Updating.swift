@@ -1,0 +1,59 @@
+import AssetPatchCore
+import CAssetPatchABI
+
+/// Wraps a C progress callback; the C struct lives on the stack of each call.
+func progressHandler(_ fn: assetpatch_progress_fn?, _ userdata: UnsafeMutableRawPointer?) -> ProgressHandler? {
+    guard let fn else { return nil }
+    let user = UnsafeMutableRawPointer(userdata)
+    return { p in
+        var cp = assetpatch_progress(phase: p.phase.rawValue, bytes_done: p.bytesDone, bytes_total: p.bytesTotal,
+                                     files_done: p.filesDone, files_total: p.filesTotal)
+        return fn(&cp, user) != 0
+    }
+}
+
+@_cdecl("assetpatch_check")
+public func ap_check(_ c: OpaquePointer?, _ version: UnsafeMutablePointer<Int64>?, _ downloadBytes: UnsafeMutablePointer<UInt64>?) -> CInt {
+    guard let h = handle(c) else { return argumentError("assetpatch_check: client is NULL") }
+    return status {
+        guard let r = try h.client.check() else { return .noUpdate }
+        version?.pointee = r.version
+        downloadBytes?.pointee = r.downloadBytes
+        return .ok
+    }
+}
+
+@_cdecl("assetpatch_update")
+public func ap_update(_ c: OpaquePointer?, _ fn: assetpatch_progress_fn?, _ userdata: UnsafeMutableRawPointer?) -> CInt {
+    guard let h = handle(c) else { return argumentError("assetpatch_update: client is NULL") }
+    return status {
+        try h.client.update(progress: progressHandler(fn, userdata)) ? .ok : .noUpdate
+    }
+}
+
+@_cdecl("assetpatch_update_start")
+public func ap_update_start(_ c: OpaquePointer?, _ fn: assetpatch_progress_fn?, _ userdata: UnsafeMutableRawPointer?) -> CInt {
+    guard let h = handle(c) else { return argumentError("assetpatch_update_start: client is NULL") }
+    return status {
+        try h.client.startUpdate(progress: progressHandler(fn, userdata))
+        return .ok
+    }
+}
+
+@_cdecl("assetpatch_update_wait")
+public func ap_update_wait(_ c: OpaquePointer?, _ timeoutMs: CInt, _ result: UnsafeMutablePointer<CInt>?) -> CInt {
+    guard let h = handle(c) else { return argumentError("assetpatch_update_wait: client is NULL") }
+    return status {
+        guard let (s, message) = try h.client.waitUpdate(timeoutMs: Int(timeoutMs)) else {
+            throw AssetPatchError(.busy, "the update is still running")
+        }
+        if s.rawValue < 0 { setLastError(message) }
+        result?.pointee = s.rawValue
+        return .ok
+    }
+}
+
+@_cdecl("assetpatch_cancel")
+public func ap_cancel(_ c: OpaquePointer?) {
+    handle(c)?.client.cancel()
+}

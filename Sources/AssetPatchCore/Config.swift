@@ -1,0 +1,92 @@
+/// When a newly installed release starts being served.
+public enum ApplyMode: Sendable { case immediate, nextOpen }
+
+/// A client's options (`assetpatch_client_set`), parsed and validated.
+public struct ClientConfig: Sendable {
+    public var manifestURL: String?
+    public var publicKeys: [[UInt8]] = []
+    public var appVersion: [UInt64]?
+    public var variants: [String] = [""]
+    public var apply: ApplyMode = .immediate
+    public var keepVersions = 1
+    public var http = HTTPSettings()
+    public var maxManifestBytes = 16 << 20
+    public var maxReleaseBytes: UInt64 = 4 << 30
+    public var parallelDownloads = 4
+
+    public init() {}
+
+    static func number(_ option: String, _ value: String, _ range: ClosedRange<Int64>) throws -> Int64 {
+        guard !value.isEmpty, value.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let n = Int64(value), range.contains(n) else {
+            throw AssetPatchError(.argument, "option \(option): \"\(value)\" is not a whole number in \(range.lowerBound)...\(range.upperBound)")
+        }
+        return n
+    }
+
+    /// Applies one option; unknown options and bad values are `ERR_ARGUMENT`.
+    public mutating func set(_ option: String, _ value: String) throws {
+        switch option {
+        case "manifest_url":
+            guard !value.isEmpty else { throw AssetPatchError(.argument, "option manifest_url: empty URL") }
+            guard URLs.scheme(value) != nil else {
+                throw AssetPatchError(.argument, "option manifest_url: \"\(URLs.redacted(value))\" is not an http://, https:// or file:// URL")
+            }
+            if URLs.scheme(value) == .file && URLs.filePath(value) == nil {
+                throw AssetPatchError(.argument, "option manifest_url: \"\(value)\" is not a local file:// URL")
+            }
+            manifestURL = value
+        case "public_keys":
+            var keys: [[UInt8]] = []
+            for item in value.split(separator: ",") {
+                let text = String(item).trimmingCharacters(in: " \t")
+                if text.isEmpty { continue }
+                guard let key = Base64.decode(text), key.count == Ed25519.keyLength else {
+                    throw AssetPatchError(.argument, "option public_keys: \"\(text)\" is not a base64 Ed25519 public key (32 bytes)")
+                }
+                keys.append(key)
+            }
+            publicKeys = keys
+        case "app_version":
+            if value.isEmpty { appVersion = nil; return }
+            guard let v = AppVersion.parse(value) else { throw AssetPatchError(.argument, "option app_version: \"\(value)\" is not a dotted version") }
+            appVersion = v
+        case "variants":
+            var items: [String] = []
+            for item in value.split(separator: ",", omittingEmptySubsequences: false) {
+                let s = String(item)
+                guard !s.contains("/") && !s.contains("\\") && !s.contains("\0") && s.utf8.count <= 64 else {
+                    throw AssetPatchError(.argument, "option variants: \"\(s)\" is not a valid suffix")
+                }
+                if !items.contains(s) { items.append(s) }
+            }
+            guard items.count <= 16 else { throw AssetPatchError(.argument, "option variants: more than 16 variants") }
+            variants = items
+        case "apply":
+            switch value {
+            case "immediate": apply = .immediate
+            case "next_open": apply = .nextOpen
+            default: throw AssetPatchError(.argument, "option apply: \"\(value)\" is neither immediate nor next_open")
+            }
+        case "keep_versions": keepVersions = Int(try ClientConfig.number(option, value, 0...1000))
+        case "connect_timeout_ms": http.connectTimeoutMs = Int(try ClientConfig.number(option, value, 1...3_600_000))
+        case "stall_timeout_ms": http.stallTimeoutMs = Int(try ClientConfig.number(option, value, 1...3_600_000))
+        case "max_manifest_bytes": maxManifestBytes = Int(try ClientConfig.number(option, value, 1...(1 << 30)))
+        case "max_release_bytes": maxReleaseBytes = UInt64(try ClientConfig.number(option, value, 1...Int64.max))
+        case "ca_file":
+            http.caFile = value.isEmpty ? nil : value
+        case "header":
+            if value.isEmpty { http.headers = []; return }
+            guard let colon = value.firstIndex(of: ":"), colon != value.startIndex,
+                  !value.contains("\r"), !value.contains("\n") else {
+                throw AssetPatchError(.argument, "option header: \"\(value)\" is not of the form \"Name: value\"")
+            }
+            http.headers.append(value)
+        case "user_agent":
+            guard !value.contains("\r"), !value.contains("\n") else { throw AssetPatchError(.argument, "option user_agent: contains a line break") }
+            http.userAgent = value
+        case "parallel_downloads": parallelDownloads = Int(try ClientConfig.number(option, value, 1...64))
+        default:
+            throw AssetPatchError(.argument, "unknown option \"\(option)\"")
+        }
+    }
+}

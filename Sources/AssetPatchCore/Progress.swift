@@ -1,0 +1,75 @@
+/// The phases of an update, in order (`assetpatch_phase`).
+public enum Phase: Int32, Sendable {
+    case check = 1, download = 2, install = 3, activate = 4, done = 5
+}
+
+public struct Progress: Sendable, Equatable {
+    public var phase: Phase
+    public var bytesDone: UInt64 = 0
+    public var bytesTotal: UInt64 = 0
+    public var filesDone: UInt64 = 0
+    public var filesTotal: UInt64 = 0
+
+    public init(phase: Phase, bytesDone: UInt64 = 0, bytesTotal: UInt64 = 0, filesDone: UInt64 = 0, filesTotal: UInt64 = 0) {
+        self.phase = phase
+        self.bytesDone = bytesDone
+        self.bytesTotal = bytesTotal
+        self.filesDone = filesDone
+        self.filesTotal = filesTotal
+    }
+}
+
+/// The caller's progress callback; returning true cancels the update.
+public typealias ProgressHandler = (Progress) -> Bool
+
+/// Paces progress callbacks: at most every 50 ms, always at a phase change and for a phase's
+/// final counts. A `true` from the callback cancels through the update's token.
+final class ProgressReporter {
+    static let intervalMs: UInt64 = 50
+    let handler: ProgressHandler?
+    let cancel: CancelToken
+    private var last = Progress(phase: .check)
+    private var lastTime: UInt64 = 0
+    private var pending = false
+    private var started = false
+
+    init(_ handler: ProgressHandler?, cancel: CancelToken) {
+        self.handler = handler
+        self.cancel = cancel
+    }
+
+    /// Reports `p`; `final` forces delivery (a phase's last numbers).
+    func report(_ p: Progress, final: Bool = false) {
+        guard let handler else { return }
+        var p = p
+        // bytes_done never goes backwards within a phase, except a download restart from zero.
+        if started && p.phase == last.phase && p.bytesDone < last.bytesDone && !(p.phase == .download && p.bytesDone == 0) {
+            p.bytesDone = last.bytesDone
+        }
+        let now = monotonicMillis()
+        let phaseChanged = !started || p.phase != last.phase
+        if phaseChanged && started && pending {
+            // Deliver the previous phase's final numbers before moving on.
+            deliver(last, handler)
+        }
+        last = p
+        started = true
+        if phaseChanged || final || now - lastTime >= ProgressReporter.intervalMs {
+            lastTime = now
+            deliver(p, handler)
+        } else {
+            pending = true
+        }
+    }
+
+    /// Delivers the current phase's last numbers if they were held back.
+    func flush() {
+        guard let handler, pending else { return }
+        deliver(last, handler)
+    }
+
+    private func deliver(_ p: Progress, _ handler: ProgressHandler) {
+        pending = false
+        if handler(p) { cancel.cancel() }
+    }
+}

@@ -1,0 +1,211 @@
+import Glibc
+
+/// One installed release, as the state file records it.
+public struct ReleaseRef: Sendable, Equatable {
+    public var id: String
+    public var version: Int64
+}
+
+/// The persistent state of a data directory. It changes only by `Store.save`, one atomic
+/// rename, so a crash leaves either the old or the new state.
+public struct StoreState: Sendable, Equatable {
+    public var active: ReleaseRef?
+    /// Earlier releases kept for rollback and for paths already handed out, newest first.
+    public var kept: [ReleaseRef] = []
+    /// Installed with apply=next_open, activated by the next open.
+    public var pending: ReleaseRef?
+    /// The downgrade mark: the highest format-1 version ever accepted.
+    public var highestVersion: Int64 = 0
+    /// The highest version ever installed (legacy releases are numbered after it).
+    public var highestInstalled: Int64 = 0
+    /// Pinned by the first manifest accepted.
+    public var package: String?
+    /// Versions rolled back from; never re-installed.
+    public var bad: [Int64] = []
+    /// md5 of the active legacy archive (a legacy manifest with it is "no update").
+    public var activeLegacyDigest: String?
+    public var pendingLegacyDigest: String?
+
+    public init() {}
+
+    func toJSON() -> JSON {
+        func ref(_ r: ReleaseRef?) -> JSON {
+            guard let r else { return .null }
+            return .object([("id", .string(r.id)), ("version", .int(r.version))])
+        }
+        return .object([
+            ("format", .int(1)),
+            ("active", ref(active)),
+            ("kept", .array(kept.map { ref($0) })),
+            ("pending", ref(pending)),
+            ("highest_version", .int(highestVersion)),
+            ("highest_installed", .int(highestInstalled)),
+            ("package", package.map { .string($0) } ?? .null),
+            ("bad", .array(bad.map { .int($0) })),
+            ("active_legacy_md5", activeLegacyDigest.map { .string($0) } ?? .null),
+            ("pending_legacy_md5", pendingLegacyDigest.map { .string($0) } ?? .null),
+        ])
+    }
+
+    static func from(_ json: JSON) -> StoreState? {
+        func ref(_ j: JSON?) -> ReleaseRef?? {
+            guard let j, j != .null else { return .some(nil) }
+            guard let id = j["id"]?.string, Store.isReleaseID(id), let v = j["version"]?.int64 else { return nil }
+            return .some(ReleaseRef(id: id, version: v))
+        }
+        guard json["format"]?.int64 == 1 else { return nil }
+        var s = StoreState()
+        guard let active = ref(json["active"]), let pending = ref(json["pending"]) else { return nil }
+        s.active = active
+        s.pending = pending
+        for k in json["kept"]?.array ?? [] {
+            guard let r = ref(k), let r else { return nil }
+            s.kept.append(r)
+        }
+        s.highestVersion = json["highest_version"]?.int64 ?? 0
+        s.highestInstalled = json["highest_installed"]?.int64 ?? 0
+        s.package = json["package"]?.string
+        s.bad = (json["bad"]?.array ?? []).compactMap { $0.int64 }
+        s.activeLegacyDigest = json["active_legacy_md5"]?.string
+        s.pendingLegacyDigest = json["pending_legacy_md5"]?.string
+        return s
+    }
+}
+
+/// What a release directory records about itself (`releases/<id>/release.json`).
+public struct ReleaseInfo: Sendable {
+    public var version: Int64
+    public var files: [ManifestFile]
+    public var plugins: [PluginDeclaration]
+    public var signatureVerified: Bool
+    public var archiveDigest: String
+    public var label: String?
+
+    func toJSON() -> JSON {
+        .object([
+            ("format", .int(1)),
+            ("version", .int(version)),
+            ("label", label.map { .string($0) } ?? .null),
+            ("archive_digest", .string(archiveDigest)),
+            ("signature_verified", .bool(signatureVerified)),
+            ("files", .array(files.map { .object([("path", .string($0.path)), ("size", .int(Int64($0.size))), ("sha256", .string($0.sha256))]) })),
+            ("plugins", .array(plugins.map { .object([("name", .string($0.name)), ("path", .string($0.path)), ("entry", .string($0.entry))]) })),
+        ])
+    }
+
+    static func from(_ json: JSON) -> ReleaseInfo? {
+        guard json["format"]?.int64 == 1, let version = json["version"]?.int64, let digest = json["archive_digest"]?.string,
+              let files = json["files"]?.array else { return nil }
+        var info = ReleaseInfo(version: version, files: [], plugins: [], signatureVerified: json["signature_verified"] == .bool(true),
+                               archiveDigest: digest, label: json["label"]?.string)
+        info.files.reserveCapacity(files.count)
+        for f in files {
+            guard let p = f["path"]?.string, ResourceName.isValid(p), let size = f["size"]?.int64, size >= 0,
+                  let sha = f["sha256"]?.string else { return nil }
+            info.files.append(ManifestFile(path: p, size: UInt64(size), sha256: sha))
+        }
+        for p in json["plugins"]?.array ?? [] {
+            guard let n = p["name"]?.string, let path = p["path"]?.string, let e = p["entry"]?.string else { return nil }
+            info.plugins.append(PluginDeclaration(name: n, path: path, entry: e))
+        }
+        return info
+    }
+}
+
+/// The data directory:
+///
+///     state.json               the state (atomic rename)
+///     lock                     flock(2) target serialising updates across processes
+///     releases/<id>/files/...  an installed release's resources
+///     releases/<id>/release.json
+///     staging/<id>/            a release being installed (removed at open: never active)
+///     downloads/<digest>.part  partial archives (kept across restarts for resume)
+///
+/// Everything the library writes lives here.
+public final class Store: @unchecked Sendable {  // immutable paths only; state goes through load/save
+    public let root: String
+    public var statePath: String { root + "/state.json" }
+    public var releasesDir: String { root + "/releases" }
+    public var stagingDir: String { root + "/staging" }
+    public var downloadsDir: String { root + "/downloads" }
+
+    public init(root: String) throws {
+        self.root = FS.absolute(root)
+        try FS.makeDirectories(self.root, mode: 0o755)
+        for d in [releasesDir, stagingDir, downloadsDir] { try FS.makeDirectories(d) }
+    }
+
+    static func isReleaseID(_ id: String) -> Bool {
+        !id.isEmpty && id.utf8.count <= 64 && id.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 122) || $0 == UInt8(ascii: "-") }
+    }
+
+    public static func releaseID(version: Int64, digest: String) -> String {
+        "\(version)-\(digest.prefix(16))"
+    }
+
+    public func releaseDir(_ id: String) -> String { releasesDir + "/" + id }
+    public func filesDir(_ id: String) -> String { releasesDir + "/" + id + "/files" }
+
+    public func loadState() throws -> StoreState {
+        guard FS.exists(statePath) else { return StoreState() }
+        let bytes = try FS.readFile(statePath, limit: 16 << 20)
+        guard let json = try? JSONParser.parse(bytes), let state = StoreState.from(json) else {
+            throw AssetPatchError(.io, "\(statePath): state file is corrupt")
+        }
+        return state
+    }
+
+    public func save(_ state: StoreState) throws {
+        try FS.writeAtomically(statePath, Array(state.toJSON().serialized(indent: 2).utf8 + [0x0A]))
+    }
+
+    public func loadRelease(_ id: String) throws -> ReleaseInfo {
+        let path = releaseDir(id) + "/release.json"
+        let bytes = try FS.readFile(path, limit: 512 << 20)
+        guard let json = try? JSONParser.parse(bytes), let info = ReleaseInfo.from(json) else {
+            throw AssetPatchError(.io, "\(path): release record is corrupt")
+        }
+        return info
+    }
+
+    /// Takes the update lock without waiting; nil when another update (any process) holds it.
+    public func tryLock() throws -> UpdateLock? {
+        let file = try File.open(root + "/lock", O_RDWR | O_CREAT, mode: 0o644)
+        if flock(file.fd, LOCK_EX | LOCK_NB) != 0 {
+            if errno == EWOULDBLOCK || errno == EAGAIN { return nil }
+            throw ioError("flock", file.path)
+        }
+        return UpdateLock(file: file)
+    }
+
+    /// Finishes or discards what an interrupted update left: staging directories go, releases
+    /// the state does not name go, partial downloads stay (they are resumed).
+    public func recover(_ state: StoreState) throws {
+        for name in (try? FS.list(stagingDir)) ?? [] { try FS.removeTree(stagingDir + "/" + name) }
+        try collectGarbage(state)
+    }
+
+    /// Removes release directories the state does not reference.
+    public func collectGarbage(_ state: StoreState) throws {
+        var live = Set(state.kept.map(\.id))
+        if let a = state.active { live.insert(a.id) }
+        if let p = state.pending { live.insert(p.id) }
+        for name in (try? FS.list(releasesDir)) ?? [] where !live.contains(name) {
+            try FS.removeTree(releasesDir + "/" + name)
+        }
+    }
+
+    /// Bytes used under the data directory.
+    public func diskUsage() -> UInt64 {
+        var total: UInt64 = 0
+        for rel in (try? FS.walkFiles(root)) ?? [] { total += FS.fileSize(root + "/" + rel) ?? 0 }
+        return total
+    }
+}
+
+/// Holds the data directory's update lock until released or deinitialised.
+public final class UpdateLock {
+    let file: File
+    init(file: File) { self.file = file }
+    deinit { flock(file.fd, LOCK_UN) }
+}

@@ -1,0 +1,65 @@
+import Glibc
+
+/// A pthread mutex + condition variable on the C heap (pthread objects must not move).
+/// Used where a thread must sleep until another signals; plain shared state uses `Mutex`.
+final class Condition: @unchecked Sendable {  // all access goes through the pthread mutex
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let cond: UnsafeMutablePointer<pthread_cond_t>
+
+    init() {
+        mutex = .allocate(capacity: 1)
+        cond = .allocate(capacity: 1)
+        pthread_mutex_init(mutex, nil)
+        var attr = pthread_condattr_t()
+        pthread_condattr_init(&attr)
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC)
+        pthread_cond_init(cond, &attr)
+        pthread_condattr_destroy(&attr)
+    }
+
+    deinit {
+        pthread_cond_destroy(cond)
+        pthread_mutex_destroy(mutex)
+        cond.deallocate()
+        mutex.deallocate()
+    }
+
+    func locked<T>(_ body: () throws -> T) rethrows -> T {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body()
+    }
+
+    func broadcast() { pthread_cond_broadcast(cond) }
+
+    /// Waits (mutex held) until signalled or `deadlineMs` (monotonic) passes; nil waits forever.
+    func wait(until deadlineMs: UInt64?) {
+        guard let deadlineMs else {
+            pthread_cond_wait(cond, mutex)
+            return
+        }
+        var ts = timespec(tv_sec: Int(deadlineMs / 1000), tv_nsec: Int(deadlineMs % 1000) * 1_000_000)
+        pthread_cond_timedwait(cond, mutex, &ts)
+    }
+}
+
+private final class ThreadBody {
+    let run: () -> Void
+    init(_ run: @escaping () -> Void) { self.run = run }
+}
+
+/// Starts a joinable pthread running `body`.
+func startThread(_ body: @escaping () -> Void) throws -> pthread_t {
+    var tid = pthread_t()
+    let box = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
+    let rc = pthread_create(&tid, nil, { arg in
+        guard let arg else { return nil }
+        Unmanaged<ThreadBody>.fromOpaque(arg).takeRetainedValue().run()
+        return nil
+    }, box)
+    if rc != 0 {
+        Unmanaged<ThreadBody>.fromOpaque(box).release()
+        throw AssetPatchError(.internal, "pthread_create: \(errnoText(rc))")
+    }
+    return tid
+}

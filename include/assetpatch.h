@@ -1,0 +1,255 @@
+/*
+ * assetpatch — hot-updatable resources for native programs.
+ *
+ * A program ships a read-only bundle of resources. With assetpatch it fetches newer resources
+ * from a static web host (or a file:// repository) at run time: it reads a release manifest,
+ * downloads the release archive (resuming interrupted downloads), verifies every byte against
+ * the manifest's sha256 hashes, extracts it into a directory of its own and switches to it
+ * atomically. assetpatch_resolve() then maps a resource name to a file path: the active
+ * release first, the bundle second.
+ *
+ *     assetpatch_client *c;
+ *     if (assetpatch_client_open("/var/lib/mygame/assets", "/usr/share/mygame", &c) != ASSETPATCH_OK)
+ *         fprintf(stderr, "%s\n", assetpatch_last_error());
+ *     assetpatch_client_set(c, "manifest_url", "https://cdn.example/mygame/manifest.json");
+ *     int rc = assetpatch_update(c, NULL, NULL);        // ASSETPATCH_OK, _NO_UPDATE or an error
+ *     char path[4096];
+ *     if (assetpatch_resolve(c, "sub/sample.png", path, sizeof path, NULL) == ASSETPATCH_OK)
+ *         load_image(path);
+ *     assetpatch_client_close(c);
+ *
+ * Conventions, for every function below:
+ * - Fallible functions return an int holding an assetpatch_status: 0 success, positive a
+ *   non-error outcome, negative an error. Out-parameters come last.
+ * - A NULL required pointer gives ASSETPATCH_ERR_ARGUMENT; no pointer argument crashes the
+ *   library. Strings are NUL-terminated UTF-8; the library never keeps a caller's pointer
+ *   after the call returns.
+ * - After a failure, assetpatch_last_error() on the same thread says what failed and where.
+ * - All functions are thread-safe. assetpatch_resolve never blocks on a running update.
+ */
+#ifndef ASSETPATCH_H
+#define ASSETPATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ASSETPATCH_VERSION_MAJOR 0
+#define ASSETPATCH_VERSION_MINOR 1
+#define ASSETPATCH_VERSION_PATCH 0
+/* MAJOR * 10000 + MINOR * 100 + PATCH, for compile-time checks. */
+#define ASSETPATCH_VERSION_NUMBER (ASSETPATCH_VERSION_MAJOR * 10000 + ASSETPATCH_VERSION_MINOR * 100 + ASSETPATCH_VERSION_PATCH)
+#define ASSETPATCH_VERSION_STRING "0.1.0"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define ASSETPATCH_WARN_UNUSED_RESULT __attribute__((warn_unused_result))
+#else
+#define ASSETPATCH_WARN_UNUSED_RESULT
+#endif
+
+/* ------------------------------------------------------------------------------------------
+ * Status codes
+ * ---------------------------------------------------------------------------------------- */
+
+typedef enum assetpatch_status {
+    ASSETPATCH_OK               =   0,
+    ASSETPATCH_NO_UPDATE        =   1,  /* already on the newest release */
+    ASSETPATCH_ERR_ARGUMENT     =  -1,  /* NULL or malformed argument, unknown option or bad option value */
+    ASSETPATCH_ERR_IO           =  -2,  /* filesystem error: permissions, disk full, missing directory */
+    ASSETPATCH_ERR_NETWORK      =  -3,  /* connect, DNS, TLS, timeout, stalled or truncated transfer */
+    ASSETPATCH_ERR_HTTP         =  -4,  /* the server answered with an unexpected HTTP status */
+    ASSETPATCH_ERR_MANIFEST     =  -5,  /* manifest malformed, too large, or of an unsupported format */
+    ASSETPATCH_ERR_SIGNATURE    =  -6,  /* signature missing, malformed, or not by a trusted key */
+    ASSETPATCH_ERR_INTEGRITY    =  -7,  /* downloaded or extracted bytes do not match size/sha256 */
+    ASSETPATCH_ERR_ARCHIVE      =  -8,  /* archive malformed or unsafe (path traversal, link, bomb) */
+    ASSETPATCH_ERR_DOWNGRADE    =  -9,  /* manifest version lower than one already accepted */
+    ASSETPATCH_ERR_EXPIRED      = -10,  /* manifest past its "expires" time */
+    ASSETPATCH_ERR_INCOMPATIBLE = -11,  /* release needs a newer app_version */
+    ASSETPATCH_ERR_NOT_FOUND    = -12,  /* no such resource / plugin / symbol */
+    ASSETPATCH_ERR_RANGE        = -13,  /* output buffer too small */
+    ASSETPATCH_ERR_CANCELLED    = -14,  /* assetpatch_cancel or a progress callback stopped the update */
+    ASSETPATCH_ERR_BUSY         = -15,  /* an update is already running (this process or another) */
+    ASSETPATCH_ERR_STATE        = -16,  /* not valid now: no manifest_url set, nothing to roll back to */
+    ASSETPATCH_ERR_INTERNAL     = -99
+} assetpatch_status;
+
+/* The constant's name for a status, e.g. "ASSETPATCH_ERR_IO"; "ASSETPATCH_UNKNOWN" for any other
+ * value. Static storage: never free it. Any thread. */
+const char *assetpatch_status_name(int status);
+
+/* The loaded library's version, "MAJOR.MINOR.PATCH" (equal to ASSETPATCH_VERSION_STRING of the
+ * header it was built with). Static storage. Any thread. */
+const char *assetpatch_version(void);
+
+/* A human-readable message for the last failed assetpatch call made on the calling thread,
+ * e.g. "GET https://cdn.example/app/manifest.json: HTTP 503"; "" if this thread has had no
+ * failure. Also covers failures without a client (assetpatch_client_open). Thread-local: the
+ * pointer is owned by the library and valid until the next assetpatch call on this thread.
+ * A successful call does not clear it. */
+const char *assetpatch_last_error(void);
+
+/* ------------------------------------------------------------------------------------------
+ * Client lifecycle
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct assetpatch_client assetpatch_client;
+
+/* Opens a client on data_dir, a writable directory the library owns (created if missing): it
+ * holds the state, the installed releases and partial downloads; nothing is written elsewhere.
+ * bundle_dir (may be NULL: no fallback) holds the read-only resources shipped with the app; it
+ * is indexed once here. Opening finishes or discards what an interrupted update left behind
+ * (never leaving a half-installed release active) and activates a release installed with
+ * apply=next_open.
+ * Several clients, in one process or several, may open one data_dir.
+ * On success *out owns a client; free it with assetpatch_client_close.
+ * @return ASSETPATCH_OK; ERR_ARGUMENT (NULL data_dir or out); ERR_IO (data_dir not creatable or
+ *         writable, bundle_dir not a directory, corrupt state). */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_client_open(const char *data_dir, const char *bundle_dir, assetpatch_client **out);
+
+/* Sets an option; values are strings, numbers in decimal. Any thread; an update already
+ * running keeps the options it started with.
+ *   manifest_url        https://, http:// or file:// URL of the release manifest (required to update)
+ *   public_keys         comma-separated base64 Ed25519 public keys; when set, only manifests signed
+ *                       by one of them are accepted
+ *   app_version         the host app's dotted version, compared with a release's min_app_version
+ *   variants            comma-separated suffixes tried in order before the extension, e.g. "@3x,@2x,"
+ *                       (an empty item is the plain name); default "" (plain name only)
+ *   apply               "immediate" (default) or "next_open"
+ *   keep_versions       earlier releases kept on disk (default 1)
+ *   connect_timeout_ms  default 10000
+ *   stall_timeout_ms    abort a transfer that moves no byte for this long; default 30000
+ *   max_manifest_bytes  default 16777216
+ *   max_release_bytes   total unpacked size a release may have; default 4294967296
+ *   ca_file             PEM bundle for TLS verification (peer verification is never off)
+ *   header              one extra request header "Name: value"; repeatable; "" clears
+ *   user_agent          default "assetpatch/VERSION"
+ *   parallel_downloads  concurrent transfers for differential updates; default 4
+ * @return ASSETPATCH_OK; ERR_ARGUMENT (NULL pointer, unknown option, bad value, a manifest_url
+ *         that is empty or not http/https/file). */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_client_set(assetpatch_client *c, const char *option, const char *value);
+
+/* Cancels a running update, waits for it to stop, and frees the client. NULL does nothing.
+ * Paths returned by assetpatch_resolve stay valid after close. Call it once per client, and
+ * not from the client's own progress callback. */
+void assetpatch_client_close(assetpatch_client *c);
+
+/* ------------------------------------------------------------------------------------------
+ * Updating
+ * ---------------------------------------------------------------------------------------- */
+
+typedef enum assetpatch_phase {
+    ASSETPATCH_PHASE_CHECK = 1,     /* fetching and verifying the manifest */
+    ASSETPATCH_PHASE_DOWNLOAD = 2,  /* transferring bytes */
+    ASSETPATCH_PHASE_INSTALL = 3,   /* verifying, extracting and linking files into the new release */
+    ASSETPATCH_PHASE_ACTIVATE = 4,  /* switching the active release */
+    ASSETPATCH_PHASE_DONE = 5
+} assetpatch_phase;
+
+typedef struct assetpatch_progress {
+    int      phase;          /* an assetpatch_phase */
+    uint64_t bytes_done;     /* in this phase */
+    uint64_t bytes_total;    /* in this phase; 0 when unknown */
+    uint64_t files_done;
+    uint64_t files_total;
+} assetpatch_progress;
+
+/* Progress callback. Runs on the updating thread, at most every 50 ms and at each phase change,
+ * never two at once; phases arrive in order, DONE exactly once on success or no-update. Within a
+ * phase bytes_done never decreases (except a download restarting from zero); a resumed download
+ * starts at the bytes already on disk. The progress pointer is valid during the call only.
+ * Return non-zero to cancel the update (it then returns ASSETPATCH_ERR_CANCELLED). It must not
+ * call assetpatch_update or assetpatch_client_close on the same client. */
+typedef int (*assetpatch_progress_fn)(const assetpatch_progress *progress, void *userdata);
+
+/* Fetches and verifies the manifest only. *version and *download_bytes (each may be NULL) get
+ * the newer release's version and the bytes an update would transfer from now (partial
+ * downloads already on disk not counted). Accepting a manifest pins its package and raises the
+ * downgrade mark. Any thread.
+ * @return ASSETPATCH_OK (a newer compatible release exists); ASSETPATCH_NO_UPDATE; ERR_STATE (no
+ *         manifest_url); ERR_IO, ERR_NETWORK, ERR_HTTP, ERR_MANIFEST, ERR_SIGNATURE,
+ *         ERR_DOWNGRADE, ERR_EXPIRED, ERR_INCOMPATIBLE, ERR_ARCHIVE (release too large). */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_check(assetpatch_client *c, int64_t *version, uint64_t *download_bytes);
+
+/* Blocking check + download + install + activate, on the calling thread. progress and userdata
+ * may be NULL. On every error the active release is unchanged and still fully served, and the
+ * bytes already downloaded are kept so that the next attempt, in this process or after a
+ * restart, resumes. Network failures and 5xx answers are retried (3 times, with backoff,
+ * resuming) before the call fails.
+ * @return ASSETPATCH_OK (installed; activated unless apply=next_open); ASSETPATCH_NO_UPDATE;
+ *         ERR_BUSY (an update runs on this client or on this data_dir in any process); ERR_STATE;
+ *         ERR_CANCELLED; any error of assetpatch_check; ERR_INTEGRITY, ERR_ARCHIVE, ERR_IO. */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_update(assetpatch_client *c, assetpatch_progress_fn progress, void *userdata);
+
+/* Runs assetpatch_update on a background thread; progress is called from that thread. The
+ * caller keeps userdata valid until assetpatch_update_wait has returned the result or the
+ * client is closed.
+ * @return ASSETPATCH_OK (started); ERR_BUSY (an update is running); ERR_ARGUMENT; ERR_INTERNAL. */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_update_start(assetpatch_client *c, assetpatch_progress_fn progress, void *userdata);
+
+/* Waits up to timeout_ms (negative: forever) for the update started by assetpatch_update_start.
+ * When it has finished, *result (may be NULL) gets its status — handed out once — and, when that
+ * status is an error, assetpatch_last_error() on this thread gives its message.
+ * @return ASSETPATCH_OK (finished; see *result); ERR_BUSY (still running at the timeout);
+ *         ERR_STATE (none started, or its result was already handed out). */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_update_wait(assetpatch_client *c, int timeout_ms, int *result);
+
+/* Asks a running update to stop soon (within about 100 ms, also during a stalled transfer); it
+ * then returns ASSETPATCH_ERR_CANCELLED, keeping downloaded bytes. Does nothing when no update
+ * runs, or for NULL. Any thread, also from a signal-free progress callback. */
+void assetpatch_cancel(assetpatch_client *c);
+
+/* ------------------------------------------------------------------------------------------
+ * Resolving resources
+ * ---------------------------------------------------------------------------------------- */
+
+/* Maps a resource name ("sub/sample.png") to an absolute file path. For each suffix of the
+ * variants option in order, the active release is searched first, then bundle_dir; the first
+ * file found wins. The suffix goes before the last '.' of the last component, or at the end when
+ * that component has no '.' after its first character ("a.tar.gz" -> "a.tar@2x.gz", "README" ->
+ * "README@2x"). Answers from in-memory indexes of the active release and the bundle: no system
+ * call, never blocks on a running update. Any thread.
+ * The path (NUL-terminated) is written to path; *path_len (may be NULL) gets its length without
+ * the NUL, also when path_cap is too small. path == NULL with path_cap == 0 is a size query.
+ * A returned path stays valid while its release is active or kept (keep_versions).
+ * @return ASSETPATCH_OK; ERR_NOT_FOUND; ERR_RANGE (path_cap too small, size query);
+ *         ERR_ARGUMENT (NULL c or name; empty name, name starting with '/', containing '\\', or
+ *         with an empty, "." or ".." component). */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_resolve(assetpatch_client *c, const char *name, char *path, size_t path_cap, size_t *path_len);
+
+/* ------------------------------------------------------------------------------------------
+ * Releases
+ * ---------------------------------------------------------------------------------------- */
+
+/* *version gets the active release's version, 0 when only the bundle is served. Any thread.
+ * @return ASSETPATCH_OK; ERR_ARGUMENT (NULL c or version). */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_current(assetpatch_client *c, int64_t *version);
+
+/* ------------------------------------------------------------------------------------------
+ * Logging
+ * ---------------------------------------------------------------------------------------- */
+
+/* Log callback: level 0 debug, 1 info, 2 warning, 3 error. message is valid during the call. */
+typedef void (*assetpatch_log_fn)(int level, const char *message, void *userdata);
+
+/* Routes the client's log lines to fn (NULL turns logging off). fn may be called from the
+ * thread running an update; it must not call back into this client.
+ * @return ASSETPATCH_OK; ERR_ARGUMENT (NULL c). */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_set_log(assetpatch_client *c, assetpatch_log_fn fn, void *userdata);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ASSETPATCH_H */

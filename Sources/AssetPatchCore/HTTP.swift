@@ -88,7 +88,7 @@ private let headerCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, I
 }
 
 extension String {
-    func trimmingCharacters(in set: String) -> String {
+    public func trimmingCharacters(in set: String) -> String {
         let chars = Set(set.unicodeScalars)
         var scalars = Substring(self).unicodeScalars[...]
         while let f = scalars.first, chars.contains(f) { scalars.removeFirst() }

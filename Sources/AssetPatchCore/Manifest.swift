@@ -15,6 +15,12 @@ public struct PluginDeclaration: Sendable, Equatable {
     public var name: String
     public var path: String
     public var entry: String
+
+    public init(name: String, path: String, entry: String) {
+        self.name = name
+        self.path = path
+        self.entry = entry
+    }
 }
 
 /// A decoded, validated release manifest: format 1, or the seed's legacy `{url, md5}`.
@@ -40,6 +46,25 @@ public struct Manifest: Sendable {
     public var signatureVerified: Bool
     /// The manifest bytes (an envelope's decoded payload), stored with the release.
     public var payload: [UInt8]
+
+    public init(kind: Kind, package: String?, version: Int64, label: String?, created: Int64?, expires: Int64?,
+                minAppVersion: String?, archiveURL: String, archiveSize: UInt64?, archiveDigest: String,
+                files: [ManifestFile], plugins: [PluginDeclaration], signatureVerified: Bool, payload: [UInt8]) {
+        self.kind = kind
+        self.package = package
+        self.version = version
+        self.label = label
+        self.created = created
+        self.expires = expires
+        self.minAppVersion = minAppVersion
+        self.archiveURL = archiveURL
+        self.archiveSize = archiveSize
+        self.archiveDigest = archiveDigest
+        self.files = files
+        self.plugins = plugins
+        self.signatureVerified = signatureVerified
+        self.payload = payload
+    }
 
     public var digestAlgorithm: Digest.Algorithm { kind == .legacy ? .md5 : .sha256 }
 

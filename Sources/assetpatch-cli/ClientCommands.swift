@@ -1,0 +1,173 @@
+import ArgumentParser
+import AssetPatchCore
+import Glibc
+
+struct ClientOptions: ParsableArguments {
+    @Option(name: .customLong("data-dir"), help: "The client's data directory.") var dataDir: String
+    @Option(name: .customLong("bundle-dir"), help: "The app's shipped resources (fallback).") var bundleDir: String?
+
+    func open() throws -> Client {
+        try Client(dataDir: dataDir, bundleDir: bundleDir)
+    }
+}
+
+struct SourceOptions: ParsableArguments {
+    @Option(name: .long, help: "The manifest URL (https://, http:// or file://).") var url: String
+    @Option(name: .customLong("public-key"), help: "Trusted base64 Ed25519 public key (repeatable).") var publicKey: [String] = []
+    @Option(name: .customLong("app-version"), help: "This app's version, for min_app_version.") var appVersion: String?
+    @Option(name: .customLong("ca-file"), help: "PEM bundle of trusted CAs.") var caFile: String?
+
+    func configure(_ client: Client) throws {
+        try client.set("manifest_url", url)
+        if !publicKey.isEmpty { try client.set("public_keys", publicKey.joined(separator: ",")) }
+        if let appVersion { try client.set("app_version", appVersion) }
+        if let caFile { try client.set("ca_file", caFile) }
+    }
+}
+
+func formatBytes(_ n: UInt64) -> String {
+    if n < 1024 { return "\(n) B" }
+    let units = ["KiB", "MiB", "GiB", "TiB"]
+    var v = Double(n) / 1024
+    var u = 0
+    while v >= 1024 && u < units.count - 1 { v /= 1024; u += 1 }
+    let tenths = Int((v * 10).rounded())
+    return "\(tenths / 10).\(tenths % 10) \(units[u])"
+}
+
+let phaseNames: [Phase: String] = [.check: "check", .download: "download", .install: "install", .activate: "activate", .done: "done"]
+
+/// A progress bar on a terminal; one line per phase otherwise.
+final class ProgressPrinter {
+    let tty = isatty(STDERR_FILENO) != 0
+    var lastPhase: Phase?
+    var last = Progress(phase: .check)
+
+    func show(_ p: Progress) -> Bool {
+        let name = phaseNames[p.phase] ?? "?"
+        if tty {
+            if let lastPhase, lastPhase != p.phase { writeStderr("\n") }
+            var line = "\r\(name.padding(8))"
+            if p.bytesTotal > 0 {
+                let width = 30
+                let filled = Int(min(p.bytesDone, p.bytesTotal) * UInt64(width) / p.bytesTotal)
+                line += " [" + String(repeating: "#", count: filled) + String(repeating: " ", count: width - filled) + "]"
+                line += " \(min(100, p.bytesDone * 100 / p.bytesTotal))% \(formatBytes(p.bytesDone)) / \(formatBytes(p.bytesTotal))"
+            } else if p.bytesDone > 0 {
+                line += " \(formatBytes(p.bytesDone))"
+            }
+            if p.filesTotal > 0 { line += " \(p.filesDone)/\(p.filesTotal) files" }
+            writeStderr(line + "\u{1B}[K")
+            if p.phase == .done { writeStderr("\n") }
+        } else if lastPhase != p.phase {
+            if let lastPhase, lastPhase != .done { printPhaseEnd(lastPhase) }
+            if p.phase == .done { writeStderr("done\n") }
+        }
+        lastPhase = p.phase
+        last = p
+        return false
+    }
+
+    private func printPhaseEnd(_ phase: Phase) {
+        var line = "\(phaseNames[phase] ?? "?")"
+        if last.bytesDone > 0 || last.bytesTotal > 0 { line += " \(formatBytes(last.bytesDone))" }
+        if last.filesTotal > 0 { line += " \(last.filesDone)/\(last.filesTotal) files" }
+        writeStderr(line + "\n")
+    }
+}
+
+extension String {
+    func padding(_ n: Int) -> String { count >= n ? self : self + String(repeating: " ", count: n - count) }
+}
+
+struct Update: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Update the data directory to the newest release.")
+    @OptionGroup var client: ClientOptions
+    @OptionGroup var source: SourceOptions
+
+    func run() throws {
+        try cli {
+            let c = try client.open()
+            defer { c.close() }
+            try source.configure(c)
+            let printer = ProgressPrinter()
+            let installed = try c.update { printer.show($0) }
+            print(installed ? "updated to version \(c.currentVersion)" : "no update: version \(c.currentVersion) is current")
+        }
+    }
+}
+
+struct Check: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Tell whether a newer release exists (exit 2: no update).")
+    @OptionGroup var client: ClientOptions
+    @OptionGroup var source: SourceOptions
+
+    func run() throws {
+        let result = try cli { () -> CheckResult? in
+            let c = try client.open()
+            defer { c.close() }
+            try source.configure(c)
+            return try c.check()
+        }
+        guard let result else {
+            print("no update")
+            throw ExitCode(2)
+        }
+        print("version \(result.version) available, \(result.downloadBytes) bytes to download")
+    }
+}
+
+struct Resolve: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Print the path each resource name resolves to, one per line.")
+    @OptionGroup var client: ClientOptions
+    @Option(name: .long, help: "Comma-separated variant suffixes, e.g. \"@2x,\".") var variants: String?
+    @Argument(help: "Resource names.") var names: [String]
+
+    func run() throws {
+        let failed = try cli { () -> Bool in
+            let c = try client.open()
+            defer { c.close() }
+            if let variants { try c.set("variants", variants) }
+            var failed = false
+            for n in names {
+                do { print(try c.resolve(n)) } catch let e as AssetPatchError {
+                    printError("\(e.status.name): \(e.message)")
+                    failed = true
+                }
+            }
+            return failed
+        }
+        if failed { throw ExitCode(3) }
+    }
+}
+
+struct StatusCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "status", abstract: "Show the active, kept and pending releases.")
+    @Option(name: .customLong("data-dir"), help: "The client's data directory.") var dataDir: String
+    @Flag(name: .long, help: "Print JSON.") var json = false
+
+    func run() throws {
+        try cli {
+            let store = try Store(root: dataDir)
+            let s = try store.loadState()
+            let bytes = store.diskUsage()
+            if json {
+                let out = JSON.object([
+                    ("active", .int(s.active?.version ?? 0)),
+                    ("kept", .array(s.kept.map { .int($0.version) })),
+                    ("pending", s.pending.map { .int($0.version) } ?? .null),
+                    ("bad", .array(s.bad.map { .int($0) })),
+                    ("data_bytes", .int(Int64(bytes))),
+                ])
+                print(out.serialized())
+                return
+            }
+            print("active:   \(s.active.map { "version \($0.version)" } ?? "bundle only")")
+            print("kept:     \(s.kept.isEmpty ? "none" : s.kept.map { String($0.version) }.joined(separator: ", "))")
+            print("pending:  \(s.pending.map { "version \($0.version)" } ?? "none")")
+            if !s.bad.isEmpty { print("bad:      \(s.bad.map(String.init).joined(separator: ", "))") }
+            if let p = s.package { print("package:  \(p) (highest accepted version \(s.highestVersion))") }
+            print("disk:     \(formatBytes(bytes))")
+        }
+    }
+}

@@ -1,0 +1,238 @@
+import ArgumentParser
+import AssetPatchCore
+import Glibc
+
+struct Keygen: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Create an Ed25519 signing key (KEYFILE, 0600) and KEYFILE.pub.")
+
+    @Option(name: .long, help: "Where to write the private key.") var out: String
+
+    func run() throws {
+        try cli {
+            if FS.exists(out) { throw AssetPatchError(.argument, "\(out) exists; refusing to overwrite a key") }
+            let (seed, pub) = try Ed25519.generate()
+            try FS.writeAtomically(out, Array((Base64.encode(seed) + "\n").utf8), mode: 0o600)
+            try FS.writeAtomically(out + ".pub", Array((Base64.encode(pub) + "\n").utf8))
+            print(Base64.encode(pub))
+        }
+    }
+}
+
+/// Reads a base64 key file (private seed or public key) of 32 bytes.
+func readKeyFile(_ path: String) throws -> [UInt8] {
+    let text = String(decoding: try FS.readFile(path, limit: 4096), as: UTF8.self).trimmingCharacters(in: " \t\r\n")
+    guard let key = Base64.decode(text), key.count == Ed25519.keyLength else {
+        throw AssetPatchError(.argument, "\(path): not a base64 Ed25519 key")
+    }
+    return key
+}
+
+/// The repository's current manifest, if any (envelopes are opened without verification).
+func currentManifest(repo: String) throws -> Manifest? {
+    let path = repo + "/manifest.json"
+    guard FS.exists(path) else { return nil }
+    return try Manifest.decode(try FS.readFile(path, limit: 256 << 20), source: path)
+}
+
+struct Publish: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Build a release archive and manifest from a directory into a release repository.")
+
+    @Argument(help: "The directory holding the release's resources.") var source: String
+    @Option(name: .long, help: "The release repository (created if missing).") var repo: String
+    @Option(name: .long, help: "Private key file: sign the manifest (DSSE envelope).") var key: String?
+    @Option(name: .long, help: "Package name (default: the repository's, else \"default\").") var package: String?
+    @Option(name: .long, help: "Release version (default: current + 1).") var version: Int64?
+    @Option(name: .long, help: "A label for people.") var label: String?
+    @Option(name: .long, help: "The app's shipped bundle: leave out files identical to it.") var base: String?
+    @Option(name: .customLong("min-app-version"), help: "Oldest app version this release works with.") var minAppVersion: String?
+    @Option(name: .long, help: "RFC 3339 time after which clients refuse the manifest.") var expires: String?
+    @Option(name: .long, help: "Plugin declaration NAME=PATH:ENTRY (repeatable).") var plugin: [String] = []
+
+    func run() throws {
+        try cli {
+            let src = FS.absolute(source)
+            guard FS.isDirectory(src) else { throw AssetPatchError(.argument, "\(source): not a directory") }
+            let repoDir = FS.absolute(repo)
+            try FS.makeDirectories(repoDir + "/archives")
+            let current = try currentManifest(repo: repoDir)
+            let currentVersion = current?.version ?? 0
+            let newVersion = version ?? currentVersion + 1
+            if newVersion <= currentVersion {
+                throw AssetPatchError(.argument, "version \(newVersion) is not above the repository's current version \(currentVersion)")
+            }
+            if newVersion < 1 { throw AssetPatchError(.argument, "version must be >= 1") }
+            let pkg = package ?? current?.package ?? "default"
+            var expiresAt: Int64?
+            if let expires {
+                guard let t = RFC3339.parse(expires) else { throw AssetPatchError(.argument, "--expires: not an RFC 3339 time: \(expires)") }
+                expiresAt = t
+            }
+            if let minAppVersion, AppVersion.parse(minAppVersion) == nil {
+                throw AssetPatchError(.argument, "--min-app-version: not a dotted version: \(minAppVersion)")
+            }
+            let seed = try key.map(readKeyFile)
+
+            var names = try FS.walkFiles(src).sorted()
+            for n in names where !ResourceName.isValid(n) {
+                throw AssetPatchError(.argument, "\(src)/\(n): not a valid resource name")
+            }
+            var files: [ManifestFile] = []
+            var kept: [String] = []
+            for n in names {
+                let path = src + "/" + n
+                let sha = try Digest.hexOfFile(path)
+                if let base, let baseSize = FS.fileSize(base + "/" + n), baseSize == FS.fileSize(path),
+                   try Digest.hexOfFile(base + "/" + n) == sha {
+                    continue
+                }
+                files.append(ManifestFile(path: n, size: FS.fileSize(path) ?? 0, sha256: sha))
+                kept.append(n)
+            }
+            names = kept
+
+            var plugins: [PluginDeclaration] = []
+            for p in plugin {
+                guard let eq = p.firstIndex(of: "="), let colon = p.lastIndex(of: ":"), eq < colon else {
+                    throw AssetPatchError(.argument, "--plugin \(p): expected NAME=PATH:ENTRY")
+                }
+                let decl = PluginDeclaration(name: String(p[..<eq]), path: String(p[p.index(after: eq)..<colon]),
+                                             entry: String(p[p.index(after: colon)...]))
+                guard files.contains(where: { $0.path == decl.path }) else {
+                    throw AssetPatchError(.argument, "--plugin \(p): \(decl.path) is not a file of the release")
+                }
+                plugins.append(decl)
+            }
+
+            // The archive first, under its own hash, then the manifest: clients never see a
+            // manifest whose archive is missing.
+            let tmpZip = repoDir + "/archives/.publish-\(getpid()).zip"
+            let writer = try ZipWriter(path: tmpZip)
+            for n in names { try writer.add(name: n, sourcePath: src + "/" + n) }
+            try writer.finish()
+            let zipSHA = try Digest.hexOfFile(tmpZip)
+            let zipSize = FS.fileSize(tmpZip) ?? 0
+            let archiveName = "archives/\(zipSHA).zip"
+            try FS.rename(tmpZip, repoDir + "/" + archiveName)
+            try FS.syncDirectory(repoDir + "/archives")
+
+            let manifest = Manifest(kind: .format1, package: pkg, version: newVersion, label: label, created: unixTime(),
+                                    expires: expiresAt, minAppVersion: minAppVersion, archiveURL: archiveName,
+                                    archiveSize: zipSize, archiveDigest: zipSHA, files: files, plugins: plugins,
+                                    signatureVerified: false, payload: [])
+            let payload = Array((manifest.toJSON().serialized(indent: 2) + "\n").utf8)
+            var out = payload
+            if let seed {
+                let pub = try Ed25519.publicKey(fromSeed: seed)
+                let sig = try Ed25519.sign(DSSE.pae(payloadType: DSSE.payloadType, payload: payload), seed: seed)
+                let envelope = JSON.object([
+                    ("payloadType", .string(DSSE.payloadType)),
+                    ("payload", .string(Base64.encode(payload))),
+                    ("signatures", .array([.object([("keyid", .string(Ed25519.keyID(pub))), ("sig", .string(Base64.encode(sig)))])])),
+                ])
+                out = Array((envelope.serialized(indent: 2) + "\n").utf8)
+            }
+            try FS.writeAtomically(repoDir + "/manifest.json", out)
+            let total = files.reduce(UInt64(0)) { $0 + $1.size }
+            print("published \(pkg) version \(newVersion): \(files.count) files, \(total) bytes, archive \(archiveName) (\(zipSize) bytes)\(seed == nil ? "" : ", signed")")
+        }
+    }
+}
+
+struct Verify: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Check a repository's manifest, signature, archive and every file hash.")
+
+    @Argument(help: "The release repository.") var repo: String
+    @Option(name: .customLong("public-key"), help: "Trusted base64 Ed25519 public key (repeatable).") var publicKey: [String] = []
+    @Option(name: .customLong("public-key-file"), help: "File holding a trusted base64 public key.") var publicKeyFile: String?
+
+    func run() throws {
+        try cli {
+            let repoDir = FS.absolute(repo)
+            var keys: [[UInt8]] = []
+            for k in publicKey {
+                guard let key = Base64.decode(k), key.count == Ed25519.keyLength else {
+                    throw AssetPatchError(.argument, "--public-key: not a base64 Ed25519 public key")
+                }
+                keys.append(key)
+            }
+            if let publicKeyFile { keys.append(try readKeyFile(publicKeyFile)) }
+            let path = repoDir + "/manifest.json"
+            let m = try Manifest.decode(try FS.readFile(path, limit: 256 << 20), trustedKeys: keys, source: path)
+            guard m.kind == .format1 else { throw AssetPatchError(.manifest, "\(path): a legacy manifest; nothing to verify beyond its md5") }
+            let archiveURL = URLs.resolve(m.archiveURL, against: URLs.fileURL(forPath: path))
+            guard let archivePath = URLs.filePath(archiveURL) else {
+                throw AssetPatchError(.manifest, "archive URL \(m.archiveURL) is not inside the repository")
+            }
+            guard let size = FS.fileSize(archivePath) else { throw AssetPatchError(.io, "\(archivePath): missing") }
+            if size != m.archiveSize { throw AssetPatchError(.integrity, "\(archivePath): \(size) bytes, the manifest says \(m.archiveSize ?? 0)") }
+            let sha = try Digest.hexOfFile(archivePath)
+            if sha != m.archiveDigest { throw AssetPatchError(.integrity, "\(archivePath): sha256 \(sha), the manifest says \(m.archiveDigest)") }
+            let zip = try ZipReader(path: archivePath)
+            let expected = Dictionary(uniqueKeysWithValues: m.files.map { ($0.path, $0) })
+            let buffers = ZipBuffers()
+            var seen = 0
+            for e in zip.entries where !e.isDirectory {
+                guard let f = expected[e.name] else { throw AssetPatchError(.archive, "\(archivePath): entry \(e.name) is not in the manifest") }
+                let d = try Digest(.sha256)
+                var n: UInt64 = 0
+                try zip.extract(e, buffers: buffers) { d.update($0); n += UInt64($0.count) }
+                let got = d.finalHex()
+                if n != f.size || got != f.sha256 {
+                    throw AssetPatchError(.integrity, "\(archivePath): entry \(e.name) does not match the manifest")
+                }
+                seen += 1
+            }
+            if seen != m.files.count { throw AssetPatchError(.archive, "\(archivePath): \(m.files.count - seen) manifest files missing from the archive") }
+            let signed = m.signatureVerified ? ", signature verified" : (keys.isEmpty ? "" : "")
+            print("ok: \(m.package ?? "default") version \(m.version), \(m.files.count) files verified\(signed)")
+        }
+    }
+}
+
+struct Inspect: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Print a repository's or URL's manifest (decoding the envelope).")
+
+    @Argument(help: "A release repository directory or a manifest URL.") var target: String
+    @Flag(name: .long, help: "Print the decoded manifest as JSON.") var json = false
+
+    func run() throws {
+        try cli {
+            let bytes: [UInt8]
+            let source: String
+            if URLs.scheme(target) == .http || URLs.scheme(target) == .https {
+                let http = HTTPClient(settings: HTTPSettings(), cancel: CancelToken())
+                bytes = try http.fetch(target, limit: 256 << 20, limitStatus: .manifest).body
+                source = target
+            } else {
+                var path = URLs.filePath(target) ?? target
+                if FS.isDirectory(path) { path += "/manifest.json" }
+                bytes = try FS.readFile(path, limit: 256 << 20, limitStatus: .manifest)
+                source = path
+            }
+            let m = try Manifest.decode(bytes, source: source)
+            if json {
+                if m.kind == .legacy {
+                    print(JSON.object([("url", .string(m.archiveURL)), ("md5", .string(m.archiveDigest))]).serialized(indent: 2))
+                } else {
+                    print((try? JSONParser.parse(m.payload))?.serialized(indent: 2) ?? String(decoding: m.payload, as: UTF8.self))
+                }
+                return
+            }
+            if m.kind == .legacy {
+                print("legacy manifest: \(m.archiveURL) md5 \(m.archiveDigest)")
+                return
+            }
+            print("package:  \(m.package ?? "default")")
+            print("version:  \(m.version)\(m.label.map { " (\($0))" } ?? "")")
+            if let c = m.created { print("created:  \(RFC3339.format(c))") }
+            if let e = m.expires { print("expires:  \(RFC3339.format(e))") }
+            if let v = m.minAppVersion { print("min app:  \(v)") }
+            print("archive:  \(m.archiveURL) (\(m.archiveSize ?? 0) bytes, sha256 \(m.archiveDigest))")
+            print("files:    \(m.files.count), \(m.releaseBytes) bytes")
+            for f in m.files.prefix(50) { print("  \(f.size)\t\(f.path)") }
+            if m.files.count > 50 { print("  ... \(m.files.count - 50) more") }
+            for p in m.plugins { print("plugin:   \(p.name) = \(p.path) : \(p.entry)") }
+        }
+    }
+}

@@ -1,2 +1,0 @@
-import AssetPatchCore
-print("hi")

@@ -189,19 +189,15 @@ public final class HTTPClient {
             curl_multi_poll(multi, nil, 0, 50, &fds)
         }
         if let progress { progress(ctx.bodyBytes) }
-        if let error = ctx.error {
-            if let e = error as? AssetPatchError { throw e }
-            throw AssetPatchError(.internal, "GET \(shown): \(error)")
-        }
+        // A callback's own error (a refused response, a full disk) says more than curl's
+        // "failed writing received data".
+        if let error = ctx.error { throw error }
         if result != CURLE_OK {
             let detail = errorBuffer.pointee != 0 ? String(cString: errorBuffer) : String(cString: curl_easy_strerror(result))
             throw AssetPatchError(.network, "GET \(shown): \(detail)")
         }
         // An empty body never reached the write callback: let onHead judge the response now.
-        if !ctx.begin(), let error = ctx.error {
-            if let e = error as? AssetPatchError { throw e }
-            throw AssetPatchError(.internal, "GET \(shown): \(error)")
-        }
+        if !ctx.begin(), let error = ctx.error { throw error }
         var code = 0
         _ = assetpatch_curl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &code)
         ctx.head.status = code

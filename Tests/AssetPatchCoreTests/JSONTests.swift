@@ -1,0 +1,47 @@
+import Testing
+@testable import AssetPatchCore
+
+@Suite struct JSONTests {
+    func parse(_ s: String) throws -> JSON { try JSONParser.parse(Array(s.utf8)) }
+
+    @Test func parsesNestedValuesKeepingKeyOrder() throws {
+        let v = try parse(#"{"b": [1, -2.5e3, true, null], "a": {"x": "y\u00e9\n"}}"#)
+        #expect(v["b"]?.array?.count == 4)
+        #expect(v["b"]?.array?[0].int64 == 1)
+        #expect(v["b"]?.array?[1].int64 == nil)
+        #expect(v["a"]?["x"]?.string == "yé\n")
+        guard case let .object(pairs) = v else { Issue.record("not an object"); return }
+        #expect(pairs.map(\.0) == ["b", "a"])
+    }
+
+    @Test(arguments: [
+        "", "{", "[1,]", "{\"a\":1,}", "{\"a\" 1}", "01", "1.", "-", "+1", "\"\\x\"", "\"a", "[1] 2",
+        "{\"a\":1,\"a\":2}", "\"\\ud800\"", "\"\\udc00\"", "nul", "\"tab\there\"", "{1:2}",
+    ])
+    func rejectsMalformedInput(_ text: String) {
+        #expect(throws: (any Error).self) { try parse(text) }
+    }
+
+    @Test func rejectsInvalidUTF8() {
+        #expect(throws: (any Error).self) { try JSONParser.parse([0x22, 0xFF, 0xFE, 0x22]) }
+    }
+
+    @Test func boundsNesting() throws {
+        let ok = String(repeating: "[", count: JSONParser.maxDepth) + String(repeating: "]", count: JSONParser.maxDepth)
+        _ = try parse(ok)
+        let deep = String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
+        #expect(throws: (any Error).self) { try parse(deep) }
+    }
+
+    @Test func hugeNumbersAreNotIntegers() throws {
+        #expect(try parse("99999999999999999999999").int64 == nil)
+        #expect(try parse("9223372036854775807").int64 == Int64.max)
+        #expect(try parse("1e3").int64 == nil)
+    }
+
+    @Test func serialisationRoundTrips() throws {
+        let v = try parse(#"{"s":"q\"b\\c\u0001","n":[1,2,{"z":false}],"e":{}}"#)
+        #expect(try parse(v.serialized()) == v)
+        #expect(try parse(v.serialized(indent: 2)) == v)
+    }
+}

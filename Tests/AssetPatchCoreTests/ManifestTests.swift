@@ -1,0 +1,90 @@
+import Testing
+@testable import AssetPatchCore
+
+@Suite struct ManifestTests {
+    let sha = String(repeating: "ab", count: 32)
+
+    func manifest(_ extra: String = "", files: String? = nil, version: String = "7") -> [UInt8] {
+        let f = files ?? #"[{"path": "sub/a.png", "size": 3, "sha256": "\#(sha)"}]"#
+        return Array(#"{"format": 1, "package": "game", "version": \#(version), "archive": {"url": "archives/x.zip", "size": 10, "sha256": "\#(sha)"}, "files": \#(f)\#(extra)}"#.utf8)
+    }
+
+    @Test func decodesFormat1() throws {
+        let m = try Manifest.decode(manifest(#", "label": "winter", "expires": "2027-01-01T00:00:00Z", "min_app_version": "1.4.0", "future_field": {"x": 1}"#))
+        #expect(m.kind == .format1)
+        #expect(m.package == "game" && m.version == 7 && m.label == "winter")
+        #expect(m.expires == 1_798_761_600)
+        #expect(m.files == [ManifestFile(path: "sub/a.png", size: 3, sha256: sha)])
+        #expect(m.archiveSize == 10 && m.archiveDigest == sha)
+        #expect(!m.signatureVerified)
+    }
+
+    @Test func decodesTheLegacySeedManifest() throws {
+        let m = try Manifest.decode(Array(#"{"url": "https://example.com/patch.zip", "md5": "E963ED645C50A004697530FA596F180B"}"#.utf8))
+        #expect(m.kind == .legacy)
+        #expect(m.archiveDigest == "e963ed645c50a004697530fa596f180b")
+        #expect(m.digestAlgorithm == .md5)
+    }
+
+    @Test(arguments: [
+        #"{"format": 1}"#,
+        #"{"format": "1", "package": "g", "version": 1}"#,
+        #"{"format": 2, "package": "g", "version": 1}"#,
+        #"[1, 2]"#,
+        #"{"url": "x"}"#,
+        #"{"url": "x", "md5": "nothex"}"#,
+    ])
+    func refusesMalformedManifests(_ text: String) {
+        #expect(statusOf { _ = try Manifest.decode(Array(text.utf8)) } == .manifest)
+    }
+
+    @Test func refusesBadFieldValues() {
+        #expect(statusOf { _ = try Manifest.decode(manifest(version: "0")) } == .manifest)
+        #expect(statusOf { _ = try Manifest.decode(manifest(version: "-3")) } == .manifest)
+        #expect(statusOf { _ = try Manifest.decode(manifest(version: "1e400")) } == .manifest)
+        #expect(statusOf { _ = try Manifest.decode(manifest(version: "99999999999999999999")) } == .manifest)
+        #expect(statusOf { _ = try Manifest.decode(manifest(files: #"[{"path": "a", "size": -1, "sha256": "\#(sha)"}]"#)) } == .manifest)
+        #expect(statusOf { _ = try Manifest.decode(manifest(files: #"[{"path": "../a", "size": 1, "sha256": "\#(sha)"}]"#)) } == .manifest)
+        #expect(statusOf { _ = try Manifest.decode(manifest(files: #"[{"path": "a", "size": 1, "sha256": "\#(sha)"}, {"path": "a", "size": 1, "sha256": "\#(sha)"}]"#)) } == .manifest)
+        #expect(statusOf { _ = try Manifest.decode(manifest(files: #"[{"path": "a", "size": 1, "sha256": "\#(sha)"}, {"path": "a/b", "size": 1, "sha256": "\#(sha)"}]"#)) } == .manifest)
+        #expect(statusOf { _ = try Manifest.decode(manifest(files: #"[{"path": "a", "size": 1, "sha256": "short"}]"#)) } == .manifest)
+        #expect(statusOf { _ = try Manifest.decode(manifest(files: #"[{"path": "a", "size": 9223372036854775807, "sha256": "\#(sha)"}, {"path": "b", "size": 9223372036854775807, "sha256": "\#(sha)"}, {"path": "c", "size": 9223372036854775807, "sha256": "\#(sha)"}]"#)) } == .manifest)
+        #expect(statusOf { _ = try Manifest.decode(manifest(#", "expires": "tomorrow""#)) } == .manifest)
+        #expect(statusOf { _ = try Manifest.decode(manifest(#", "min_app_version": "1.x""#)) } == .manifest)
+        #expect(statusOf { _ = try Manifest.decode(manifest(#", "plugins": [{"name": "p", "path": "missing.so", "entry": "e"}]"#)) } == .manifest)
+    }
+
+    func envelope(_ payload: [UInt8], seed: [UInt8], type: String = DSSE.payloadType, keyid: String? = nil, flip: Bool = false) throws -> [UInt8] {
+        var sig = try Ed25519.sign(DSSE.pae(payloadType: type, payload: payload), seed: seed)
+        if flip { sig[0] ^= 1 }
+        var sigObj: [(String, JSON)] = [("sig", .string(Base64.encode(sig)))]
+        if let keyid { sigObj.insert(("keyid", .string(keyid)), at: 0) }
+        return Array(JSON.object([("payloadType", .string(type)), ("payload", .string(Base64.encode(payload))),
+                                  ("signatures", .array([.object(sigObj)]))]).serialized().utf8)
+    }
+
+    @Test func verifiesSignedEnvelopes() throws {
+        let (seed, pub) = try Ed25519.generate()
+        let (otherSeed, otherPub) = try Ed25519.generate()
+        let payload = manifest()
+        let good = try envelope(payload, seed: seed, keyid: Ed25519.keyID(pub))
+        #expect(try Manifest.decode(good, trustedKeys: [pub]).signatureVerified)
+        // Rotation: any trusted key will do, with or without a keyid hint.
+        #expect(try Manifest.decode(good, trustedKeys: [otherPub, pub]).signatureVerified)
+        #expect(try Manifest.decode(try envelope(payload, seed: seed), trustedKeys: [otherPub, pub]).signatureVerified)
+        // Without keys an envelope is accepted unverified.
+        #expect(try !Manifest.decode(good).signatureVerified)
+
+        #expect(statusOf { _ = try Manifest.decode(good, trustedKeys: [otherPub]) } == .signature)
+        #expect(statusOf { _ = try Manifest.decode(try envelope(payload, seed: otherSeed), trustedKeys: [pub]) } == .signature)
+        #expect(statusOf { _ = try Manifest.decode(try envelope(payload, seed: seed, flip: true), trustedKeys: [pub]) } == .signature)
+        #expect(statusOf { _ = try Manifest.decode(try envelope(payload, seed: seed, type: "text/plain"), trustedKeys: [pub]) } == .signature)
+        #expect(statusOf { _ = try Manifest.decode(payload, trustedKeys: [pub]) } == .signature)
+        var tampered = payload
+        tampered[tampered.count - 3] = UInt8(ascii: " ")
+        let sig = try Ed25519.sign(DSSE.pae(payloadType: DSSE.payloadType, payload: payload), seed: seed)
+        let swapped = Array(JSON.object([("payloadType", .string(DSSE.payloadType)), ("payload", .string(Base64.encode(tampered))),
+                                         ("signatures", .array([.object([("sig", .string(Base64.encode(sig)))])]))]).serialized().utf8)
+        #expect(statusOf { _ = try Manifest.decode(swapped, trustedKeys: [pub]) } == .signature)
+    }
+}

@@ -1,0 +1,78 @@
+import Glibc
+@testable import AssetPatchCore
+
+/// A fresh directory under /tmp, removed by `cleanup()`.
+struct TempDir {
+    let path: String
+
+    init() {
+        var template = Array("/tmp/assetpatch-test.XXXXXX".utf8CString)
+        let p = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+        path = p.map { String(cString: $0) } ?? "/tmp/assetpatch-test-fallback"
+    }
+
+    func cleanup() { try? FS.removeTree(path) }
+
+    func write(_ rel: String, _ bytes: [UInt8]) throws {
+        let full = path + "/" + rel
+        try FS.makeDirectories(FS.parent(of: full))
+        let f = try File.open(full, O_WRONLY | O_CREAT | O_TRUNC)
+        try f.write(bytes)
+    }
+
+    func write(_ rel: String, _ text: String) throws { try write(rel, Array(text.utf8)) }
+
+    func read(_ rel: String) throws -> [UInt8] { try FS.readFile(path + "/" + rel) }
+}
+
+/// Deterministic pseudo-random bytes (xorshift), incompressible enough for zip tests.
+func noise(_ count: Int, seed: UInt64 = 42) -> [UInt8] {
+    var x = seed | 1
+    var out = [UInt8](repeating: 0, count: count)
+    for i in 0..<count {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17
+        out[i] = UInt8(truncatingIfNeeded: x)
+    }
+    return out
+}
+
+/// Publishes `files` (path -> bytes) as a format-1 release into `repo` and returns the
+/// manifest's file:// URL. `mutate` may edit the manifest JSON before it is written.
+@discardableResult
+func publishRelease(_ files: [(String, [UInt8])], version: Int64, repo: TempDir, package: String = "test",
+                    seed: [UInt8]? = nil, mutate: ((inout [(String, JSON)]) -> Void)? = nil) throws -> String {
+    let staging = TempDir()
+    defer { staging.cleanup() }
+    for (p, b) in files { try staging.write(p, b) }
+    try FS.makeDirectories(repo.path + "/archives")
+    let tmp = repo.path + "/archives/tmp.zip"
+    let w = try ZipWriter(path: tmp)
+    for (p, _) in files { try w.add(name: p, sourcePath: staging.path + "/" + p) }
+    try w.finish()
+    let sha = try Digest.hexOfFile(tmp)
+    try FS.rename(tmp, repo.path + "/archives/\(sha).zip")
+    let m = Manifest(kind: .format1, package: package, version: version, label: nil, created: nil, expires: nil,
+                     minAppVersion: nil, archiveURL: "archives/\(sha).zip", archiveSize: FS.fileSize(repo.path + "/archives/\(sha).zip"),
+                     archiveDigest: sha, files: files.map { ManifestFile(path: $0.0, size: UInt64($0.1.count), sha256: Digest.sha256Hex($0.1)) },
+                     plugins: [], signatureVerified: false, payload: [])
+    guard case var .object(pairs) = m.toJSON() else { fatalError("manifest is an object") }
+    mutate?(&pairs)
+    var bytes = Array(JSON.object(pairs).serialized(indent: 1).utf8)
+    if let seed {
+        let sig = try Ed25519.sign(DSSE.pae(payloadType: DSSE.payloadType, payload: bytes), seed: seed)
+        let pub = try Ed25519.publicKey(fromSeed: seed)
+        bytes = Array(JSON.object([
+            ("payloadType", .string(DSSE.payloadType)),
+            ("payload", .string(Base64.encode(bytes))),
+            ("signatures", .array([.object([("keyid", .string(Ed25519.keyID(pub))), ("sig", .string(Base64.encode(sig)))])])),
+        ]).serialized().utf8)
+    }
+    try FS.writeAtomically(repo.path + "/manifest.json", bytes)
+    return URLs.fileURL(forPath: repo.path + "/manifest.json")
+}
+
+/// The status of the error `body` throws, or nil when it does not throw.
+func statusOf(_ body: () throws -> Void) -> Status? {
+    do { try body() } catch let e as AssetPatchError { return e.status } catch { return .internal }
+    return nil
+}

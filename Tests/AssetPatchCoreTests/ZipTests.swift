@@ -1,0 +1,218 @@
+import Glibc
+import Testing
+@testable import AssetPatchCore
+
+/// Builds zip files byte by byte, for archives the writer never produces.
+struct RawZip {
+    struct Entry {
+        var name: [UInt8]
+        var data: [UInt8]          // as stored (already compressed for method 8)
+        var method: UInt16 = 0
+        var crc: UInt32
+        var uncompressed: UInt64
+        var flags: UInt16 = 0
+        var externalMode: UInt32 = 0o100644
+        var localOffsetOverride: UInt64? = nil
+        var centralUncompressedOverride: UInt64? = nil
+        var dataDescriptor = false
+    }
+    var entries: [Entry] = []
+
+    static func crc(_ b: [UInt8]) -> UInt32 {
+        var c: UInt32 = 0xFFFF_FFFF
+        for byte in b {
+            c ^= UInt32(byte)
+            for _ in 0..<8 { c = (c >> 1) ^ (0xEDB8_8320 & (0 &- (c & 1))) }
+        }
+        return ~c
+    }
+
+    mutating func stored(_ name: String, _ data: [UInt8], mode: UInt32 = 0o100644) {
+        entries.append(Entry(name: Array(name.utf8), data: data, crc: RawZip.crc(data), uncompressed: UInt64(data.count), externalMode: mode))
+    }
+
+    func bytes() -> [UInt8] {
+        var out: [UInt8] = []
+        var offsets: [UInt64] = []
+        for e in entries {
+            offsets.append(UInt64(out.count))
+            let dd = e.dataDescriptor
+            out.put32(0x0403_4b50); out.put16(20); out.put16(e.flags | (dd ? 8 : 0)); out.put16(e.method)
+            out.put16(0); out.put16(0x21)
+            out.put32(dd ? 0 : e.crc); out.put32(dd ? 0 : UInt32(e.data.count)); out.put32(dd ? 0 : UInt32(e.uncompressed))
+            out.put16(UInt16(e.name.count)); out.put16(0)
+            out += e.name
+            out += e.data
+            if dd { out.put32(0x0807_4b50); out.put32(e.crc); out.put32(UInt32(e.data.count)); out.put32(UInt32(e.uncompressed)) }
+        }
+        let cdStart = out.count
+        for (i, e) in entries.enumerated() {
+            out.put32(0x0201_4b50); out.put16(3 << 8 | 20); out.put16(20); out.put16(e.flags | (e.dataDescriptor ? 8 : 0)); out.put16(e.method)
+            out.put16(0); out.put16(0x21)
+            out.put32(e.crc); out.put32(UInt32(e.data.count)); out.put32(UInt32(e.centralUncompressedOverride ?? e.uncompressed))
+            out.put16(UInt16(e.name.count)); out.put16(0); out.put16(0); out.put16(0); out.put16(0)
+            out.put32(e.externalMode << 16)
+            out.put32(UInt32(e.localOffsetOverride ?? offsets[i]))
+            out += e.name
+        }
+        let cdSize = out.count - cdStart
+        out.put32(0x0605_4b50); out.put16(0); out.put16(0)
+        out.put16(UInt16(entries.count)); out.put16(UInt16(entries.count))
+        out.put32(UInt32(cdSize)); out.put32(UInt32(cdStart)); out.put16(0)
+        return out
+    }
+}
+
+@Suite struct ZipTests {
+    func extractAll(_ path: String) throws -> [String: [UInt8]] {
+        let z = try ZipReader(path: path)
+        var out: [String: [UInt8]] = [:]
+        let buffers = ZipBuffers(size: 4096)
+        for e in z.entries where !e.isDirectory {
+            var data: [UInt8] = []
+            try z.extract(e, buffers: buffers) { data += $0 }
+            out[e.name] = data
+        }
+        return out
+    }
+
+    func withZip(_ bytes: [UInt8], _ body: (String) throws -> Void) throws {
+        let dir = TempDir()
+        defer { dir.cleanup() }
+        try dir.write("a.zip", bytes)
+        try body(dir.path + "/a.zip")
+    }
+
+    @Test func writerAndReaderRoundTrip() throws {
+        let dir = TempDir()
+        defer { dir.cleanup() }
+        let files: [(String, [UInt8])] = [("text.txt", Array(String(repeating: "hello zip ", count: 5000).utf8)),
+                                          ("sub/noise.bin", noise(300_000)), ("empty", []), ("ünï.txt", Array("x".utf8))]
+        for (n, b) in files { try dir.write("src/" + n, b) }
+        let w = try ZipWriter(path: dir.path + "/out.zip")
+        for (n, _) in files { try w.add(name: n, sourcePath: dir.path + "/src/" + n) }
+        try w.finish()
+        let z = try ZipReader(path: dir.path + "/out.zip")
+        #expect(z.entries.first { $0.name == "text.txt" }?.method == 8)
+        #expect(z.entries.first { $0.name == "sub/noise.bin" }?.method == 0)
+        let got = try extractAll(dir.path + "/out.zip")
+        for (n, b) in files { #expect(got[n] == b, "\(n)") }
+    }
+
+    @Test func writesZip64WhenEntriesExceed65535() throws {
+        let dir = TempDir()
+        defer { dir.cleanup() }
+        try dir.write("one", [1])
+        let w = try ZipWriter(path: dir.path + "/many.zip")
+        for i in 0..<65_600 { try w.add(name: "f/\(i)", sourcePath: dir.path + "/one") }
+        try w.finish()
+        let z = try ZipReader(path: dir.path + "/many.zip")
+        #expect(z.entries.count == 65_600)
+    }
+
+    @Test func readsDataDescriptorsAndDeflate() throws {
+        var raw = RawZip()
+        let plain = Array(String(repeating: "abc", count: 1000).utf8)
+        let deflated = try deflateRaw(plain)
+        raw.entries.append(.init(name: Array("d.txt".utf8), data: deflated, method: 8, crc: RawZip.crc(plain),
+                                 uncompressed: UInt64(plain.count), dataDescriptor: true))
+        raw.stored("s.txt", Array("stored".utf8))
+        try withZip(raw.bytes()) { path in
+            let got = try extractAll(path)
+            #expect(got["d.txt"] == plain)
+            #expect(got["s.txt"] == Array("stored".utf8))
+        }
+    }
+
+    @Test func refusesInflatingPastTheDeclaredSize() throws {
+        var raw = RawZip()
+        let plain = [UInt8](repeating: 0, count: 1_000_000)
+        raw.entries.append(.init(name: Array("bomb".utf8), data: try deflateRaw(plain), method: 8, crc: RawZip.crc(plain),
+                                 uncompressed: 1000, dataDescriptor: true))
+        try withZip(raw.bytes()) { path in
+            #expect(statusOf { _ = try extractAll(path) } == .archive)
+        }
+    }
+
+    @Test func crcMismatchIsAnIntegrityError() throws {
+        var raw = RawZip()
+        raw.stored("a", Array("data".utf8))
+        raw.entries[0].crc ^= 1
+        try withZip(raw.bytes()) { path in
+            #expect(statusOf { _ = try extractAll(path) } == .integrity)
+        }
+    }
+
+    @Test func refusesOverlappingEntries() throws {
+        // "b" is a real entry; "a" is stored with data that spans b's local header and data.
+        var inner = RawZip()
+        inner.stored("b", Array("payload".utf8))
+        let innerBytes = inner.bytes()
+        let localB = Array(innerBytes[0..<(30 + 1 + 7)])
+        var raw = RawZip()
+        raw.stored("a", localB)
+        raw.stored("b", Array("payload".utf8))
+        raw.entries[1].localOffsetOverride = UInt64(30 + 1)  // b's local header lies inside a's data
+        try withZip(raw.bytes()) { path in
+            #expect(statusOf { _ = try ZipReader(path: path) } == .archive)
+        }
+    }
+
+    @Test(arguments: ["../x", "/abs", "a\\b", "C:/x", "a//b"])
+    func refusesUnsafeEntryNames(_ name: String) throws {
+        var raw = RawZip()
+        raw.stored(name, [1])
+        try withZip(raw.bytes()) { path in
+            #expect(statusOf { _ = try ZipReader(path: path) } == .archive)
+        }
+    }
+
+    @Test func refusesLinksDevicesEncryptionAndUnknownMethods() throws {
+        for mutate in [{ (r: inout RawZip) in r.entries[0].externalMode = 0o120777 },
+                       { (r: inout RawZip) in r.entries[0].externalMode = 0o020644 },
+                       { (r: inout RawZip) in r.entries[0].flags = 1 },
+                       { (r: inout RawZip) in r.entries[0].method = 14 }] {
+            var raw = RawZip()
+            raw.stored("x", [1, 2, 3])
+            mutate(&raw)
+            try withZip(raw.bytes()) { path in
+                #expect(statusOf { _ = try ZipReader(path: path) } == .archive)
+            }
+        }
+    }
+
+    @Test func refusesDuplicateNamesAndHeaderDisagreement() throws {
+        var dup = RawZip()
+        dup.stored("x", [1])
+        dup.stored("x", [2])
+        try withZip(dup.bytes()) { path in #expect(statusOf { _ = try ZipReader(path: path) } == .archive) }
+        var lie = RawZip()
+        lie.stored("x", [1, 2, 3])
+        lie.entries[0].centralUncompressedOverride = 2
+        try withZip(lie.bytes()) { path in #expect(statusOf { _ = try ZipReader(path: path) } == .archive) }
+    }
+
+    @Test func refusesGarbageAndTruncation() throws {
+        try withZip(noise(1000)) { path in #expect(statusOf { _ = try ZipReader(path: path) } == .archive) }
+        try withZip([]) { path in #expect(statusOf { _ = try ZipReader(path: path) } == .archive) }
+        var raw = RawZip()
+        raw.stored("x", noise(5000))
+        let whole = raw.bytes()
+        try withZip(Array(whole[0..<(whole.count - 30)])) { path in #expect(statusOf { _ = try ZipReader(path: path) } == .archive) }
+    }
+}
+
+/// Raw deflate through the writer's zlib path (a one-entry zip, read back).
+func deflateRaw(_ data: [UInt8]) throws -> [UInt8] {
+    let dir = TempDir()
+    defer { dir.cleanup() }
+    var text = data
+    if text.isEmpty { text = [0] }
+    try dir.write("in", text)
+    let w = try ZipWriter(path: dir.path + "/t.zip")
+    try w.add(name: "in", sourcePath: dir.path + "/in")
+    try w.finish()
+    let z = try ZipReader(path: dir.path + "/t.zip")
+    let e = z.entries[0]
+    return try z.file.preadExactly(Int(e.compressedSize), at: e.dataOffset, what: "data")
+}

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The command-line tool's contract (FORMAT.md): exit statuses, publish rules, verify, status.
+#   cli.sh PATH/TO/assetpatch WORK_DIR       closes with "N passed, N failed"
+set -uo pipefail
+cli=$1
+work=$2
+rm -rf "$work"; mkdir -p "$work"
+passed=0; failed=0
+
+expect() {  # expect NAME WANTED_EXIT COMMAND...
+  local name=$1 want=$2; shift 2
+  "$@" >"$work/out" 2>"$work/err"
+  local got=$?
+  if [[ $got -eq $want ]]; then passed=$((passed + 1)); echo "ok - $name"
+  else failed=$((failed + 1)); echo "not ok - $name: exit $got, want $want"; sed 's/^/    /' "$work/err" | tail -5; fi
+}
+
+assert() {  # assert NAME CONDITION...
+  local name=$1; shift
+  if "$@"; then passed=$((passed + 1)); echo "ok - $name"; else failed=$((failed + 1)); echo "not ok - $name"; fi
+}
+
+mkdir -p "$work/src/sub" "$work/bundle"
+printf 'hello\n' >"$work/src/hello.txt"
+head -c 200000 /dev/urandom >"$work/src/sub/noise.bin"
+seq 1 50000 >"$work/src/sub/numbers.txt"
+printf 'hello\n' >"$work/bundle/hello.txt"
+repo="$work/repo"
+url="file://$repo/manifest.json"
+
+expect "usage error exits 1" 1 "$cli" publish
+expect "unknown subcommand exits 1" 1 "$cli" frobnicate
+expect "publish v1" 0 "$cli" publish "$work/src" --repo "$repo" --package demo --label one
+assert "archive passes unzip -t" unzip -tq "$repo"/archives/*.zip
+assert "incompressible entry is stored" bash -c "unzip -v '$repo'/archives/*.zip | grep 'sub/noise.bin' | grep -q Stored"
+assert "text entry is deflated" bash -c "unzip -v '$repo'/archives/*.zip | grep 'sub/numbers.txt' | grep -q Defl"
+assert "archive is named by its sha256" bash -c "cd '$repo/archives' && for f in *.zip; do [[ \$(sha256sum \$f | cut -c1-64).zip == \$f ]] || exit 1; done"
+expect "publish refuses a version not above the current" 3 "$cli" publish "$work/src" --repo "$repo" --version 1
+assert "refusal names the versions" grep -q "not above" "$work/err"
+expect "verify a good repository" 0 "$cli" verify "$repo"
+expect "inspect --json" 0 "$cli" inspect "$repo" --json
+assert "inspect --json prints the manifest" python3 -c "import json,sys; m=json.load(open('$work/out')); sys.exit(m['version']!=1 or m['package']!='demo')"
+expect "check finds version 1" 0 "$cli" check --data-dir "$work/data" --url "$url"
+expect "update installs it" 0 "$cli" update --data-dir "$work/data" --bundle-dir "$work/bundle" --url "$url"
+assert "update without a terminal prints one line per phase" bash -c "grep -q '^download' '$work/err' && grep -q '^install' '$work/err'"
+expect "check exits 2 when there is nothing new" 2 "$cli" check --data-dir "$work/data" --url "$url"
+expect "update with nothing new exits 0" 0 "$cli" update --data-dir "$work/data" --url "$url"
+expect "resolve prints paths" 0 "$cli" resolve --data-dir "$work/data" --bundle-dir "$work/bundle" hello.txt sub/noise.bin
+assert "resolved file is the published one" cmp -s "$(sed -n 2p "$work/out")" "$work/src/sub/noise.bin"
+expect "resolve of a missing name exits 3" 3 "$cli" resolve --data-dir "$work/data" nothing.txt
+assert "failure names the status" grep -q ASSETPATCH_ERR_NOT_FOUND "$work/err"
+expect "status --json" 0 "$cli" status --data-dir "$work/data" --json
+assert "status reports version 1" python3 -c "import json,sys; s=json.load(open('$work/out')); sys.exit(s['active']!=1 or s['pending'] is not None or s['data_bytes']<=0)"
+
+# --base leaves out files identical to the shipped bundle.
+printf 'changed\n' >"$work/src/hello2.txt"
+expect "publish v2 with --base" 0 "$cli" publish "$work/src" --repo "$repo" --base "$work/src"
+expect "inspect v2" 0 "$cli" inspect "$repo" --json
+assert "--base left out every identical file" python3 -c "import json,sys; m=json.load(open('$work/out')); sys.exit(m['version']!=2 or len(m['files'])!=0)"
+
+# verify catches a damaged archive.
+cp -r "$repo" "$work/damaged"
+expect "publish v3" 0 "$cli" publish "$work/src" --repo "$work/damaged"
+zip=$(ls "$work"/damaged/archives/*.zip | xargs ls -t | head -1)
+python3 - "$work/damaged" <<'PY'
+import json, sys, os
+repo = sys.argv[1]
+m = json.load(open(os.path.join(repo, "manifest.json")))
+path = os.path.join(repo, m["archive"]["url"])
+data = bytearray(open(path, "rb").read())
+data[40] ^= 0xFF
+open(path, "wb").write(data)
+PY
+expect "verify refuses a damaged archive" 3 "$cli" verify "$work/damaged"
+assert "verify names the integrity failure" grep -q ASSETPATCH_ERR_INTEGRITY "$work/err"
+
+# Signed publishing (keygen + DSSE) and key checks.
+expect "keygen" 0 "$cli" keygen --out "$work/key"
+assert "private key is 0600" bash -c "[[ \$(stat -c %a '$work/key') == 600 ]]"
+pub=$(cat "$work/key.pub")
+expect "publish signed" 0 "$cli" publish "$work/src" --repo "$work/signed" --key "$work/key"
+expect "verify with the right key" 0 "$cli" verify "$work/signed" --public-key-file "$work/key.pub"
+expect "keygen other" 0 "$cli" keygen --out "$work/other"
+expect "verify with the wrong key fails" 3 "$cli" verify "$work/signed" --public-key "$(cat "$work/other.pub")"
+assert "wrong key is a signature error" grep -q ASSETPATCH_ERR_SIGNATURE "$work/err"
+expect "update with the right key" 0 "$cli" update --data-dir "$work/sdata" --url "file://$work/signed/manifest.json" --public-key "$pub"
+expect "unsigned manifest refused when keys are set" 3 "$cli" update --data-dir "$work/sdata2" --url "$url" --public-key "$pub"
+
+echo "$passed passed, $failed failed"
+((failed == 0))

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# End-to-end tests against the installed library (build/prefix): the C ABI over file:// and
+# over a real nginx on 127.0.0.1, the CLI's contract, the shared object's exports and
+# dependencies, and a CMake find_package consumer. Closes with "N passed, N failed".
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+prefix="$root/build/prefix"
+work=$(mktemp -d "${TMPDIR:-/tmp}/assetpatch-e2e.XXXXXX")
+source "$here/nginx.sh"
+trap 'nginx_stop; rm -rf "$work"' EXIT
+
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+export LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+cli="$prefix/bin/assetpatch"
+passed=0
+failed=0
+
+check() {  # check NAME COMMAND...: one shell-level assertion
+  local name=$1; shift
+  if "$@" >"$work/check.out" 2>&1; then
+    passed=$((passed + 1)); echo "ok - $name"
+  else
+    failed=$((failed + 1)); echo "not ok - $name"; sed 's/^/    /' "$work/check.out" | tail -20
+  fi
+}
+
+count_program() {  # adds a test program's closing "N passed, N failed" line to the totals
+  local line
+  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -1)
+  if [[ -z $line ]]; then
+    failed=$((failed + 1)); echo "not ok - $2 printed no summary"; return
+  fi
+  passed=$((passed + $(awk '{print $1}' <<<"$line")))
+  failed=$((failed + $(awk '{print $3}' <<<"$line")))
+}
+
+echo "== shared object"
+lib="$prefix/lib/libassetpatch.so.1"
+check "soname is libassetpatch.so.1" bash -c "readelf -d '$lib' | grep -q 'Library soname: \[libassetpatch.so.1\]'"
+check "no Swift runtime among NEEDED" bash -c "! readelf -d '$lib' | grep NEEDED | grep -Eq 'libswift|libFoundation|libdispatch|libBlocksRuntime'"
+check "exports only assetpatch_* symbols" bash -c "nm -D --defined-only '$lib' | awk '{print \$3}' | grep -v '^assetpatch_' | grep -v '^LIBASSETPATCH_1$' | (! grep .)"
+check "exports equal the header's functions" bash -c "
+  diff <(nm -D --defined-only '$lib' | awk '{print \$3}' | sed 's/@.*//' | grep '^assetpatch_' | sort) \
+       <(grep -oE '^[a-z_ *]*\bassetpatch_[a-z_]+\(' '$prefix/include/assetpatch.h' | grep -oE 'assetpatch_[a-z_]+\(' | tr -d '(' | sort -u)"
+
+echo "== build the C programs against the installed library (pkg-config)"
+cflags=$(pkg-config --cflags --libs assetpatch)
+check "example builds with pkg-config" cc -Wall -Wextra -Werror "$root/bindings/c/example.c" $cflags -o "$work/example"
+check "ABI tests build with pkg-config" cc -Wall -Wextra -Werror "$root/bindings/c/tests/test_abi.c" $cflags -o "$work/test_abi"
+
+echo "== fixtures"
+check "fixtures are published" python3 "$here/fixtures.py" --cli "$cli" --out "$work/fx"
+for z in "$work"/fx/repos/v1/archives/*.zip "$work"/fx/repos/v2/archives/*.zip; do
+  check "unzip -t accepts $(basename "$(dirname "$(dirname "$z")")")/$(basename "$z" | cut -c1-12)" unzip -tq "$z"
+done
+
+echo "== C ABI over file://"
+mkdir -p "$work/file"
+"$work/test_abi" "$work/fx" "file://$work/fx/repos" "$work/file" | tee "$work/abi-file.log"
+count_program "$work/abi-file.log" "test_abi (file://)"
+
+echo "== C ABI over nginx on 127.0.0.1"
+if nginx_start "$work/fx" "$work/nginx"; then
+  mkdir -p "$work/http"
+  "$work/test_abi" "$work/fx" "http://127.0.0.1:$NGINX_PORT/repos" "$work/http" | tee "$work/abi-http.log"
+  count_program "$work/abi-http.log" "test_abi (http)"
+  check "example updates over http and resolves" bash -c "
+    '$work/example' '$work/ex-http' '$work/fx/bundle' 'http://127.0.0.1:$NGINX_PORT/repos/v2/manifest.json' readme.txt sub/sample.png \
+      | grep -q 'sub/sample.png -> $work/ex-http/releases/.*/sub/sample@3x.png'"
+  check "cli inspect reads an http manifest" bash -c "'$cli' inspect 'http://127.0.0.1:$NGINX_PORT/repos/v2/manifest.json' | grep -q 'version:  2'"
+  nginx_stop
+else
+  failed=$((failed + 1)); echo "not ok - nginx did not start"
+fi
+
+echo "== command-line tool"
+bash "$here/cli.sh" "$cli" "$work/cli" | tee "$work/cli.log"
+count_program "$work/cli.log" "cli.sh"
+
+echo "== CMake consumer (find_package)"
+check "find_package(assetpatch) consumer builds" cmake -G Ninja -S "$here/cmake-consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix"
+check "consumer compiles and links" cmake --build "$work/consumer"
+check "consumer runs" "$work/consumer/consumer"
+
+echo "$passed passed, $failed failed"
+((failed == 0))

@@ -28,10 +28,13 @@ struct bar { int last_phase; int tty; };
 static int on_progress(const assetpatch_progress *p, void *userdata) {
     struct bar *bar = userdata;
     int new_phase = p->phase != bar->last_phase;
-    if (new_phase && bar->last_phase != 0) fputc('\n', stderr);
+    int complete = p->bytes_total > 0 && p->bytes_done == p->bytes_total;
+    /* On a terminal: one bar redrawn in place. In a log: a line per phase, and its final numbers. */
+    if (!bar->tty && !new_phase && !complete) return 0;
+    if (bar->tty && new_phase && bar->last_phase != 0) fputc('\n', stderr);
+    if (!bar->tty && new_phase && complete && p->bytes_done > 0) fprintf(stderr, "%s\n", phase_name(p->phase));
     bar->last_phase = p->phase;
-    if (!bar->tty && !new_phase && p->bytes_done != p->bytes_total) return 0;  /* logs: a few lines */
-    fprintf(stderr, "%s%-8s", bar->tty ? "\r" : (new_phase ? "" : "\n"), phase_name(p->phase));
+    fprintf(stderr, "%s%-8s", bar->tty ? "\r" : "", phase_name(p->phase));
     if (p->bytes_total > 0) {
         int width = 30, filled = (int)(p->bytes_done * width / p->bytes_total);
         fprintf(stderr, " [%.*s%*s] %3d%% %" PRIu64 "/%" PRIu64 " bytes", filled,
@@ -39,7 +42,7 @@ static int on_progress(const assetpatch_progress *p, void *userdata) {
                 (int)(p->bytes_done * 100 / p->bytes_total), p->bytes_done, p->bytes_total);
     }
     if (p->files_total > 0) fprintf(stderr, " %" PRIu64 "/%" PRIu64 " files", p->files_done, p->files_total);
-    if (p->phase == ASSETPATCH_PHASE_DONE) fputc('\n', stderr);
+    if (!bar->tty || p->phase == ASSETPATCH_PHASE_DONE) fputc('\n', stderr);
     fflush(stderr);
     return 0;  /* non-zero would cancel */
 }

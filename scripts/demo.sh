@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The demo: publish two releases of examples/, then update the C example program from the
+# bundle to release 1 over file:// and to release 2 over a private nginx on 127.0.0.1,
+# printing progress, resolved paths and the contents behind them.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+export PATH="/opt/swift/usr/bin:$PATH"
+bash "$root/scripts/deps.sh"
+bash "$root/scripts/build.sh"
+
+prefix="$root/build/prefix"
+demo="$root/build/demo"
+rm -rf "$demo"; mkdir -p "$demo"
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+export LD_LIBRARY_PATH="$prefix/lib"
+cli="$prefix/bin/assetpatch"
+source "$root/Tests/e2e/nginx.sh"
+trap nginx_stop EXIT
+
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+show() {  # run the example and print each resolved file's first line
+  "$demo/example" "$demo/data" "$root/examples/bundle" "$1" greeting.txt sub/sample.png levels/level1.json levels/level2.json \
+    | tee "$demo/out.txt" || true
+  grep -- ' -> /' "$demo/out.txt" | while read -r name _ path; do
+    case $path in *.png) printf '   %-20s %s\n' "$name" "$(file -b "$path" 2>/dev/null || echo PNG) ($(stat -c %s "$path") bytes)";;
+                  *) printf '   %-20s %s\n' "$name" "$(head -1 "$path")";; esac
+  done
+}
+
+step "build the C example against the installed library: cc example.c \$(pkg-config --cflags --libs assetpatch)"
+cc -Wall "$root/bindings/c/example.c" $(pkg-config --cflags --libs assetpatch) -o "$demo/example"
+
+step "publish release 1 of examples/v1"
+"$cli" publish "$root/examples/v1" --repo "$demo/repo" --package demo-game --label "first release"
+"$cli" verify "$demo/repo"
+
+step "before any update: everything resolves from the shipped bundle"
+"$cli" resolve --data-dir "$demo/data" --bundle-dir "$root/examples/bundle" --variants "@3x,@2x," greeting.txt sub/sample.png
+head -1 "$root/examples/bundle/greeting.txt"
+
+step "update over file:// (the embedded default) and resolve"
+show "file://$demo/repo/manifest.json"
+
+step "publish release 2 (winter event) and serve the repository with nginx on 127.0.0.1"
+"$cli" publish "$root/examples/v2" --repo "$demo/repo" --label "winter event"
+nginx_start "$demo" "$demo/nginx"
+url="http://127.0.0.1:$NGINX_PORT/repo/manifest.json"
+"$cli" inspect "$url"
+
+step "update over HTTP: contents and paths change; sub/sample.png now resolves to the @3x variant"
+show "$url"
+
+step "run again: nothing new"
+show "$url" >/dev/null
+grep -E 'no update|updated' "$demo/out.txt"
+"$cli" status --data-dir "$demo/data"

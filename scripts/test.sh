@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs every test: installs what is missing (Debian packages, as root), builds the library
+# (CMake) and the CLI (SwiftPM), runs the Swift unit tests, then the end-to-end suite
+# (C ABI over file:// and a private nginx, CLI contract, exports, CMake consumer).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+export PATH="/opt/swift/usr/bin:$PATH"
+
+bash "$root/scripts/deps.sh"
+bash "$root/scripts/build.sh"
+
+echo "== swift test"
+log=$(mktemp)
+status=0
+swift test --package-path "$root" >"$log" 2>&1 || status=$?
+# Show failures and the closing lines; keep the build and per-test noise out of the log.
+grep -vE '^\[[0-9]+/[0-9]+\]|^(Test Case|Test Suite|◇|↳)|^\s+Executed|✔ Test [a-zA-Z]' "$log" || true
+rm -f "$log"
+((status == 0)) || { echo "swift test failed (exit $status)"; exit 1; }
+
+echo "== end-to-end"
+bash "$root/Tests/e2e/run.sh"

@@ -212,7 +212,7 @@ public final class HTTPClient {
         var body: [UInt8] = []
         let shown = URLs.redacted(url)
         let head = try get(url, onHead: { head in
-            guard head.status == 200 else { throw AssetPatchError(.http, "GET \(shown): HTTP \(head.status)") }
+            guard head.status == 200 else { throw AssetPatchError(.http, "GET \(shown): HTTP \(head.status)", transient: head.status >= 500) }
         }, sink: { chunk in
             if body.count + chunk.count > limit {
                 throw AssetPatchError(limitStatus, "GET \(shown): response larger than the limit of \(limit) bytes")

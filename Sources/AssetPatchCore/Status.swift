@@ -51,10 +51,13 @@ public enum Status: Int32, Sendable, CaseIterable {
 public struct AssetPatchError: Error, Sendable, CustomStringConvertible {
     public let status: Status
     public let message: String
+    /// A transient failure (5xx answer) worth retrying; network failures always are.
+    public let transient: Bool
 
-    public init(_ status: Status, _ message: String) {
+    public init(_ status: Status, _ message: String, transient: Bool = false) {
         self.status = status
         self.message = message
+        self.transient = transient || status == .network
     }
 
     public var description: String { "\(status.name): \(message)" }

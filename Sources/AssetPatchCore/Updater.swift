@@ -128,7 +128,7 @@ final class Updater {
             do {
                 return try body()
             } catch let e as AssetPatchError {
-                let transient = e.status == .network || (e.status == .http && e.message.contains("HTTP 5"))
+                let transient = e.transient
                 guard transient, attempt < Updater.maxRetries else { throw e }
                 attempt += 1
                 let delay = UInt64(250) << UInt64(attempt - 1)
@@ -265,13 +265,21 @@ final class Updater {
                             throw RestartDownload(reason: "unexpected Content-Range \(head.header("Content-Range") ?? "(none)")")
                         }
                     case 200:
-                        if resumeFrom > 0 { self.log(1, "GET \(shown): server sent the whole file; starting over") }
+                        let length = head.header("Content-Length").flatMap { UInt64($0) }
+                        if resumeFrom > 0 {
+                            // Only a whole archive may replace the bytes we have: a captive portal's
+                            // page (wrong length, HTML) must not cost the partial download.
+                            let type = head.header("Content-Type")?.lowercased() ?? ""
+                            if type.hasPrefix("text/html") || (expectedTotal != nil && length != nil && length != expectedTotal) {
+                                throw AssetPatchError(.http, "GET \(shown): HTTP 200 with \(length.map(String.init) ?? "unknown") bytes of \(type.isEmpty ? "unknown type" : type) instead of the archive; keeping the \(resumeFrom) bytes downloaded")
+                            }
+                            self.log(1, "GET \(shown): server sent the whole file; starting over")
+                        }
                         try out.truncate(to: 0)
                         written = 0
                         digest.reset()
-                        if let length = head.header("Content-Length").flatMap({ UInt64($0) }), length > limit {
-                            throw AssetPatchError(.integrity, "GET \(shown): Content-Length \(length) is more than the \(limit) bytes expected")
-                        }
+                        // An announced length is not trusted either way: the sink enforces the limit
+                        // on the bytes that actually arrive.
                         var meta: [(String, JSON)] = [("url", .string(c.archiveURL))]
                         if let etag = head.header("ETag"), !etag.hasPrefix("W/") { meta.append(("etag", .string(etag))) }
                         if let lm = head.header("Last-Modified") { meta.append(("last_modified", .string(lm))) }
@@ -279,7 +287,7 @@ final class Updater {
                     case 416:
                         throw RestartDownload(reason: "HTTP 416")
                     default:
-                        throw AssetPatchError(.http, "GET \(shown): HTTP \(head.status)")
+                        throw AssetPatchError(.http, "GET \(shown): HTTP \(head.status)", transient: head.status >= 500)
                     }
                 }, sink: { chunk in
                     if written + UInt64(chunk.count) > limit {

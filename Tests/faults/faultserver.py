@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""A static HTTP server that misbehaves on purpose, for resume and retry tests.
+
+Serves ROOT like a plain static host (strong ETags, Last-Modified, Range + If-Range, 206/416)
+and, for archive requests (*.zip), injects the fault set through the control endpoint:
+
+    GET /_control?mode=MODE&n=N&times=K&rate=BYTES_PER_S   set the fault (applies to K requests)
+    GET /_stats                                            JSON counters (bytes_sent: archive bytes)
+    GET /_reset                                            zero the counters, mode=normal
+
+Modes: normal, reset (RST at file offset N), stall (stop at file offset N, keep the socket
+open), ignore-range (always 200), wrong-range (206 with a Content-Range start off by 1000),
+etag-change (a new ETag per request), 416 (refuse every range), 503 (answer 503), long-length
+(announce 1000 bytes more than sent, then close), portal (200 text/html login page).
+`rate` throttles every archive response (bytes per second), whatever the mode.
+
+Usage: faultserver.py ROOT PORT_FILE   (binds 127.0.0.1 on a free port, writes it to PORT_FILE)
+"""
+import email.utils
+import json
+import os
+import socket
+import struct
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+LOCK = threading.Lock()
+STATE = {"mode": "normal", "n": 0, "times": 0, "rate": 0, "generation": 0}
+STATS = {"requests": 0, "archive_requests": 0, "range_requests": 0, "bytes_sent": 0, "statuses": {}}
+STOP = threading.Event()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    root = "."
+
+    def log_message(self, *args):  # quiet
+        pass
+
+    def send_json(self, obj, status=200):
+        body = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def count(self, status):
+        with LOCK:
+            STATS["statuses"][str(status)] = STATS["statuses"].get(str(status), 0) + 1
+
+    def do_GET(self):
+        url = urlparse(self.path)
+        if url.path == "/_control":
+            q = {k: v[0] for k, v in parse_qs(url.query).items()}
+            with LOCK:
+                STATE.update(mode=q.get("mode", "normal"), n=int(q.get("n", 0)), times=int(q.get("times", 1 << 30)),
+                             rate=int(q.get("rate", 0)))
+            return self.send_json(STATE)
+        if url.path == "/_stats":
+            with LOCK:
+                return self.send_json(STATS)
+        if url.path == "/_reset":
+            with LOCK:
+                STATE.update(mode="normal", n=0, times=0, rate=0)
+                STATS.update(requests=0, archive_requests=0, range_requests=0, bytes_sent=0, statuses={})
+            return self.send_json(STATS)
+
+        path = os.path.realpath(os.path.join(self.root, url.path.lstrip("/")))
+        if not path.startswith(os.path.realpath(self.root)) or not os.path.isfile(path):
+            self.count(404)
+            return self.send_json({"error": "not found"}, 404)
+        with LOCK:
+            STATS["requests"] += 1
+        archive = path.endswith(".zip")
+        mode, n, rate = "normal", 0, 0
+        if archive:
+            with LOCK:
+                STATS["archive_requests"] += 1
+                rate = STATE["rate"]
+                if STATE["times"] > 0 and STATE["mode"] != "normal":
+                    STATE["times"] -= 1
+                    mode, n = STATE["mode"], STATE["n"]
+                if STATE["mode"] == "etag-change":
+                    STATE["generation"] += 1
+                generation = STATE["generation"]
+        else:
+            generation = 0
+
+        st = os.stat(path)
+        size = st.st_size
+        etag = '"%x-%x-%d"' % (st.st_mtime_ns, size, generation)
+        last_modified = email.utils.formatdate(st.st_mtime, usegmt=True)
+
+        if mode == "503":
+            self.count(503)
+            return self.send_json({"error": "busy"}, 503)
+        if mode == "portal":
+            body = b"<html><body>Please log in to the hotel Wi-Fi</body></html>"
+            self.count(200)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+
+        start = 0
+        status = 200
+        rng = self.headers.get("Range")
+        if rng and archive:
+            with LOCK:
+                STATS["range_requests"] += 1
+        if rng and mode != "ignore-range":
+            if_range = self.headers.get("If-Range")
+            if if_range is None or if_range == etag or if_range == last_modified:
+                try:
+                    spec = rng.split("=", 1)[1]
+                    start = int(spec.split("-", 1)[0])
+                    status = 206
+                except (IndexError, ValueError):
+                    start = 0
+                if mode == "416" or start >= size:
+                    self.count(416)
+                    self.send_response(416)
+                    self.send_header("Content-Range", f"bytes */{size}")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+        length = size - start
+        self.count(status)
+        self.send_response(status)
+        self.send_header("Content-Type", "application/zip" if archive else "application/json")
+        self.send_header("ETag", etag)
+        self.send_header("Last-Modified", last_modified)
+        self.send_header("Accept-Ranges", "bytes")
+        announced = length + (1000 if mode == "long-length" else 0)
+        self.send_header("Content-Length", str(announced))
+        if status == 206:
+            shown = start + (1000 if mode == "wrong-range" else 0)
+            self.send_header("Content-Range", f"bytes {shown}-{size - 1}/{size}")
+        if mode == "long-length":
+            self.send_header("Connection", "close")
+        self.end_headers()
+
+        # reset and stall act at an absolute offset of the file, whatever range was asked for.
+        limit = max(0, n - start) if mode in ("reset", "stall") else length
+        sent = 0
+        began = time.monotonic()
+        with open(path, "rb") as f:
+            f.seek(start)
+            while sent < min(limit, length):
+                chunk = f.read(min(65536, min(limit, length) - sent))
+                if not chunk:
+                    break
+                try:
+                    self.wfile.write(chunk)
+                except OSError:
+                    return
+                sent += len(chunk)
+                if archive:
+                    with LOCK:
+                        STATS["bytes_sent"] += len(chunk)
+                if rate:
+                    ahead = sent / rate - (time.monotonic() - began)
+                    if ahead > 0:
+                        time.sleep(ahead)
+        if mode == "reset":
+            # Let the bytes reach the client first (an RST discards unread data), then
+            # SO_LINGER 0: close() sends RST, a connection reset mid-body.
+            time.sleep(0.2)
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_connection = True
+        elif mode == "stall":
+            STOP.wait(120)
+            self.close_connection = True
+        elif mode == "long-length":
+            self.close_connection = True
+
+
+def main():
+    root, port_file = sys.argv[1], sys.argv[2]
+    Handler.root = root
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    with open(port_file + ".tmp", "w") as f:
+        f.write(str(server.server_address[1]))
+    os.rename(port_file + ".tmp", port_file)
+    try:
+        server.serve_forever(poll_interval=0.1)
+    finally:
+        STOP.set()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+"""Resumable downloads and retries under real faults from the fault-injecting server."""
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+
+import assetpatch
+from conftest import CLI, assert_serves, partial_files
+
+
+def client(tmp_path, server, repo="v2", **options):
+    options.setdefault("stall_timeout_ms", 2000)
+    return assetpatch.Client(str(tmp_path / "data"), manifest_url=server.url(repo), **options)
+
+
+def partial_size(tmp_path):
+    parts = partial_files(str(tmp_path / "data"))
+    assert len(parts) == 1
+    return os.path.getsize(os.path.join(tmp_path, "data", "downloads", parts[0]))
+
+
+def make_partial(c, fault, tmp_path, at):
+    """Leaves about `at` bytes of the archive on disk (every attempt of one update is reset
+    there); returns the exact count."""
+    fault.control("reset", n=at)
+    with pytest.raises(assetpatch.NetworkError):
+        c.update()
+    fault.reset()
+    have = partial_size(tmp_path)
+    assert 0 < have <= at
+    return have
+
+
+def test_reset_mid_transfer_is_retried_and_resumed_within_one_call(tmp_path, fault, repos):
+    size = repos["v2"].archive_size
+    fault.control("reset", n=size // 3, times=2)
+    with client(tmp_path, fault) as c:
+        assert c.update() is True
+        assert_serves(c, repos["v2"])
+    s = fault.stats()
+    assert s["range_requests"] == 2
+    assert s["bytes_sent"] == size, "every byte sent once: resumed, never re-fetched"
+
+
+def test_failed_update_keeps_bytes_and_the_next_call_resumes(tmp_path, fault, repos):
+    size = repos["v2"].archive_size
+    with client(tmp_path, fault) as c:
+        have = make_partial(c, fault, tmp_path, size // 2)
+        assert c.current_version == 0
+        _, remaining = c.check()
+        assert remaining == size - have
+    fault.reset()
+    with client(tmp_path, fault) as c:  # a new client: a restart
+        progress = []
+        assert c.update(progress=progress.append) is True
+        assert_serves(c, repos["v2"])
+    downloads = [p for p in progress if p.phase == assetpatch.Phase.DOWNLOAD]
+    assert downloads[0].bytes_done == have, "progress starts at the resumed offset"
+    assert downloads[-1].bytes_done == size
+    assert all(a.bytes_done <= b.bytes_done for a, b in zip(downloads, downloads[1:]))
+    s = fault.stats()
+    assert s["range_requests"] == 1 and s["bytes_sent"] == size - have
+
+
+@pytest.mark.parametrize("mode", ["ignore-range", "wrong-range", "etag-change", "416"])
+def test_server_answers_that_force_a_clean_restart(tmp_path, fault, repos, mode):
+    size = repos["v2"].archive_size
+    with client(tmp_path, fault) as c:
+        make_partial(c, fault, tmp_path, size // 2)
+        fault.control(mode, times=1)
+        assert c.update() is True
+        assert_serves(c, repos["v2"])
+    s = fault.stats()
+    assert s["statuses"].get("206", 0) == 0 or mode == "wrong-range"
+    # The restart fetched the whole archive once more, never appended a second copy.
+    assert s["bytes_sent"] <= 2 * size
+
+
+def test_503_then_ok_is_retried(tmp_path, fault, repos):
+    fault.control("503", times=2)
+    with client(tmp_path, fault) as c:
+        assert c.update() is True
+        assert_serves(c, repos["v2"])
+    assert fault.stats()["statuses"]["503"] == 2
+
+
+def test_persistent_503_fails_with_http_after_bounded_retries(tmp_path, fault, repos):
+    fault.control("503")
+    with client(tmp_path, fault) as c:
+        with pytest.raises(assetpatch.HTTPError) as e:
+            c.update()
+        assert "503" in e.value.message
+    assert fault.stats()["statuses"]["503"] == 4  # the first try and 3 retries
+
+
+def test_content_length_larger_than_body_is_a_truncation(tmp_path, fault, repos):
+    fault.control("long-length", times=1)
+    with client(tmp_path, fault) as c:
+        assert c.update() is True
+        assert_serves(c, repos["v2"])
+    # The body was complete although the connection closed early: nothing is fetched twice.
+    assert fault.stats()["bytes_sent"] == repos["v2"].archive_size
+
+
+def test_stalled_transfer_times_out_and_resumes(tmp_path, fault, repos):
+    size = repos["v2"].archive_size
+    fault.control("stall", n=size // 4, times=1)
+    with client(tmp_path, fault, stall_timeout_ms=300) as c:
+        assert c.update() is True
+        assert_serves(c, repos["v2"])
+    assert fault.stats()["bytes_sent"] == size
+
+
+def test_captive_portal_page_never_replaces_a_partial(tmp_path, fault, repos):
+    size = repos["v2"].archive_size
+    with client(tmp_path, fault) as c:
+        have = make_partial(c, fault, tmp_path, size // 2)
+        fault.control("portal")
+        with pytest.raises(assetpatch.HTTPError):
+            c.update()
+        assert partial_size(tmp_path) == have, "the portal's page must not touch the partial"
+        fault.reset()
+        assert c.update() is True
+        assert_serves(c, repos["v2"])
+
+
+def test_cancel_stops_a_stalled_transfer_promptly(tmp_path, fault, repos):
+    fault.control("stall", n=1000, times=1)
+    with client(tmp_path, fault, stall_timeout_ms=60000) as c:
+        started = threading.Event()
+        c.start_update(progress=lambda p: started.set() if p.phase == assetpatch.Phase.DOWNLOAD else None)
+        assert started.wait(10)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        c.cancel()
+        with pytest.raises(assetpatch.CancelledError):
+            c.wait(timeout=10)
+        # Generous bound: the loop wakes every 50 ms; this guards against waiting for the stall.
+        assert time.monotonic() - t0 < 2.0
+        assert c.current_version == 0
+
+
+def test_exception_in_progress_callback_cancels_and_reraises(tmp_path, fault, repos):
+    class Boom(Exception):
+        pass
+
+    def progress(p):
+        if p.phase == assetpatch.Phase.DOWNLOAD:
+            raise Boom()
+
+    with client(tmp_path, fault) as c:
+        with pytest.raises(Boom):
+            c.update(progress=progress)
+        assert c.current_version == 0
+
+
+def test_second_process_gets_busy_and_a_killed_updater_releases_the_lock(tmp_path, fault, repos):
+    data = str(tmp_path / "data")
+    fault.control("stall", n=1000, times=1)
+    first = subprocess.Popen([CLI, "update", "--data-dir", data, "--url", fault.url("v2")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(200):
+            if fault.stats()["archive_requests"] >= 1:
+                break
+            time.sleep(0.02)
+        second = subprocess.run([CLI, "update", "--data-dir", data, "--url", fault.url("v2")], capture_output=True, text=True)
+        assert second.returncode == 3
+        assert "ASSETPATCH_ERR_BUSY" in second.stderr
+    finally:
+        first.kill()
+        first.wait()
+    third = subprocess.run([CLI, "update", "--data-dir", data, "--url", fault.url("v2")], capture_output=True, text=True)
+    assert third.returncode == 0, third.stderr
+    with assetpatch.Client(data) as c:
+        assert_serves(c, repos["v2"])

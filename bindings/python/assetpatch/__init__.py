@@ -1,0 +1,303 @@
+"""Hot-updatable resources: Python bindings to libassetpatch.
+
+    with assetpatch.Client(data_dir, bundle_dir, manifest_url=url) as client:
+        client.update(progress=print)
+        path = client.resolve("sub/sample.png")
+"""
+from __future__ import annotations
+
+import ctypes
+import enum
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Type
+
+from . import _ffi
+
+__all__ = [
+    "Client", "Phase", "Progress", "Status", "AssetPatchError", "ArgumentError", "FilesystemError",
+    "NetworkError", "HTTPError", "ManifestError", "SignatureError", "IntegrityError", "ArchiveError",
+    "DowngradeError", "ExpiredError", "IncompatibleError", "NotFoundError", "RangeError", "CancelledError",
+    "BusyError", "StateError", "InternalError", "LibraryNotFound", "library_version",
+]
+
+LibraryNotFound = _ffi.LibraryNotFound
+_lib: Optional[ctypes.CDLL] = None
+_lib_lock = threading.Lock()
+_log = logging.getLogger("assetpatch")
+
+
+def _library() -> ctypes.CDLL:
+    global _lib
+    with _lib_lock:
+        if _lib is None:
+            _lib = _ffi.load()
+        return _lib
+
+
+def library_version() -> str:
+    """The loaded library's version, e.g. "0.1.0"."""
+    return _library().assetpatch_version().decode()
+
+
+class Status(enum.IntEnum):
+    OK = 0
+    NO_UPDATE = 1
+    ERR_ARGUMENT = -1
+    ERR_IO = -2
+    ERR_NETWORK = -3
+    ERR_HTTP = -4
+    ERR_MANIFEST = -5
+    ERR_SIGNATURE = -6
+    ERR_INTEGRITY = -7
+    ERR_ARCHIVE = -8
+    ERR_DOWNGRADE = -9
+    ERR_EXPIRED = -10
+    ERR_INCOMPATIBLE = -11
+    ERR_NOT_FOUND = -12
+    ERR_RANGE = -13
+    ERR_CANCELLED = -14
+    ERR_BUSY = -15
+    ERR_STATE = -16
+    ERR_INTERNAL = -99
+
+
+class Phase(enum.IntEnum):
+    CHECK = 1
+    DOWNLOAD = 2
+    INSTALL = 3
+    ACTIVATE = 4
+    DONE = 5
+
+
+@dataclass(frozen=True)
+class Progress:
+    phase: Phase
+    bytes_done: int
+    bytes_total: int
+    files_done: int
+    files_total: int
+
+
+class AssetPatchError(Exception):
+    """A failed library call: `status` (a Status), `name` ("ASSETPATCH_ERR_IO") and the message."""
+
+    status: Status = Status.ERR_INTERNAL
+
+    def __init__(self, status: int, message: str) -> None:
+        try:
+            self.status = Status(status)
+        except ValueError:
+            self.status = Status.ERR_INTERNAL
+        self.name = "ASSETPATCH_" + self.status.name if status == self.status else f"ASSETPATCH_UNKNOWN({status})"
+        self.message = message
+        super().__init__(f"{self.name}: {message}")
+
+
+class ArgumentError(AssetPatchError, ValueError): status = Status.ERR_ARGUMENT
+class FilesystemError(AssetPatchError, OSError): status = Status.ERR_IO
+class NetworkError(AssetPatchError, ConnectionError): status = Status.ERR_NETWORK
+class HTTPError(AssetPatchError): status = Status.ERR_HTTP
+class ManifestError(AssetPatchError): status = Status.ERR_MANIFEST
+class SignatureError(AssetPatchError): status = Status.ERR_SIGNATURE
+class IntegrityError(AssetPatchError): status = Status.ERR_INTEGRITY
+class ArchiveError(AssetPatchError): status = Status.ERR_ARCHIVE
+class DowngradeError(AssetPatchError): status = Status.ERR_DOWNGRADE
+class ExpiredError(AssetPatchError): status = Status.ERR_EXPIRED
+class IncompatibleError(AssetPatchError): status = Status.ERR_INCOMPATIBLE
+class NotFoundError(AssetPatchError, LookupError): status = Status.ERR_NOT_FOUND
+class RangeError(AssetPatchError): status = Status.ERR_RANGE
+class CancelledError(AssetPatchError): status = Status.ERR_CANCELLED
+class BusyError(AssetPatchError): status = Status.ERR_BUSY
+class StateError(AssetPatchError): status = Status.ERR_STATE
+class InternalError(AssetPatchError): status = Status.ERR_INTERNAL
+
+
+_ERRORS: Dict[int, Type[AssetPatchError]] = {
+    cls.status: cls for cls in (ArgumentError, FilesystemError, NetworkError, HTTPError, ManifestError,
+                                SignatureError, IntegrityError, ArchiveError, DowngradeError, ExpiredError,
+                                IncompatibleError, NotFoundError, RangeError, CancelledError, BusyError,
+                                StateError, InternalError)
+}
+
+
+def _error(rc: int) -> AssetPatchError:
+    message = (_library().assetpatch_last_error() or b"").decode("utf-8", "replace")
+    return _ERRORS.get(rc, InternalError)(rc, message)
+
+
+def _check(rc: int) -> int:
+    if rc < 0:
+        raise _error(rc)
+    return rc
+
+
+ProgressCallback = Callable[[Progress], Any]
+_LEVELS = {0: logging.DEBUG, 1: logging.INFO, 2: logging.WARNING, 3: logging.ERROR}
+
+
+class _ProgressTrampoline:
+    """Keeps the ctypes callback alive for the call and carries a callback's exception out:
+    an exception cancels the update (ctypes would otherwise swallow it) and is re-raised."""
+
+    def __init__(self, fn: Optional[ProgressCallback]) -> None:
+        self.fn = fn
+        self.error: Optional[BaseException] = None
+        self.c_fn = _ffi.PROGRESS_FN(self._call) if fn else _ffi.PROGRESS_FN()
+
+    def _call(self, p: Any, _userdata: Any) -> int:
+        if self.error is not None:
+            return 1
+        try:
+            q = p.contents
+            result = self.fn(Progress(Phase(q.phase), q.bytes_done, q.bytes_total, q.files_done, q.files_total))  # type: ignore[misc]
+            return 1 if result is True else 0
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            self.error = e
+            return 1
+
+    def reraise(self) -> None:
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+
+
+class Client:
+    """A client of one data directory. Thread-safe; use as a context manager or call close().
+
+    Options are keyword arguments (any option of the C API by its name) or set(name, value):
+    manifest_url, public_keys, app_version, variants, apply, keep_versions, connect_timeout_ms,
+    stall_timeout_ms, max_manifest_bytes, max_release_bytes, ca_file, headers, user_agent,
+    parallel_downloads.
+    """
+
+    def __init__(self, data_dir: str, bundle_dir: Optional[str] = None, *, manifest_url: Optional[str] = None,
+                 public_keys: Iterable[str] = (), app_version: Optional[str] = None, variants: Iterable[str] = (),
+                 apply: str = "immediate", headers: Iterable[str] = (), **options: Any) -> None:
+        lib = _library()
+        self._lib = lib
+        handle = ctypes.c_void_p()
+        _check(lib.assetpatch_client_open(str(data_dir).encode(), None if bundle_dir is None else str(bundle_dir).encode(),
+                                          ctypes.byref(handle)))
+        self._handle: Optional[int] = handle.value
+        self._background: Optional[_ProgressTrampoline] = None
+        self._log_fn = _ffi.LOG_FN(self._on_log)
+        try:
+            _check(lib.assetpatch_set_log(self._handle, self._log_fn, None))
+            if manifest_url is not None:
+                self.set("manifest_url", manifest_url)
+            keys = list(public_keys)
+            if keys:
+                self.set("public_keys", ",".join(keys))
+            if app_version is not None:
+                self.set("app_version", app_version)
+            v = list(variants)
+            if v:
+                self.set("variants", ",".join(v) if len(v) > 1 or v[0] else ",")
+            self.set("apply", apply)
+            for h in headers:
+                self.set("header", h)
+            for name, value in options.items():
+                self.set(name, value)
+        except BaseException:
+            self.close()
+            raise
+
+    @staticmethod
+    def _on_log(level: int, message: bytes, _userdata: Any) -> None:
+        try:
+            _log.log(_LEVELS.get(level, logging.INFO), "%s", message.decode("utf-8", "replace"))
+        except Exception:  # noqa: BLE001 - never let logging unwind into C
+            pass
+
+    def _h(self) -> int:
+        if self._handle is None:
+            raise StateError(Status.ERR_STATE, "client is closed")
+        return self._handle
+
+    def set(self, option: str, value: Any) -> None:
+        """Sets one option (see the class docs); booleans become "1"/"0"."""
+        if isinstance(value, bool):
+            value = "1" if value else "0"
+        _check(self._lib.assetpatch_client_set(self._h(), option.encode(), str(value).encode()))
+
+    def check(self) -> Optional[Tuple[int, int]]:
+        """(version, download_bytes) of a newer release, or None when there is nothing new."""
+        version, size = ctypes.c_int64(), ctypes.c_uint64()
+        rc = _check(self._lib.assetpatch_check(self._h(), ctypes.byref(version), ctypes.byref(size)))
+        return None if rc == Status.NO_UPDATE else (version.value, size.value)
+
+    def update(self, progress: Optional[ProgressCallback] = None) -> bool:
+        """Blocking update. True when a release was installed, False when there was nothing new.
+        `progress(Progress)` returning True cancels; an exception it raises cancels and is re-raised."""
+        t = _ProgressTrampoline(progress)
+        rc = self._lib.assetpatch_update(self._h(), t.c_fn, None)
+        t.reraise()
+        return _check(rc) == Status.OK
+
+    def start_update(self, progress: Optional[ProgressCallback] = None) -> None:
+        """Runs update() on a background thread; collect the result with wait()."""
+        t = _ProgressTrampoline(progress)
+        _check(self._lib.assetpatch_update_start(self._h(), t.c_fn, None))
+        self._background = t
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Waits for start_update()'s update: True installed, False nothing new; raises its error,
+        TimeoutError if still running after `timeout` seconds."""
+        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        result = ctypes.c_int()
+        rc = self._lib.assetpatch_update_wait(self._h(), ms, ctypes.byref(result))
+        if rc == Status.ERR_BUSY:
+            raise TimeoutError("the update is still running")
+        _check(rc)
+        t, self._background = self._background, None
+        if t is not None:
+            t.reraise()
+        return _check(result.value) == Status.OK
+
+    def cancel(self) -> None:
+        """Asks a running update to stop soon."""
+        if self._handle is not None:
+            self._lib.assetpatch_cancel(self._handle)
+
+    def resolve(self, name: str) -> str:
+        """The absolute path for a resource name: the active release first, then the bundle."""
+        h = self._h()
+        encoded = name.encode()
+        buf = ctypes.create_string_buffer(1024)
+        length = ctypes.c_size_t()
+        rc = self._lib.assetpatch_resolve(h, encoded, buf, len(buf), ctypes.byref(length))
+        if rc == Status.ERR_RANGE:
+            buf = ctypes.create_string_buffer(length.value + 1)
+            rc = self._lib.assetpatch_resolve(h, encoded, buf, len(buf), ctypes.byref(length))
+        _check(rc)
+        return buf.value.decode()
+
+    @property
+    def current_version(self) -> int:
+        """The active release's version; 0 when only the bundle is served."""
+        v = ctypes.c_int64()
+        _check(self._lib.assetpatch_current(self._h(), ctypes.byref(v)))
+        return v.value
+
+    def close(self) -> None:
+        """Cancels a running update, waits for it, frees the client. Safe to call twice."""
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            self._lib.assetpatch_client_close(handle)
+        self._background = None
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # Safe at interpreter shutdown: the library object may already be gone.
+        try:
+            if getattr(self, "_handle", None) is not None and self._lib is not None:
+                self.close()
+        except Exception:  # noqa: BLE001
+            pass

@@ -1,0 +1,86 @@
+"""Declarations of the C ABI (assetpatch.h) for ctypes: types, prototypes, library loading."""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import subprocess
+from typing import List
+
+SONAME = "libassetpatch.so.1"
+
+
+class Progress(ctypes.Structure):
+    _fields_ = [
+        ("phase", ctypes.c_int),
+        ("bytes_done", ctypes.c_uint64),
+        ("bytes_total", ctypes.c_uint64),
+        ("files_done", ctypes.c_uint64),
+        ("files_total", ctypes.c_uint64),
+    ]
+
+
+PROGRESS_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(Progress), ctypes.c_void_p)
+LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+
+
+class LibraryNotFound(OSError):
+    """libassetpatch could not be loaded; the message lists every place tried."""
+
+
+def _candidates() -> List[str]:
+    found: List[str] = []
+    env = os.environ.get("ASSETPATCH_LIBRARY")
+    if env:
+        found.append(env)
+    try:
+        libdir = subprocess.run(["pkg-config", "--variable=libdir", "assetpatch"], capture_output=True,
+                                text=True, timeout=10).stdout.strip()
+        if libdir:
+            found.append(os.path.join(libdir, SONAME))
+    except (OSError, subprocess.SubprocessError):
+        pass
+    found.append(SONAME)
+    name = ctypes.util.find_library("assetpatch")
+    if name and name not in found:
+        found.append(name)
+    return found
+
+
+def load() -> ctypes.CDLL:
+    tried = []
+    for candidate in _candidates():
+        try:
+            lib = ctypes.CDLL(candidate)
+        except OSError as e:
+            tried.append(f"{candidate}: {e}")
+            continue
+        _declare(lib)
+        return lib
+    raise LibraryNotFound("libassetpatch not found; tried ASSETPATCH_LIBRARY, pkg-config's libdir and the "
+                          "system search path:\n  " + "\n  ".join(tried))
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    c = ctypes
+    client_p = c.c_void_p
+    sigs = {
+        "assetpatch_status_name": (c.c_char_p, [c.c_int]),
+        "assetpatch_version": (c.c_char_p, []),
+        "assetpatch_last_error": (c.c_char_p, []),
+        "assetpatch_client_open": (c.c_int, [c.c_char_p, c.c_char_p, c.POINTER(client_p)]),
+        "assetpatch_client_set": (c.c_int, [client_p, c.c_char_p, c.c_char_p]),
+        "assetpatch_client_close": (None, [client_p]),
+        "assetpatch_check": (c.c_int, [client_p, c.POINTER(c.c_int64), c.POINTER(c.c_uint64)]),
+        "assetpatch_update": (c.c_int, [client_p, PROGRESS_FN, c.c_void_p]),
+        "assetpatch_update_start": (c.c_int, [client_p, PROGRESS_FN, c.c_void_p]),
+        "assetpatch_update_wait": (c.c_int, [client_p, c.c_int, c.POINTER(c.c_int)]),
+        "assetpatch_cancel": (None, [client_p]),
+        "assetpatch_resolve": (c.c_int, [client_p, c.c_char_p, c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)]),
+        "assetpatch_current": (c.c_int, [client_p, c.POINTER(c.c_int64)]),
+        "assetpatch_set_log": (c.c_int, [client_p, LOG_FN, c.c_void_p]),
+    }
+    for name, (restype, argtypes) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes

@@ -20,4 +20,6 @@ if ((${#missing[@]})); then
   # The package starts a system nginx on port 80; the tests run their own.
   if command -v service >/dev/null; then service nginx stop >/dev/null 2>&1 || true; fi
 fi
+# pytest drives the fault, kill and Python binding tests.
+python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest
 command -v swift >/dev/null || [[ -x /opt/swift/usr/bin/swift ]] || { echo "Swift 6 toolchain not found (expected on PATH or at /opt/swift)" >&2; exit 1; }

@@ -20,3 +20,7 @@ rm -f "$log"
 
 echo "== end-to-end"
 bash "$root/Tests/e2e/run.sh"
+
+echo "== faults: resume, retries, disk full, kill -9 (pytest)"
+export ASSETPATCH_LIBRARY="$root/build/prefix/lib/libassetpatch.so.1"
+python3 -m pytest -q -p no:cacheprovider "$root/Tests/faults" -rs

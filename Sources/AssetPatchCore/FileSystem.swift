@@ -4,6 +4,34 @@ import Glibc
 import Musl
 #endif
 
+import Synchronization
+
+/// A test seam (swift-system's mocking idea): operations named here fail with the given errno
+/// instead of calling the system, on the thread that asked (tests run in parallel). Empty in
+/// production; only tests fill it.
+public enum FaultInjection {
+    static let failures = Mutex<[String: (thread: UInt, errno: Int32)]>([:])
+
+    public static func fail(_ operation: String, errno code: Int32) {
+        let me = UInt(pthread_self())
+        failures.withLock { $0[operation] = (me, code) }
+    }
+
+    public static func clear() {
+        let me = UInt(pthread_self())
+        failures.withLock { $0 = $0.filter { $0.value.thread != me } }
+    }
+
+    /// The errno to fail `operation` with, if a test on this thread asked for it.
+    @inline(__always)
+    static func check(_ operation: String) -> Int32? {
+        failures.withLock { f -> Int32? in
+            guard !f.isEmpty, let entry = f[operation], entry.thread == UInt(pthread_self()) else { return nil }
+            return entry.errno
+        }
+    }
+}
+
 /// `strerror` text for an errno value.
 func errnoText(_ code: Int32) -> String {
     guard let s = strerror(code) else { return "errno \(code)" }
@@ -103,6 +131,7 @@ public final class File {
     /// fsync. A failure is reported, never retried: after a failed fsync Linux may have dropped
     /// the dirty pages, so the caller must redo the whole step.
     public func sync() throws {
+        if let e = FaultInjection.check("fsync") { throw ioError("fsync", path, e) }
         if fsync(fd) != 0 { throw ioError("fsync", path) }
     }
 
@@ -158,6 +187,7 @@ public enum FS {
     }
 
     public static func rename(_ from: String, _ to: String) throws {
+        if let e = FaultInjection.check("rename") { throw ioError("rename \(from) ->", to, e) }
         if Glibc.rename(from, to) != 0 { throw ioError("rename \(from) ->", to) }
     }
 
@@ -174,6 +204,7 @@ public enum FS {
         let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if fd < 0 { throw ioError("open", path) }
         defer { close(fd) }
+        if let e = FaultInjection.check("fsync") { throw ioError("fsync", path, e) }
         if fsync(fd) != 0 { throw ioError("fsync", path) }
     }
 

@@ -401,6 +401,7 @@ final class Updater {
         let dirFD = open(stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if dirFD < 0 { throw ioError("open", stage) }
         defer { close(dirFD) }
+        if let e = FaultInjection.check("syncfs") { throw ioError("syncfs", stage, e) }
         if assetpatch_syncfs(dirFD) != 0 { throw ioError("syncfs", stage) }
         return info
     }

@@ -137,6 +137,23 @@ import Testing
         #expect(try data.read("downloads/abc.part") == Array("keep me".utf8))
     }
 
+    @Test func failedSyncIsRedoneFromScratchNotRetriedInPlace() throws {
+        let repo = TempDir(), data = TempDir()
+        defer { repo.cleanup(); data.cleanup(); FaultInjection.clear() }
+        let c = try Client(dataDir: data.path, bundleDir: nil)
+        defer { c.close() }
+        try c.set("manifest_url", try publishRelease(v1, version: 1, repo: repo))
+        for op in ["syncfs", "fsync", "rename"] {
+            FaultInjection.fail(op, errno: EIO)
+            #expect(statusOf { _ = try c.update(progress: nil) } == .io, "\(op)")
+            FaultInjection.clear()
+            #expect(c.currentVersion == 0)
+            #expect(try FS.list(data.path + "/staging").isEmpty, "staging removed after a failed \(op)")
+        }
+        #expect(try c.update(progress: nil))
+        #expect(try FS.readFile(try c.resolve("readme.txt")) == Array("one".utf8))
+    }
+
     @Test func corruptStateIsAnIOError() throws {
         let data = TempDir()
         defer { data.cleanup() }

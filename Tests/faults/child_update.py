@@ -1,0 +1,36 @@
+"""Runs one update through the Python binding, printing each phase as it starts (flushed), so
+the kill harness knows where it killed. Exit 0 installed/no update, 3 error."""
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bindings", "python"))
+import assetpatch  # noqa: E402
+
+
+def main():
+    data, url = sys.argv[1], sys.argv[2]
+    last = [0]
+
+    def progress(p):
+        if p.phase != last[0]:
+            last[0] = p.phase
+            sys.stdout.write(f"PHASE {int(p.phase)}\n")
+            sys.stdout.flush()
+
+    for _ in range(200):  # another process may hold the lock for a moment (the checker)
+        try:
+            with assetpatch.Client(data, manifest_url=url, stall_timeout_ms=5000) as c:
+                c.update(progress=progress)
+            sys.stdout.write("EXIT ok\n")
+            return 0
+        except assetpatch.BusyError:
+            time.sleep(0.01)
+        except assetpatch.AssetPatchError as e:
+            sys.stdout.write(f"EXIT {e.name} {e.message}\n")
+            return 3
+    return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

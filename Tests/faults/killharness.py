@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""kill -9 harness: kills an updating process at random moments spread over every phase
+(seeded, reproducible), and after each kill checks, from another process, that the data
+directory serves exactly one complete release (every resolved file hashes to the active
+release's manifest) and that resuming wastes little: per sequence of kills until the update
+completes, archive bytes sent <= archive size x 1.05 + kills x 1 MiB.
+
+    killharness.py [--kills 50] [--seed 1] [--rate BYTES_PER_S] [--soak]
+
+Needs build/prefix (scripts/build.sh). Prints a report and "N passed, N failed"."""
+import argparse
+import collections
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from conftest import CLI, FaultServer, make_tree, release_files, sha256_file, Repo  # noqa: E402
+import assetpatch  # noqa: E402
+
+PHASES = {0: "start", 1: "check", 2: "download", 3: "install", 4: "activate", 5: "cleanup/done"}
+
+
+def publish(base):
+    v1, v2 = release_files(1, 8, 20_000), release_files(2, 120, 100_000)
+    for name, files, version in (("v1", v1, 1), ("v2", v2, 2)):
+        make_tree(os.path.join(base, "src-" + name), files)
+        if name == "v2":
+            shutil.copytree(os.path.join(base, "v1"), os.path.join(base, "v2"))
+        subprocess.run([CLI, "publish", os.path.join(base, "src-" + name), "--repo", os.path.join(base, name),
+                        "--package", "kill", "--version", str(version)], check=True, stdout=subprocess.DEVNULL)
+    return Repo(os.path.join(base, "v1"), v1, 1), Repo(os.path.join(base, "v2"), v2, 2)
+
+
+def consistent(data, repos):
+    """Opens the data directory as a new process would and checks it; returns an error or None."""
+    try:
+        with assetpatch.Client(data) as c:
+            v = c.current_version
+            if v not in repos:
+                return f"active version {v}"
+            for name, digest in repos[v].hashes.items():
+                got = sha256_file(c.resolve(name))
+                if got != digest:
+                    return f"version {v}: {name} hashes to {got[:12]}, manifest says {digest[:12]}"
+            staging = os.path.join(data, "staging")
+            if os.path.isdir(staging) and os.listdir(staging):
+                # Only acceptable while another updater holds the lock; here none runs.
+                return f"staging not cleaned: {os.listdir(staging)}"
+            return None
+    except assetpatch.AssetPatchError as e:
+        return f"open/resolve failed: {e}"
+
+
+class Child:
+    def __init__(self, data, url):
+        self.proc = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "child_update.py"), data, url],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.phase = 0
+        self.exit_line = None
+        self.seen = threading.Condition()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            with self.seen:
+                if line.startswith("PHASE "):
+                    self.phase = int(line.split()[1])
+                elif line.startswith("EXIT"):
+                    self.exit_line = line.strip()
+                self.seen.notify_all()
+
+    def wait_phase(self, phase, timeout):
+        end = time.monotonic() + timeout
+        with self.seen:
+            while self.phase < phase and self.proc.poll() is None and time.monotonic() < end:
+                self.seen.wait(0.005)
+
+    def kill(self):
+        """SIGKILL; returns the phase it was in, or None when it had already finished."""
+        phase = self.phase
+        if self.proc.poll() is not None:
+            self.reader.join(2)
+            return None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        self.reader.join(2)
+        return phase if self.exit_line is None else None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kills", type=int, default=50)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--rate", type=int, default=12_000_000, help="archive bytes per second the server sends")
+    ap.add_argument("--soak", action="store_true", help="500 kills")
+    a = ap.parse_args()
+    if a.soak:
+        a.kills = max(a.kills, 500)
+    rnd = random.Random(a.seed)
+    work = tempfile.mkdtemp(prefix="assetpatch-kill.")
+    server = None
+    try:
+        base = os.path.join(work, "repos")
+        r1, r2 = publish(base)
+        repos = {1: r1, 2: r2}
+        server = FaultServer(base, work)
+        pristine = os.path.join(work, "pristine")
+        subprocess.run([CLI, "update", "--data-dir", pristine, "--url", server.url("v1")], check=True, capture_output=True)
+        server.control("normal", rate=a.rate)
+
+        # Time one uninterrupted update to spread random kill times over it.
+        data = os.path.join(work, "data")
+        shutil.copytree(pristine, data)
+        t0 = time.monotonic()
+        timing = Child(data, server.url("v2"))
+        timing.proc.wait()
+        full = time.monotonic() - t0
+        shutil.rmtree(data)
+
+        kills_by_phase = collections.Counter()
+        failures = []
+        sequences = []
+        total_kills = 0
+        while total_kills < a.kills:
+            shutil.copytree(pristine, data)
+            server.get("/_reset")
+            server.control("normal", rate=a.rate)
+            seq_kills = 0
+            while True:
+                child = Child(data, server.url("v2"))
+                if rnd.random() < 0.5:
+                    time.sleep(rnd.uniform(0, full * 1.1))
+                else:
+                    # Activation and cleanup last milliseconds: kill right as they start.
+                    target = rnd.choice([1, 2, 2, 3, 3, 4, 4, 4, 5])
+                    child.wait_phase(target, full * 3)
+                    time.sleep(rnd.uniform(0, {1: 0.005, 2: 0.3, 3: 0.05}.get(target, 0.002)))
+                phase = child.kill()
+                if phase is None:
+                    break  # completed before the kill
+                seq_kills += 1
+                total_kills += 1
+                kills_by_phase[PHASES[phase]] += 1
+                err = consistent(data, repos)
+                if err:
+                    failures.append(f"kill {total_kills} in {PHASES[phase]}: {err}")
+                if seq_kills > 200:
+                    failures.append("update never completed")
+                    break
+            # The sequence ends with a completed update.
+            err = consistent(data, repos)
+            with assetpatch.Client(data) as c:
+                if c.current_version != 2:
+                    err = err or f"after completion the active version is {c.current_version}"
+            if err:
+                failures.append(f"after sequence {len(sequences) + 1}: {err}")
+            sent = server.stats()["bytes_sent"]
+            budget = r2.archive_size * 1.05 + seq_kills * (1 << 20)
+            sequences.append((seq_kills, sent, budget))
+            if sent > budget:
+                failures.append(f"sequence {len(sequences)}: {sent} bytes sent for {seq_kills} kills, budget {int(budget)}")
+            shutil.rmtree(data)
+
+        print(f"archive: {r2.archive_size} bytes, {len(r2.hashes)} files; uninterrupted update {full:.2f} s; seed {a.seed}")
+        print(f"kills: {total_kills} over {len(sequences)} sequences; by phase: " +
+              ", ".join(f"{p} {kills_by_phase[p]}" for p in PHASES.values() if kills_by_phase[p]))
+        sent_total = sum(s for _, s, _ in sequences)
+        ideal = r2.archive_size * len(sequences)
+        print(f"archive bytes sent: {sent_total} for {len(sequences)} completed updates "
+              f"({sent_total / ideal:.3f}x the archive; worst sequence {max(s / r2.archive_size for _, s, _ in sequences):.3f}x)")
+        print(f"consistency failures: {len(failures)}")
+        for f in failures:
+            print("  " + f)
+        checks = total_kills + len(sequences)
+        print(f"{checks - len(failures)} passed, {len(failures)} failed")
+        return 1 if failures else 0
+    finally:
+        if server:
+            server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

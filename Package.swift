@@ -46,7 +46,8 @@ let package = Package(
         ),
         .testTarget(
             name: "AssetPatchCoreTests",
-            dependencies: ["AssetPatchCore"]
+            dependencies: ["AssetPatchCore"],
+            exclude: ["vectors"]
         ),
     ]
 )

@@ -54,7 +54,7 @@ public struct ClientConfig: Sendable {
             var items: [String] = []
             for item in value.split(separator: ",", omittingEmptySubsequences: false) {
                 let s = String(item)
-                guard !s.contains("/") && !s.contains("\\") && !s.contains("\0") && s.utf8.count <= 64 else {
+                guard !s.utf8.contains(where: { $0 == 0x2F || $0 == 0x5C || $0 == 0 }) && s.utf8.count <= 64 else {
                     throw AssetPatchError(.argument, "option variants: \"\(s)\" is not a valid suffix")
                 }
                 if !items.contains(s) { items.append(s) }
@@ -77,16 +77,21 @@ public struct ClientConfig: Sendable {
         case "header":
             if value.isEmpty { http.headers = []; return }
             guard let colon = value.firstIndex(of: ":"), colon != value.startIndex,
-                  !value.contains("\r"), !value.contains("\n") else {
+                  !value.hasLineBreak else {
                 throw AssetPatchError(.argument, "option header: \"\(value)\" is not of the form \"Name: value\"")
             }
             http.headers.append(value)
         case "user_agent":
-            guard !value.contains("\r"), !value.contains("\n") else { throw AssetPatchError(.argument, "option user_agent: contains a line break") }
+            guard !value.hasLineBreak else { throw AssetPatchError(.argument, "option user_agent: contains a line break") }
             http.userAgent = value
         case "parallel_downloads": parallelDownloads = Int(try ClientConfig.number(option, value, 1...64))
         default:
             throw AssetPatchError(.argument, "unknown option \"\(option)\"")
         }
     }
+}
+
+extension String {
+    /// CR, LF or NUL anywhere, by byte ("\r\n" is a single Character, so `contains("\r")` misses it).
+    var hasLineBreak: Bool { utf8.contains { $0 == 0x0D || $0 == 0x0A || $0 == 0 } }
 }

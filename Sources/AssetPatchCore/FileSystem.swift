@@ -178,7 +178,7 @@ public enum FS {
     public static func makeDirectories(_ path: String, mode: mode_t = 0o755) throws {
         if isDirectory(path) { return }
         var prefix = path.hasPrefix("/") ? "/" : ""
-        for component in path.split(separator: "/") {
+        for component in path.slashComponents {
             prefix += component
             if mkdir(prefix, mode) != 0 && errno != EEXIST { throw ioError("mkdir", prefix) }
             prefix += "/"
@@ -294,9 +294,8 @@ public enum FS {
     }
 
     public static func parent(of path: String) -> String {
-        guard let slash = path.lastIndex(of: "/") else { return "." }
-        if slash == path.startIndex { return "/" }
-        return String(path[..<slash])
+        guard let parent = path.beforeLastSlash else { return "." }
+        return parent.isEmpty ? "/" : parent
     }
 
     /// An absolute, normalised form of `path` (relative to the working directory).
@@ -309,8 +308,8 @@ public enum FS {
                 full = cwd + "/" + path
             }
         }
-        var parts: [Substring] = []
-        for part in full.split(separator: "/") {
+        var parts: [String] = []
+        for part in full.slashComponents {
             if part == "." { continue }
             if part == ".." { _ = parts.popLast(); continue }
             parts.append(part)

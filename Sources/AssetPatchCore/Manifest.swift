@@ -223,10 +223,8 @@ public struct Manifest: Sendable {
         }
         // A file "a" and a file "a/b" can't both exist on disk.
         for f in files {
-            var prefix = Substring(f.path)
-            while let slash = prefix.lastIndex(of: "/") {
-                prefix = prefix[..<slash]
-                if seen.contains(String(prefix)) { throw fail("\(source): \"\(prefix)\" is both a file and a directory") }
+            for prefix in f.path.directoryPrefixes where seen.contains(prefix) {
+                throw fail("\(source): \"\(prefix)\" is both a file and a directory")
             }
         }
 

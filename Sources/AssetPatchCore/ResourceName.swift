@@ -66,3 +66,29 @@ public enum ResourceName {
         return String(decoding: bytes[..<at] + Array(suffix.utf8) + bytes[at...], as: UTF8.self)
     }
 }
+
+/// Path splitting on the byte '/', never on Characters: a '/' followed by a combining mark is
+/// one Character in Swift, so `split(separator: "/")` and `lastIndex(of: "/")` would miss it.
+extension String {
+    /// The `/`-separated components (empty ones dropped).
+    var slashComponents: [String] {
+        utf8.split(separator: UInt8(ascii: "/")).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Everything before the last `/`, or nil when there is none.
+    var beforeLastSlash: String? {
+        guard let i = utf8.lastIndex(of: UInt8(ascii: "/")) else { return nil }
+        return String(decoding: utf8[..<i], as: UTF8.self)
+    }
+
+    /// Every proper directory prefix: "a/b/c" -> ["a/b", "a"].
+    var directoryPrefixes: [String] {
+        var out: [String] = []
+        var current = self
+        while let p = current.beforeLastSlash {
+            out.append(p)
+            current = p
+        }
+        return out
+    }
+}

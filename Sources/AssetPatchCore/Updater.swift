@@ -346,10 +346,8 @@ final class Updater {
             }
             let names = Set(entries.map(\.name))
             for e in entries {
-                var prefix = Substring(e.name)
-                while let slash = prefix.lastIndex(of: "/") {
-                    prefix = prefix[..<slash]
-                    if names.contains(String(prefix)) { throw AssetPatchError(.archive, "\(shown): \"\(prefix)\" is both a file and a directory") }
+                for prefix in e.name.directoryPrefixes where names.contains(prefix) {
+                    throw AssetPatchError(.archive, "\(shown): \"\(prefix)\" is both a file and a directory")
                 }
             }
         }
@@ -364,8 +362,7 @@ final class Updater {
         for (i, e) in entries.enumerated() {
             try cancel.check()
             let target = stage + "/files/" + e.name
-            if let slash = e.name.lastIndex(of: "/") {
-                let dir = String(e.name[..<slash])
+            if let dir = e.name.beforeLastSlash {
                 if !madeDirs.contains(dir) {
                     try FS.makeDirectories(stage + "/files/" + dir)
                     madeDirs.insert(dir)

@@ -126,3 +126,34 @@ extension Array where Element == UInt8 {
         self = out
     }
 }
+
+@Suite struct GraphemeSafetyTests {
+    // "/" followed by a combining mark, and "\r\n", are single Characters in Swift: every
+    // check on names and header values must work on bytes (found by fuzzing).
+    @Test func slashBeforeACombiningMarkStillSplits() {
+        let name = "dir/\u{0361}x.png"
+        #expect(ResourceName.isValid(name))
+        #expect(name.beforeLastSlash == "dir")
+        #expect(name.slashComponents == ["dir", "\u{0361}x.png"])
+        #expect(FS.parent(of: "/a/\u{0361}b") == "/a")
+        #expect(!ResourceName.isValid("../\u{0361}"))
+    }
+
+    @Test func headerValuesWithCRLFAreRefused() {
+        var c = ClientConfig()
+        #expect(statusOf { try c.set("header", "X-A: 1\r\nX-Evil: 2") } == .argument)
+        #expect(statusOf { try c.set("user_agent", "ua\r\nX-Evil: 2") } == .argument)
+        #expect(statusOf { try c.set("variants", "@2x/\u{0361}") } == .argument)
+    }
+
+    @Test func installsNamesWithCombiningMarksAfterASlash() throws {
+        let repo = TempDir(), data = TempDir()
+        defer { repo.cleanup(); data.cleanup() }
+        let url = try publishRelease([("dir/\u{0361}x.txt", Array("ok".utf8))], version: 1, repo: repo)
+        let c = try Client(dataDir: data.path, bundleDir: nil)
+        defer { c.close() }
+        try c.set("manifest_url", url)
+        #expect(try c.update(progress: nil))
+        #expect(try FS.readFile(try c.resolve("dir/\u{0361}x.txt")) == Array("ok".utf8))
+    }
+}

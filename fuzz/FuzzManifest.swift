@@ -1,0 +1,27 @@
+// libFuzzer target: manifest and DSSE envelope decoding, and the JSON parser under it.
+// Invariants: never crash; a parsed JSON value survives a serialise/parse round trip; a
+// decoded manifest only ever holds safe, unique paths.
+
+private let trustedKey: [UInt8] = (try? Ed25519.publicKey(fromSeed: [UInt8](repeating: 7, count: 32))) ?? []
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzManifest(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    let bytes = Array(UnsafeBufferPointer(start: data, count: size))
+    if let json = try? JSONParser.parse(bytes) {
+        guard let again = try? JSONParser.parse(Array(json.serialized().utf8)), again == json else {
+            fatalError("JSON round trip changed the value")
+        }
+    }
+    for keys in [[], [trustedKey]] {
+        if let m = try? Manifest.decode(bytes, trustedKeys: keys) {
+            var seen = Set<String>()
+            for f in m.files {
+                precondition(ResourceName.isValid(f.path), "unsafe path accepted: \(f.path)")
+                precondition(seen.insert(f.path).inserted, "duplicate path accepted")
+            }
+            precondition(m.kind == .legacy || m.version >= 1)
+            precondition(keys.isEmpty || m.signatureVerified, "unsigned manifest accepted with keys set")
+        }
+    }
+    return 0
+}

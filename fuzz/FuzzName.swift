@@ -24,10 +24,12 @@ public func fuzzName(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let fast = bytes.withUnsafeBytes { ResourceName.isValid($0) }
     precondition(fast == reference(bytes), "validator disagrees with the reference")
     guard fast, let name = String(validating: bytes, as: UTF8.self) else { return 0 }
-    precondition(FS.absolute("/root/dir/" + name).hasPrefix("/root/dir/"), "valid name escapes its directory")
+    // Byte comparisons throughout: String's are by Character and canonical equivalence.
+    precondition(FS.absolute("/root/dir/" + name).utf8.starts(with: "/root/dir/".utf8), "valid name escapes its directory")
     let variant = ResourceName.applyingVariant(name, "@2x")
     precondition(ResourceName.isValid(variant), "variant of a valid name is invalid: \(variant)")
     let index = ResolveIndex(root: "/r", names: [name, variant])
-    precondition(index.lookup(name) == "/r/" + name && index.lookup(variant) == "/r/" + variant)
+    precondition(index.lookup(name)?.utf8.elementsEqual(("/r/" + name).utf8) == true
+        && index.lookup(variant)?.utf8.elementsEqual(("/r/" + variant).utf8) == true, "index lookup mismatch")
     return 0
 }

@@ -177,7 +177,7 @@ public enum FS {
     /// `mkdir -p`.
     public static func makeDirectories(_ path: String, mode: mode_t = 0o755) throws {
         if isDirectory(path) { return }
-        var prefix = path.hasPrefix("/") ? "/" : ""
+        var prefix = path.utf8.first == UInt8(ascii: "/") ? "/" : ""
         for component in path.slashComponents {
             prefix += component
             if mkdir(prefix, mode) != 0 && errno != EEXIST { throw ioError("mkdir", prefix) }
@@ -301,7 +301,7 @@ public enum FS {
     /// An absolute, normalised form of `path` (relative to the working directory).
     public static func absolute(_ path: String) -> String {
         var full = path
-        if !path.hasPrefix("/") {
+        if path.utf8.first != UInt8(ascii: "/") {  // by byte: "/" + a combining mark is one Character
             var buf = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
             if getcwd(&buf, buf.count) != nil {
                 let cwd = buf.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }

@@ -157,3 +157,10 @@ extension Array where Element == UInt8 {
         #expect(try FS.readFile(try c.resolve("dir/\u{0361}x.txt")) == Array("ok".utf8))
     }
 }
+
+@Suite struct AbsolutePathTests {
+    @Test func absolutePathsStartingWithACombiningMarkStayAbsolute() {
+        #expect(FS.absolute("/\u{0361}data/x").utf8.elementsEqual("/\u{0361}data/x".utf8))
+        #expect(FS.absolute("/a/./b/../c") == "/a/c")
+    }
+}

@@ -11,7 +11,8 @@ and, for archive requests (*.zip), injects the fault set through the control end
 Modes: normal, reset (RST at file offset N), stall (stop at file offset N, keep the socket
 open), ignore-range (always 200), wrong-range (206 with a Content-Range start off by 1000),
 etag-change (a new ETag per request), 416 (refuse every range), 503 (answer 503), long-length
-(announce 1000 bytes more than sent, then close), portal (200 text/html login page).
+(announce 1000 bytes more than sent, then close), portal (200 text/html login page),
+endless (the archive over and over, never ending). /_endless/* is a body without end.
 `rate` throttles every archive response (bytes per second), whatever the mode.
 
 Usage: faultserver.py ROOT PORT_FILE   (binds 127.0.0.1 on a free port, writes it to PORT_FILE)
@@ -48,6 +49,21 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def endless(self):
+        """A body that never ends (no Content-Length, connection close)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        chunk = b" " * 65536
+        try:
+            self.wfile.write(b"{")
+            for _ in range(1 << 20):
+                self.wfile.write(chunk)
+        except OSError:
+            pass
+
     def count(self, status):
         with LOCK:
             STATS["statuses"][str(status)] = STATS["statuses"].get(str(status), 0) + 1
@@ -68,6 +84,9 @@ class Handler(BaseHTTPRequestHandler):
                 STATE.update(mode="normal", n=0, times=0, rate=0)
                 STATS.update(requests=0, archive_requests=0, range_requests=0, bytes_sent=0, statuses={})
             return self.send_json(STATS)
+
+        if url.path.startswith("/_endless/"):
+            return self.endless()
 
         path = os.path.realpath(os.path.join(self.root, url.path.lstrip("/")))
         if not path.startswith(os.path.realpath(self.root)) or not os.path.isfile(path):
@@ -138,7 +157,10 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Last-Modified", last_modified)
         self.send_header("Accept-Ranges", "bytes")
         announced = length + (1000 if mode == "long-length" else 0)
-        self.send_header("Content-Length", str(announced))
+        if mode == "endless":
+            self.send_header("Connection", "close")
+        else:
+            self.send_header("Content-Length", str(announced))
         if status == 206:
             shown = start + (1000 if mode == "wrong-range" else 0)
             self.send_header("Content-Range", f"bytes {shown}-{size - 1}/{size}")
@@ -148,6 +170,17 @@ class Handler(BaseHTTPRequestHandler):
 
         # reset and stall act at an absolute offset of the file, whatever range was asked for.
         limit = max(0, n - start) if mode in ("reset", "stall") else length
+        if mode == "endless":
+            self.close_connection = True
+            try:
+                while True:
+                    with open(path, "rb") as f:
+                        for chunk in iter(lambda: f.read(65536), b""):
+                            self.wfile.write(chunk)
+                            with LOCK:
+                                STATS["bytes_sent"] += len(chunk)
+            except OSError:
+                return
         sent = 0
         began = time.monotonic()
         with open(path, "rb") as f:

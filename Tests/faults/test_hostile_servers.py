@@ -1,0 +1,175 @@
+"""TLS verification against a private nginx with a throwaway CA, redirects (to file://, loops,
+relative targets), endless bodies, and unsupported schemes."""
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+import assetpatch
+from conftest import assert_serves
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_pki(d):
+    """A CA, a certificate for 127.0.0.1/localhost and one for another name, all signed by it."""
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "ca.key",
+            "-out", "ca.pem", "-subj", "/CN=assetpatch test CA", "-days", "2", cwd=d)
+    for name, san in (("good", "IP:127.0.0.1,DNS:localhost"), ("wrong", "DNS:wrong.example")):
+        openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", f"{name}.key",
+                "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=d)
+        with open(os.path.join(d, f"{name}.ext"), "w") as f:
+            f.write(f"subjectAltName={san}\n")
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+                "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext", cwd=d)
+
+
+@pytest.fixture(scope="module")
+def nginx(repos, tmp_path_factory):
+    if not shutil.which("nginx") and not os.path.exists("/usr/sbin/nginx"):
+        pytest.skip("nginx not installed")
+    d = str(tmp_path_factory.mktemp("tls"))
+    make_pki(d)
+    ports = {"http": free_port(), "good": free_port(), "wrong": free_port()}
+    user = "user root;" if os.geteuid() == 0 else ""
+    root = repos["base"]
+    conf = f"""
+{user}
+worker_processes 1;
+daemon off;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+events {{ worker_connections 64; }}
+http {{
+  access_log off;
+  default_type application/octet-stream;
+  client_body_temp_path {d}/tmp; proxy_temp_path {d}/tmp; fastcgi_temp_path {d}/tmp; uwsgi_temp_path {d}/tmp; scgi_temp_path {d}/tmp;
+  server {{
+    listen 127.0.0.1:{ports['http']};
+    root {root};
+    location = /to-file/manifest.json {{ return 302 file:///etc/passwd; }}
+    location = /loop/manifest.json {{ return 302 /loop/manifest.json; }}
+    location = /hop1/manifest.json {{ return 301 /hop2/manifest.json; }}
+    location = /hop2/manifest.json {{ return 302 http://127.0.0.1:{ports['http']}/v2/manifest.json; }}
+    location = /to-https/manifest.json {{ return 302 https://127.0.0.1:{ports['good']}/v1/manifest.json; }}
+  }}
+  server {{
+    listen 127.0.0.1:{ports['good']} ssl;
+    ssl_certificate {d}/good.pem; ssl_certificate_key {d}/good.key;
+    root {root};
+  }}
+  server {{
+    listen 127.0.0.1:{ports['wrong']} ssl;
+    ssl_certificate {d}/wrong.pem; ssl_certificate_key {d}/wrong.key;
+    root {root};
+  }}
+}}
+"""
+    os.makedirs(f"{d}/tmp")
+    with open(f"{d}/nginx.conf", "w") as f:
+        f.write(conf)
+    proc = subprocess.Popen(["/usr/sbin/nginx", "-p", d, "-c", f"{d}/nginx.conf", "-e", f"{d}/error.log"])
+    for _ in range(200):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{ports['http']}/v1/manifest.json", timeout=1).read()
+            break
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(open(f"{d}/error.log").read())
+            time.sleep(0.05)
+    yield {"dir": d, "ca": f"{d}/ca.pem", **ports}
+    proc.terminate()
+    proc.wait(10)
+
+
+def client(tmp_path, url, **kw):
+    return assetpatch.Client(str(tmp_path / "data"), manifest_url=url, **kw)
+
+
+def test_https_with_the_ca_file_verifies_and_updates(tmp_path, nginx, repos):
+    with client(tmp_path, f"https://127.0.0.1:{nginx['good']}/v1/manifest.json", ca_file=nginx["ca"]) as c:
+        assert c.update()
+        assert_serves(c, repos["v1"])
+
+
+def test_https_with_an_unknown_ca_is_refused(tmp_path, nginx):
+    with client(tmp_path, f"https://127.0.0.1:{nginx['good']}/v1/manifest.json") as c:
+        with pytest.raises(assetpatch.NetworkError) as e:
+            c.update()
+        assert "certificate" in e.value.message.lower()
+        assert c.current_version == 0
+
+
+def test_https_certificate_for_another_name_is_refused(tmp_path, nginx):
+    with client(tmp_path, f"https://127.0.0.1:{nginx['wrong']}/v1/manifest.json", ca_file=nginx["ca"]) as c:
+        with pytest.raises(assetpatch.NetworkError) as e:
+            c.update()
+        assert "127.0.0.1" in e.value.message or "match" in e.value.message.lower()
+
+
+def test_redirect_to_file_url_is_refused(tmp_path, nginx):
+    with client(tmp_path, f"http://127.0.0.1:{nginx['http']}/to-file/manifest.json") as c:
+        with pytest.raises(assetpatch.NetworkError):
+            c.update()
+
+
+def test_redirect_loop_is_bounded(tmp_path, nginx):
+    with client(tmp_path, f"http://127.0.0.1:{nginx['http']}/loop/manifest.json") as c:
+        with pytest.raises(assetpatch.NetworkError) as e:
+            c.update()
+        assert "redirect" in e.value.message.lower()
+
+
+def test_redirects_are_followed_and_relative_archive_urls_use_the_final_url(tmp_path, nginx, repos):
+    with client(tmp_path, f"http://127.0.0.1:{nginx['http']}/hop1/manifest.json") as c:
+        assert c.update()
+        assert_serves(c, repos["v2"])
+
+
+def test_redirect_from_http_to_https_verifies_tls(tmp_path, nginx, repos):
+    with client(tmp_path, f"http://127.0.0.1:{nginx['http']}/to-https/manifest.json") as c:
+        with pytest.raises(assetpatch.NetworkError):
+            c.update()
+        c.set("ca_file", nginx["ca"])
+        assert c.update()
+        assert_serves(c, repos["v1"])
+
+
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1/m.json", "scp://host/m.json", "gopher://127.0.0.1/m", "m.json", "", "HTTP:/x"])
+def test_unsupported_manifest_url_schemes_are_argument_errors(tmp_path, url):
+    with assetpatch.Client(str(tmp_path / "data")) as c:
+        if url == "HTTP:/x":
+            c.set("manifest_url", url)  # schemes are case-insensitive
+            return
+        with pytest.raises(assetpatch.ArgumentError):
+            c.set("manifest_url", url)
+
+
+def test_endless_manifest_body_hits_the_byte_limit(tmp_path, fault):
+    with client(tmp_path, fault.base + "/_endless/manifest.json", max_manifest_bytes=100000) as c:
+        with pytest.raises(assetpatch.ManifestError) as e:
+            c.update()
+        assert "100000" in e.value.message
+
+
+def test_endless_archive_body_hits_the_manifest_size(tmp_path, fault, repos):
+    fault.control("endless")
+    with client(tmp_path, fault.url("v2")) as c:
+        with pytest.raises(assetpatch.IntegrityError):
+            c.update()
+        assert c.current_version == 0
+    assert fault.stats()["bytes_sent"] < repos["v2"].archive_size + 4 * (1 << 20)

@@ -56,8 +56,15 @@ struct RawZip {
             out += e.name
         }
         let cdSize = out.count - cdStart
+        let many = entries.count > 0xFFFE
+        if many {  // ZIP64 end record and locator for the entry count
+            let z64 = UInt64(out.count)
+            out.put32(0x0606_4b50); out.put64(44); out.put16(45); out.put16(45); out.put32(0); out.put32(0)
+            out.put64(UInt64(entries.count)); out.put64(UInt64(entries.count)); out.put64(UInt64(cdSize)); out.put64(UInt64(cdStart))
+            out.put32(0x0706_4b50); out.put32(0); out.put64(z64); out.put32(1)
+        }
         out.put32(0x0605_4b50); out.put16(0); out.put16(0)
-        out.put16(UInt16(entries.count)); out.put16(UInt16(entries.count))
+        out.put16(many ? 0xFFFF : UInt16(entries.count)); out.put16(many ? 0xFFFF : UInt16(entries.count))
         out.put32(UInt32(cdSize)); out.put32(UInt32(cdStart)); out.put16(0)
         return out
     }
@@ -215,4 +222,93 @@ func deflateRaw(_ data: [UInt8]) throws -> [UInt8] {
     let z = try ZipReader(path: dir.path + "/t.zip")
     let e = z.entries[0]
     return try z.file.preadExactly(Int(e.compressedSize), at: e.dataOffset, what: "data")
+}
+
+@Suite struct HostileZipTests {
+    func withZip(_ bytes: [UInt8], _ body: (String) throws -> Void) throws {
+        let dir = TempDir()
+        defer { dir.cleanup() }
+        try dir.write("a.zip", bytes)
+        try body(dir.path + "/a.zip")
+    }
+
+    @Test func refusesNamesWithNULOrInvalidUTF8() throws {
+        for name: [UInt8] in [[0x61, 0x00, 0x62], [0x61, 0xFF, 0x62], [0xC0, 0xAF], [0xED, 0xA0, 0x80]] {
+            var raw = RawZip()
+            raw.entries.append(.init(name: name, data: [1], crc: RawZip.crc([1]), uncompressed: 1))
+            try withZip(raw.bytes()) { path in #expect(statusOf { _ = try ZipReader(path: path) } == .archive) }
+        }
+    }
+
+    @Test func refusesBogusZip64Fields() throws {
+        // Sizes of 0xFFFFFFFF without a ZIP64 extra field.
+        var raw = RawZip()
+        raw.stored("x", [1, 2, 3])
+        var bytes = raw.bytes()
+        let cd = bytes.count - 22 - (46 + 1)
+        for i in 0..<4 { bytes[cd + 20 + i] = 0xFF; bytes[cd + 24 + i] = 0xFF }
+        try withZip(bytes) { path in #expect(statusOf { _ = try ZipReader(path: path) } == .archive) }
+
+        // A ZIP64 locator pointing past the end, and one whose record claims 2^40 entries.
+        var base = RawZip()
+        base.stored("y", [4])
+        let plain = base.bytes()
+        let eocd = Array(plain.suffix(22)), body = Array(plain.dropLast(22))
+        var pastEnd = body
+        pastEnd.put32(0x0706_4b50); pastEnd.put32(0); pastEnd.put64(1 << 40); pastEnd.put32(1)
+        pastEnd += eocd
+        try withZip(pastEnd) { path in #expect(statusOf { _ = try ZipReader(path: path) } == .archive) }
+
+        var huge = body
+        let z64 = UInt64(huge.count)
+        huge.put32(0x0606_4b50); huge.put64(44); huge.put16(45); huge.put16(45); huge.put32(0); huge.put32(0)
+        huge.put64(1 << 40); huge.put64(1 << 40); huge.put64(UInt64(47)); huge.put64(UInt64(body.count - 47))
+        huge.put32(0x0706_4b50); huge.put32(0); huge.put64(z64); huge.put32(1)
+        var e = eocd
+        e[8] = 0xFF; e[9] = 0xFF; e[10] = 0xFF; e[11] = 0xFF
+        huge += e
+        try withZip(huge) { path in #expect(statusOf { _ = try ZipReader(path: path) } == .archive) }
+    }
+
+    @Test func hundredThousandTinyEntriesParseWithoutBlowingUp() throws {
+        var raw = RawZip()
+        for i in 0..<100_000 { raw.stored("e/\(i)", [UInt8(i & 0xFF)]) }
+        try withZip(raw.bytes()) { path in
+            let z = try ZipReader(path: path)
+            #expect(z.entries.count == 100_000)
+        }
+    }
+
+    @Test func hundredThousandEntriesNotInTheManifestAreRefusedBeforeExtraction() throws {
+        let repo = TempDir(), data = TempDir()
+        defer { repo.cleanup(); data.cleanup() }
+        var raw = RawZip()
+        raw.stored("ok.txt", Array("ok".utf8))
+        for i in 0..<100_000 { raw.stored("spam/\(i)", [1]) }
+        let zip = raw.bytes()
+        let sha = Digest.sha256Hex(zip)
+        try repo.write("archives/\(sha).zip", zip)
+        let m = Manifest(kind: .format1, package: "t", version: 1, label: nil, created: nil, expires: nil, minAppVersion: nil,
+                         archiveURL: "archives/\(sha).zip", archiveSize: UInt64(zip.count), archiveDigest: sha,
+                         files: [ManifestFile(path: "ok.txt", size: 2, sha256: Digest.sha256Hex(Array("ok".utf8)))],
+                         plugins: [], signatureVerified: false, payload: [])
+        try repo.write("manifest.json", m.toJSON().serialized())
+        let c = try Client(dataDir: data.path, bundleDir: nil)
+        defer { c.close() }
+        try c.set("manifest_url", URLs.fileURL(forPath: repo.path + "/manifest.json"))
+        #expect(statusOf { _ = try c.update(progress: nil) } == .archive)
+        #expect(try FS.list(data.path + "/staging").isEmpty)
+    }
+
+    @Test func declaredSizesOverMaxReleaseBytesAreRefused() throws {
+        let repo = TempDir(), data = TempDir()
+        defer { repo.cleanup(); data.cleanup() }
+        let url = try publishRelease([("big.bin", noise(100_000))], version: 1, repo: repo)
+        let c = try Client(dataDir: data.path, bundleDir: nil)
+        defer { c.close() }
+        try c.set("manifest_url", url)
+        try c.set("max_release_bytes", "50000")
+        #expect(statusOf { _ = try c.update(progress: nil) } == .archive)
+        #expect(try FS.list(data.path + "/downloads").isEmpty, "refused before any download")
+    }
 }

@@ -8,7 +8,7 @@ let sharedLibraryLinkerFlags: [String] = [
     "-use-ld=lld",
     "-Xlinker", "--version-script=Sources/AssetPatch/assetpatch.map",
     "-Xlinker", "-soname=libassetpatch.so.1",
-    "-Xlinker", "-z", "-Xlinker", "defs",
+    // No "-z defs" here (CMake's build has it): sanitizer runtimes resolve from the test binary.
 ]
 
 let package = Package(

@@ -21,6 +21,13 @@ rm -f "$log"
 echo "== end-to-end"
 bash "$root/Tests/e2e/run.sh"
 
-echo "== faults: resume, retries, disk full, kill -9 (pytest)"
+echo "== Python package: pip install ./bindings/python into a venv, pytest over file:// and nginx"
+python3 -m venv --system-site-packages "$root/build/venv"
+"$root/build/venv/bin/pip" install -q --no-build-isolation "$root/bindings/python"
+# Found through pkg-config (no ASSETPATCH_LIBRARY), from the installed package, not the source tree.
+(cd "$root/build" && PKG_CONFIG_PATH="$root/build/prefix/lib/pkgconfig" \
+  "$root/build/venv/bin/python" -m pytest -q -p no:cacheprovider "$root/bindings/python/tests")
+
+echo "== faults: resume, retries, TLS, hostile servers, disk full, kill -9 (pytest)"
 export ASSETPATCH_LIBRARY="$root/build/prefix/lib/libassetpatch.so.1"
 python3 -m pytest -q -p no:cacheprovider "$root/Tests/faults" -rs

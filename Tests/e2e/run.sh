@@ -78,6 +78,21 @@ echo "== command-line tool"
 bash "$here/cli.sh" "$cli" "$work/cli" | tee "$work/cli.log"
 count_program "$work/cli.log" "cli.sh"
 
+echo "== C++ wrapper (g++ -std=c++17 with pkg-config, and through CMake)"
+check "C++ tests build with g++ and pkg-config" g++ -std=c++17 -Wall -Wextra -Werror -I"$root/bindings/cpp" \
+  "$root/bindings/cpp/tests/test_wrapper.cpp" $cflags -o "$work/test_wrapper"
+mkdir -p "$work/cpp"
+"$work/test_wrapper" "$work/fx" "$work/cpp" | tee "$work/cpp.log"
+count_program "$work/cpp.log" "test_wrapper (g++)"
+check "C++ example and tests build through CMake find_package" bash -c "
+  cmake -G Ninja -S '$root/bindings/cpp' -B '$work/cpp-cmake' -DCMAKE_PREFIX_PATH='$prefix' >/dev/null && cmake --build '$work/cpp-cmake' >/dev/null"
+mkdir -p "$work/cpp2"
+"$work/cpp-cmake/test_wrapper" "$work/fx" "$work/cpp2" > "$work/cpp2.log"
+count_program "$work/cpp2.log" "test_wrapper (CMake)"
+check "C++ example updates and resolves" bash -c "
+  '$work/cpp-cmake/assetpatch-example-cpp' '$work/cpp-ex' '$work/fx/bundle' 'file://$work/fx/repos/v2/manifest.json' readme.txt 2>/dev/null \
+    | grep -q 'readme.txt -> $work/cpp-ex/releases/'"
+
 echo "== CMake consumer (find_package)"
 check "find_package(assetpatch) consumer builds" cmake -G Ninja -S "$here/cmake-consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix"
 check "consumer compiles and links" cmake --build "$work/consumer"

@@ -1,0 +1,219 @@
+// assetpatch.hpp — header-only C++17 wrapper for libassetpatch (see assetpatch.h).
+//
+//   assetpatch::client c("/var/lib/game/assets", "/usr/share/game");
+//   c.set("manifest_url", "https://cdn.example/game/manifest.json");
+//   c.update([](const assetpatch::progress& p) { std::cerr << p.bytes_done << "\n"; return false; });
+//   std::filesystem::path p = c.resolve("sub/sample.png");
+//
+// Errors throw assetpatch::error (status(), name(), what() = the library's message). A client
+// owns its handle (move-only); destructors never throw. Callbacks run on the updating thread;
+// an exception thrown by one cancels the update and is rethrown from the call that ran it
+// (a C++ exception must never unwind through the library's frames).
+#ifndef ASSETPATCH_HPP
+#define ASSETPATCH_HPP
+
+#include <assetpatch.h>
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace assetpatch {
+
+/// A failed library call: the status code, its constant's name, and the library's message.
+class error : public std::runtime_error {
+public:
+    error(int status, const std::string& message)
+        : std::runtime_error(std::string(assetpatch_status_name(status)) + ": " + message), status_(status) {}
+    int status() const noexcept { return status_; }
+    const char* name() const noexcept { return assetpatch_status_name(status_); }
+
+private:
+    int status_;
+};
+
+enum class phase { check = ASSETPATCH_PHASE_CHECK, download = ASSETPATCH_PHASE_DOWNLOAD, install = ASSETPATCH_PHASE_INSTALL,
+                   activate = ASSETPATCH_PHASE_ACTIVATE, done = ASSETPATCH_PHASE_DONE };
+
+struct progress {
+    enum phase phase;
+    std::uint64_t bytes_done, bytes_total, files_done, files_total;
+};
+
+/// Return true to cancel the update.
+using progress_fn = std::function<bool(const progress&)>;
+using log_fn = std::function<void(int level, std::string_view message)>;
+
+/// What check() found: the newer release's version and the bytes an update would transfer.
+struct available { std::int64_t version; std::uint64_t download_bytes; };
+
+namespace detail {
+inline int check(int rc) {
+    if (rc < 0) throw error(rc, assetpatch_last_error());
+    return rc;
+}
+
+// Everything a C callback reaches through userdata lives here, on the heap, so it stays put
+// when the client object moves.
+struct callbacks {
+    progress_fn on_progress;
+    std::exception_ptr failure;
+    log_fn on_log;
+
+    static int progress_trampoline(const assetpatch_progress* p, void* userdata) noexcept {
+        auto* self = static_cast<callbacks*>(userdata);
+        if (self->failure) return 1;
+        try {
+            return self->on_progress(progress{static_cast<enum phase>(p->phase), p->bytes_done, p->bytes_total,
+                                              p->files_done, p->files_total}) ? 1 : 0;
+        } catch (...) {
+            self->failure = std::current_exception();
+            return 1;
+        }
+    }
+
+    static void log_trampoline(int level, const char* message, void* userdata) noexcept {
+        auto* self = static_cast<callbacks*>(userdata);
+        try {
+            if (self->on_log) self->on_log(level, message ? message : "");
+        } catch (...) {
+            // A logger must not fail the update; the line is dropped.
+        }
+    }
+
+    void rethrow() {
+        if (failure) {
+            auto f = std::exchange(failure, nullptr);
+            std::rethrow_exception(f);
+        }
+    }
+};
+
+struct client_deleter {
+    void operator()(assetpatch_client* c) const noexcept { assetpatch_client_close(c); }
+};
+}  // namespace detail
+
+/// One client of a data directory. Thread-safe like the C API; move-only.
+class client {
+public:
+    explicit client(const std::filesystem::path& data_dir, const std::optional<std::filesystem::path>& bundle_dir = std::nullopt)
+        : callbacks_(std::make_unique<detail::callbacks>()) {
+        assetpatch_client* raw = nullptr;
+        const std::string bundle = bundle_dir ? bundle_dir->string() : std::string();
+        detail::check(assetpatch_client_open(data_dir.c_str(), bundle_dir ? bundle.c_str() : nullptr, &raw));
+        handle_.reset(raw);
+    }
+
+    client(client&&) noexcept = default;
+    // Close our handle (waiting for its update) before its callbacks can be replaced.
+    client& operator=(client&& other) noexcept {
+        if (this != &other) {
+            handle_.reset();
+            callbacks_ = std::move(other.callbacks_);
+            handle_ = std::move(other.handle_);
+        }
+        return *this;
+    }
+    client(const client&) = delete;
+    client& operator=(const client&) = delete;
+    ~client() = default;  // closes the handle first (declared last), then frees the callbacks
+
+    /// Sets an option (see assetpatch.h); throws error(ASSETPATCH_ERR_ARGUMENT) for bad ones.
+    client& set(std::string_view option, std::string_view value) {
+        detail::check(assetpatch_client_set(get(), std::string(option).c_str(), std::string(value).c_str()));
+        return *this;
+    }
+
+    /// A newer release, or nullopt when there is nothing new.
+    std::optional<available> check() {
+        std::int64_t version = 0;
+        std::uint64_t bytes = 0;
+        if (detail::check(assetpatch_check(get(), &version, &bytes)) == ASSETPATCH_NO_UPDATE) return std::nullopt;
+        return available{version, bytes};
+    }
+
+    /// Blocking update: true when a release was installed, false when there was nothing new.
+    bool update(progress_fn on_progress = {}) {
+        callbacks_->on_progress = std::move(on_progress);
+        int rc = assetpatch_update(get(), callbacks_->on_progress ? &detail::callbacks::progress_trampoline : nullptr,
+                                   callbacks_.get());
+        callbacks_->rethrow();
+        return detail::check(rc) == ASSETPATCH_OK;
+    }
+
+    /// Runs update() on a background thread; collect the result with wait().
+    void start_update(progress_fn on_progress = {}) {
+        callbacks_->on_progress = std::move(on_progress);
+        detail::check(assetpatch_update_start(get(), callbacks_->on_progress ? &detail::callbacks::progress_trampoline : nullptr,
+                                              callbacks_.get()));
+    }
+
+    /// Waits for start_update()'s result: true installed, false nothing new; throws its error.
+    /// nullopt when still running after `timeout` (negative: wait forever).
+    std::optional<bool> wait(std::chrono::milliseconds timeout = std::chrono::milliseconds(-1)) {
+        int result = 0;
+        int rc = assetpatch_update_wait(get(), static_cast<int>(timeout.count()), &result);
+        if (rc == ASSETPATCH_ERR_BUSY) return std::nullopt;
+        detail::check(rc);
+        callbacks_->rethrow();
+        return detail::check(result) == ASSETPATCH_OK;
+    }
+
+    /// Asks a running update to stop soon.
+    void cancel() noexcept { assetpatch_cancel(handle_.get()); }
+
+    /// The absolute path a resource name resolves to (release first, then bundle).
+    std::filesystem::path resolve(std::string_view name) const {
+        const std::string n(name);
+        std::string path(256, '\0');
+        size_t len = 0;
+        int rc = assetpatch_resolve(get(), n.c_str(), path.data(), path.size(), &len);
+        if (rc == ASSETPATCH_ERR_RANGE) {
+            path.resize(len + 1);
+            rc = assetpatch_resolve(get(), n.c_str(), path.data(), path.size(), &len);
+        }
+        detail::check(rc);
+        path.resize(len);
+        return std::filesystem::path(path);
+    }
+
+    /// The active release's version; 0 when only the bundle is served.
+    std::int64_t current_version() const {
+        std::int64_t v = 0;
+        detail::check(assetpatch_current(get(), &v));
+        return v;
+    }
+
+    /// Routes the library's log lines to `fn` (empty: off). Called from the updating thread.
+    void set_log(log_fn fn) {
+        callbacks_->on_log = std::move(fn);
+        detail::check(assetpatch_set_log(get(), callbacks_->on_log ? &detail::callbacks::log_trampoline : nullptr,
+                                         callbacks_.get()));
+    }
+
+    /// The C handle, for calls this wrapper does not cover.
+    assetpatch_client* get() const {
+        if (!handle_) throw error(ASSETPATCH_ERR_STATE, "client was moved from");
+        return handle_.get();
+    }
+
+private:
+    std::unique_ptr<detail::callbacks> callbacks_;
+    std::unique_ptr<assetpatch_client, detail::client_deleter> handle_;
+};
+
+/// The loaded library's version string.
+inline std::string library_version() { return assetpatch_version(); }
+
+}  // namespace assetpatch
+
+#endif  // ASSETPATCH_HPP

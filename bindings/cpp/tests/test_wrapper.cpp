@@ -1,0 +1,128 @@
+// Tests of the C++ wrapper against the e2e fixtures: RAII, moves, exceptions carrying status
+// and message, std::filesystem paths, callbacks whose exceptions cancel and are rethrown.
+//   test_wrapper FIXTURES_DIR WORK_DIR        closes with "N passed, N failed"
+#include "assetpatch.hpp"
+
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+static int passed = 0, failed = 0;
+static std::string fixtures, work;
+
+#define EXPECT(cond) do { if (!(cond)) throw std::runtime_error(std::string("line ") + std::to_string(__LINE__) + ": " #cond); } while (0)
+
+template <class F> static void run(const char* name, F f) {
+    try {
+        f();
+        passed++;
+        std::cout << "ok - " << name << "\n";
+    } catch (const std::exception& e) {
+        failed++;
+        std::cout << "not ok - " << name << ": " << e.what() << "\n";
+    }
+}
+
+static std::string slurp(const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+static std::string url(const std::string& repo) { return "file://" + fixtures + "/repos/" + repo + "/manifest.json"; }
+static std::filesystem::path fresh(const std::string& name) {
+    auto dir = std::filesystem::path(work) / name;
+    std::filesystem::remove_all(dir);
+    return dir;
+}
+
+int main(int argc, char** argv) {
+    if (argc != 3) { std::cerr << "usage: test_wrapper FIXTURES_DIR WORK_DIR\n"; return 2; }
+    fixtures = argv[1];
+    work = argv[2];
+    const std::filesystem::path bundle = std::filesystem::path(fixtures) / "bundle";
+
+    run("resolves_from_the_bundle_before_an_update", [&] {
+        assetpatch::client c(fresh("a"), bundle);
+        EXPECT(c.current_version() == 0);
+        EXPECT(slurp(c.resolve("readme.txt")) == slurp(bundle / "readme.txt"));
+    });
+    run("errors_carry_status_name_and_message", [&] {
+        assetpatch::client c(fresh("b"), bundle);
+        try {
+            c.resolve("../etc/passwd");
+            EXPECT(false);
+        } catch (const assetpatch::error& e) {
+            EXPECT(e.status() == ASSETPATCH_ERR_ARGUMENT);
+            EXPECT(std::string(e.name()) == "ASSETPATCH_ERR_ARGUMENT");
+            EXPECT(std::string(e.what()).find("invalid resource name") != std::string::npos);
+        }
+        try { c.resolve("missing"); EXPECT(false); } catch (const assetpatch::error& e) { EXPECT(e.status() == ASSETPATCH_ERR_NOT_FOUND); }
+        try { c.set("bogus", "1"); EXPECT(false); } catch (const assetpatch::error& e) { EXPECT(e.status() == ASSETPATCH_ERR_ARGUMENT); }
+        try { c.update(); EXPECT(false); } catch (const assetpatch::error& e) { EXPECT(e.status() == ASSETPATCH_ERR_STATE); }
+    });
+    run("update_with_progress_and_check", [&] {
+        assetpatch::client c(fresh("c"), bundle);
+        c.set("manifest_url", url("v2")).set("variants", "@3x,@2x,");
+        auto avail = c.check();
+        EXPECT(avail && avail->version == 2 && avail->download_bytes > 0);
+        std::vector<assetpatch::phase> phases;
+        EXPECT(c.update([&](const assetpatch::progress& p) {
+            if (phases.empty() || phases.back() != p.phase) phases.push_back(p.phase);
+            return false;
+        }));
+        EXPECT(phases.front() == assetpatch::phase::check && phases.back() == assetpatch::phase::done);
+        EXPECT(c.current_version() == 2);
+        EXPECT(slurp(c.resolve("sub/sample.png")) == slurp(std::filesystem::path(fixtures) / "assets-v2/sub/sample@3x.png"));
+        EXPECT(!c.check());
+        EXPECT(!c.update());
+    });
+    run("exception_in_progress_cancels_and_is_rethrown", [&] {
+        assetpatch::client c(fresh("d"), bundle);
+        c.set("manifest_url", url("v2"));
+        struct boom {};
+        bool caught = false;
+        try {
+            c.update([](const assetpatch::progress& p) -> bool {
+                if (p.phase == assetpatch::phase::download) throw boom{};
+                return false;
+            });
+        } catch (const boom&) {
+            caught = true;
+        }
+        EXPECT(caught);
+        EXPECT(c.current_version() == 0);
+        EXPECT(c.update());  // the next attempt works (and resumes)
+    });
+    run("background_update_wait_and_move", [&] {
+        assetpatch::client c(fresh("e"), bundle);
+        c.set("manifest_url", url("v1"));
+        int calls = 0;
+        c.start_update([&](const assetpatch::progress&) { calls++; return false; });
+        assetpatch::client moved(std::move(c));  // the callbacks live on the heap: moving is safe
+        auto r = moved.wait();
+        EXPECT(r && *r);
+        EXPECT(calls > 0);
+        EXPECT(moved.current_version() == 1);
+        try { c.current_version(); EXPECT(false); } catch (const assetpatch::error& e) { EXPECT(e.status() == ASSETPATCH_ERR_STATE); }
+        assetpatch::client other(fresh("f"));
+        other = std::move(moved);
+        EXPECT(other.current_version() == 1);
+    });
+    run("log_lines_reach_the_callback", [&] {
+        assetpatch::client c(fresh("g"));
+        int lines = 0;
+        c.set_log([&](int, std::string_view msg) { if (!msg.empty()) lines++; });
+        c.set("manifest_url", url("v1"));
+        EXPECT(c.update());
+        EXPECT(lines > 0);
+    });
+    run("library_version_matches_header", [&] { EXPECT(assetpatch::library_version() == ASSETPATCH_VERSION_STRING); });
+
+    std::cout << passed << " passed, " << failed << " failed\n";
+    return failed ? 1 : 0;
+}

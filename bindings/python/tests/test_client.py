@@ -1,0 +1,133 @@
+"""The Python package as a user would use it, over file:// and over nginx."""
+import logging
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+import assetpatch
+from conftest import read
+
+
+def test_context_manager_update_and_resolve(tmp_path, base_url, bundle, fixtures):
+    seen = []
+    with assetpatch.Client(tmp_path / "data", bundle, manifest_url=f"{base_url}/v2/manifest.json",
+                           variants=("@3x", "@2x", "")) as c:
+        assert c.current_version == 0
+        assert read(c.resolve("readme.txt")) == read(os.path.join(bundle, "readme.txt"))
+        version, size = c.check()
+        assert version == 2 and size > 0
+        assert c.update(progress=seen.append) is True
+        assert c.current_version == 2
+        assert read(c.resolve("sub/sample.png")) == read(os.path.join(fixtures, "assets-v2", "sub", "sample@3x.png"))
+        assert c.check() is None
+        assert c.update() is False
+    phases = [p.phase for p in seen]
+    assert phases[0] is assetpatch.Phase.CHECK and phases[-1] is assetpatch.Phase.DONE
+    assert phases == sorted(phases)
+    assert isinstance(seen[0], assetpatch.Progress)
+
+
+def test_every_status_has_its_exception_class(tmp_path, base_url, bundle):
+    with assetpatch.Client(tmp_path / "data", bundle) as c:
+        with pytest.raises(assetpatch.NotFoundError) as e:
+            c.resolve("missing.txt")
+        assert e.value.status == assetpatch.Status.ERR_NOT_FOUND
+        assert e.value.name == "ASSETPATCH_ERR_NOT_FOUND"
+        assert "missing.txt" in e.value.message
+        assert isinstance(e.value, assetpatch.AssetPatchError) and isinstance(e.value, LookupError)
+        with pytest.raises(assetpatch.ArgumentError):
+            c.resolve("../x")
+        with pytest.raises(assetpatch.StateError):
+            c.update()
+        with pytest.raises(assetpatch.ArgumentError):
+            c.set("no_such_option", 1)
+        c.set("manifest_url", f"{base_url}/corrupt-deflate/manifest.json")
+        with pytest.raises(assetpatch.ArchiveError):
+            c.update()
+        c.set("manifest_url", f"{base_url}/not-json/manifest.json")
+        with pytest.raises(assetpatch.ManifestError):
+            c.update()
+        c.set("manifest_url", f"{base_url}/bad-sha/manifest.json")
+        with pytest.raises(assetpatch.IntegrityError):
+            c.update()
+    classes = {cls.status for cls in assetpatch.AssetPatchError.__subclasses__()}
+    assert classes == {s for s in assetpatch.Status if s < 0}
+
+
+def test_keyword_options_and_set(tmp_path, base_url):
+    with assetpatch.Client(tmp_path / "data", manifest_url=f"{base_url}/v1/manifest.json", keep_versions=2,
+                           stall_timeout_ms=5000, headers=["X-Test: 1"], user_agent="pytest", apply="next_open") as c:
+        assert c.update() is True
+        assert c.current_version == 0  # next_open
+        with pytest.raises(assetpatch.ArgumentError):
+            c.set("apply", "never")
+    with assetpatch.Client(tmp_path / "data") as c:
+        assert c.current_version == 1
+
+
+def test_background_update_wait_and_cancel(tmp_path, base_url):
+    with assetpatch.Client(tmp_path / "data", manifest_url=f"{base_url}/v2/manifest.json") as c:
+        with pytest.raises(assetpatch.StateError):
+            c.wait(0)
+        c.start_update()
+        assert c.wait(timeout=30) is True
+        assert c.current_version == 2
+    with assetpatch.Client(tmp_path / "data2", manifest_url=f"{base_url}/v2/manifest.json") as c:
+        gate = threading.Event()
+
+        def progress(p):
+            if p.phase == assetpatch.Phase.DOWNLOAD:
+                gate.set()
+                return True  # True cancels
+
+        c.start_update(progress=progress)
+        with pytest.raises(assetpatch.CancelledError):
+            c.wait(30)
+        assert gate.is_set() and c.current_version == 0
+
+
+def test_callback_exception_cancels_and_reraises(tmp_path, base_url):
+    class Stop(Exception):
+        pass
+
+    def progress(p):
+        raise Stop("from the callback")
+
+    with assetpatch.Client(tmp_path / "data", manifest_url=f"{base_url}/v2/manifest.json") as c:
+        with pytest.raises(Stop):
+            c.update(progress=progress)
+        assert c.current_version == 0
+        assert c.update() is True
+
+
+def test_log_lines_go_to_logging(tmp_path, base_url, caplog):
+    caplog.set_level(logging.INFO, logger="assetpatch")
+    with assetpatch.Client(tmp_path / "data", manifest_url=f"{base_url}/v1/manifest.json") as c:
+        c.update()
+    assert any("installed version 1" in r.getMessage() for r in caplog.records if r.name == "assetpatch")
+
+
+def test_closed_client_is_poisoned_and_close_is_idempotent(tmp_path):
+    c = assetpatch.Client(tmp_path / "data")
+    c.close()
+    c.close()
+    with pytest.raises(assetpatch.StateError):
+        c.resolve("x")
+
+
+def test_library_discovery_names_what_it_tried(tmp_path):
+    code = "import assetpatch\ntry:\n    assetpatch.library_version()\nexcept assetpatch.LibraryNotFound as e:\n    print(e)\n"
+    env = dict(os.environ, ASSETPATCH_LIBRARY=str(tmp_path / "nope.so"), PKG_CONFIG_PATH=str(tmp_path), LD_LIBRARY_PATH="")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert "nope.so" in r.stdout and "ASSETPATCH_LIBRARY" in r.stdout and "libassetpatch.so.1" in r.stdout
+
+
+def test_example_script_runs(tmp_path, base_url, bundle):
+    example = os.path.join(os.path.dirname(__file__), "..", "examples", "update.py")
+    r = subprocess.run([sys.executable, example, str(tmp_path / "data"), bundle, f"{base_url}/v2/manifest.json", "readme.txt"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "readme.txt ->" in r.stdout and "version 2" in r.stdout

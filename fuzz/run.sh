@@ -46,6 +46,11 @@ for t in "${targets[@]}"; do
   fi
   echo "== fuzzing $t for $seconds s"
   # Work corpus in build/ (grows); the committed seeds in fuzz/corpus stay small.
+  set +e
   "$out/$t" -max_total_time="$seconds" -print_final_stats=1 -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
-    -artifact_prefix="$root/fuzz/crashes/$t/" "$out/corpus-$t" "$root/fuzz/corpus/$t" 2>&1 | tail -20
+    -artifact_prefix="$root/fuzz/crashes/$t/" "$out/corpus-$t" "$root/fuzz/corpus/$t" >"$out/$t.log" 2>&1
+  rc=$?
+  set -e
+  grep -E '^#[0-9]+ +(DONE|INITED)|^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)|SUMMARY|failure' "$out/$t.log" || true
+  if ((rc != 0)); then echo "fuzz target $t FAILED (exit $rc); inputs in fuzz/crashes/$t/, log $out/$t.log"; exit 1; fi
 done

@@ -83,13 +83,6 @@ struct RawZip {
         return out
     }
 
-    func withZip(_ bytes: [UInt8], _ body: (String) throws -> Void) throws {
-        let dir = TempDir()
-        defer { dir.cleanup() }
-        try dir.write("a.zip", bytes)
-        try body(dir.path + "/a.zip")
-    }
-
     @Test func writerAndReaderRoundTrip() throws {
         let dir = TempDir()
         defer { dir.cleanup() }
@@ -209,6 +202,14 @@ struct RawZip {
     }
 }
 
+/// Writes `bytes` to a temporary zip file for `body`.
+func withZip(_ bytes: [UInt8], _ body: (String) throws -> Void) throws {
+    let dir = TempDir()
+    defer { dir.cleanup() }
+    try dir.write("a.zip", bytes)
+    try body(dir.path + "/a.zip")
+}
+
 /// Raw deflate through the writer's zlib path (a one-entry zip, read back).
 func deflateRaw(_ data: [UInt8]) throws -> [UInt8] {
     let dir = TempDir()
@@ -225,13 +226,6 @@ func deflateRaw(_ data: [UInt8]) throws -> [UInt8] {
 }
 
 @Suite struct HostileZipTests {
-    func withZip(_ bytes: [UInt8], _ body: (String) throws -> Void) throws {
-        let dir = TempDir()
-        defer { dir.cleanup() }
-        try dir.write("a.zip", bytes)
-        try body(dir.path + "/a.zip")
-    }
-
     @Test func refusesNamesWithNULOrInvalidUTF8() throws {
         for name: [UInt8] in [[0x61, 0x00, 0x62], [0x61, 0xFF, 0x62], [0xC0, 0xAF], [0xED, 0xA0, 0x80]] {
             var raw = RawZip()

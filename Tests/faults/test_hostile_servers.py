@@ -1,24 +1,16 @@
 """TLS verification against a private nginx with a throwaway CA, redirects (to file://, loops,
 relative targets), endless bodies, and unsupported schemes."""
 import os
-import shutil
-import socket
 import subprocess
-import time
-import urllib.request
+import sys
 
 import pytest
 
 import assetpatch
-from conftest import assert_serves
+from conftest import ROOT, assert_serves
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+sys.path.insert(0, os.path.join(ROOT, "Tests", "e2e"))
+from nginxctl import Nginx  # noqa: E402
 
 
 def openssl(*args, cwd):
@@ -40,60 +32,21 @@ def make_pki(d):
 
 @pytest.fixture(scope="module")
 def nginx(repos, tmp_path_factory):
-    if not shutil.which("nginx") and not os.path.exists("/usr/sbin/nginx"):
-        pytest.skip("nginx not installed")
     d = str(tmp_path_factory.mktemp("tls"))
     make_pki(d)
-    ports = {"http": free_port(), "good": free_port(), "wrong": free_port()}
-    user = "user root;" if os.geteuid() == 0 else ""
-    root = repos["base"]
-    conf = f"""
-{user}
-worker_processes 1;
-daemon off;
-pid {d}/nginx.pid;
-error_log {d}/error.log warn;
-events {{ worker_connections 64; }}
-http {{
-  access_log off;
-  default_type application/octet-stream;
-  client_body_temp_path {d}/tmp; proxy_temp_path {d}/tmp; fastcgi_temp_path {d}/tmp; uwsgi_temp_path {d}/tmp; scgi_temp_path {d}/tmp;
-  server {{
-    listen 127.0.0.1:{ports['http']};
-    root {root};
+    locations = """
     location = /to-file/manifest.json {{ return 302 file:///etc/passwd; }}
     location = /loop/manifest.json {{ return 302 /loop/manifest.json; }}
     location = /hop1/manifest.json {{ return 301 /hop2/manifest.json; }}
-    location = /hop2/manifest.json {{ return 302 http://127.0.0.1:{ports['http']}/v2/manifest.json; }}
-    location = /to-https/manifest.json {{ return 302 https://127.0.0.1:{ports['good']}/v1/manifest.json; }}
-  }}
-  server {{
-    listen 127.0.0.1:{ports['good']} ssl;
-    ssl_certificate {d}/good.pem; ssl_certificate_key {d}/good.key;
-    root {root};
-  }}
-  server {{
-    listen 127.0.0.1:{ports['wrong']} ssl;
-    ssl_certificate {d}/wrong.pem; ssl_certificate_key {d}/wrong.key;
-    root {root};
-  }}
-}}
+    location = /hop2/manifest.json {{ return 302 http://127.0.0.1:{port}/v2/manifest.json; }}
+    location = /to-https/manifest.json {{ return 302 https://127.0.0.1:{good}/v1/manifest.json; }}
 """
-    os.makedirs(f"{d}/tmp")
-    with open(f"{d}/nginx.conf", "w") as f:
-        f.write(conf)
-    proc = subprocess.Popen(["/usr/sbin/nginx", "-p", d, "-c", f"{d}/nginx.conf", "-e", f"{d}/error.log"])
-    for _ in range(200):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{ports['http']}/v1/manifest.json", timeout=1).read()
-            break
-        except OSError:
-            if proc.poll() is not None:
-                raise RuntimeError(open(f"{d}/error.log").read())
-            time.sleep(0.05)
-    yield {"dir": d, "ca": f"{d}/ca.pem", **ports}
-    proc.terminate()
-    proc.wait(10)
+    servers = """
+  server {{ listen 127.0.0.1:{good} ssl; ssl_certificate {dir}/good.pem; ssl_certificate_key {dir}/good.key; root {root}; }}
+  server {{ listen 127.0.0.1:{wrong} ssl; ssl_certificate {dir}/wrong.pem; ssl_certificate_key {dir}/wrong.key; root {root}; }}
+"""
+    with Nginx(repos["base"], d, locations=locations, servers=servers, ports=("good", "wrong")) as n:
+        yield {"dir": d, "ca": f"{d}/ca.pem", "http": n.port, **n.ports}
 
 
 def client(tmp_path, url, **kw):

@@ -1,0 +1,402 @@
+#!/usr/bin/env python3
+"""assetpatch benchmarks against what a user would otherwise do, side by side in one run.
+
+    bench/run.sh [--runs 3] [--quick]
+
+Generates deterministic asset sets (seeded), publishes them with the CLI, serves them with
+nginx on 127.0.0.1, measures and writes bench/RESULTS.md."""
+import argparse
+import json
+import math
+import os
+import platform
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+PREFIX = os.path.join(ROOT, "build", "prefix")
+CLI = os.path.join(PREFIX, "bin", "assetpatch")
+LIB = os.path.join(PREFIX, "lib", "libassetpatch.so.1")
+MB = 1 << 20
+sys.path.insert(0, os.path.join(ROOT, "Tests", "e2e"))
+from nginxctl import Nginx  # noqa: E402
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- asset sets
+
+def text_pool(rnd, size):
+    words = ["".join(rnd.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rnd.randint(2, 10))) for _ in range(5000)]
+    out = []
+    n = 0
+    while n < size:
+        line = " ".join(rnd.choice(words) for _ in range(12)) + "\n"
+        out.append(line)
+        n += len(line)
+    return "".join(out).encode()[:size]
+
+
+def gen_large(d, seed=20261122, count=1000, total=200 * MB):
+    """~1,000 files, ~200 MB, ~70% incompressible bytes, ~30% text, nested, log-normal 1 KB - 8 MB."""
+    rnd = random.Random(seed)
+    sizes = [math.exp(rnd.gauss(11.0, 1.6)) for _ in range(count)]
+    scale = total / sum(sizes)
+    sizes = [int(min(8 * MB, max(1024, s * scale))) for s in sizes]
+    pool = text_pool(rnd, 16 * MB)
+    text_budget = total * 0.3
+    written = 0
+    for i, size in enumerate(sizes):
+        kind = "text" if text_budget > 0 and rnd.random() < 0.3 else "bin"
+        path = os.path.join(d, f"d{i % 10}", f"s{(i // 10) % 10}", f"{i:04}.{'txt' if kind == 'text' else 'bin'}")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            if kind == "text":
+                start = rnd.randrange(0, len(pool) - min(size, len(pool) - 1))
+                chunk = pool[start:start + size]
+                while len(chunk) < size:
+                    chunk += pool[:size - len(chunk)]
+                f.write(chunk)
+                text_budget -= size
+            else:
+                f.write(rnd.randbytes(size))
+        written += size
+    return written
+
+
+def gen_small(d, count, seed=7):
+    rnd = random.Random(seed)
+    names = []
+    for i in range(count):
+        name = f"s{i % 97}/t{(i // 97) % 31}/f{i:06}.txt"
+        path = os.path.join(d, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(rnd.randbytes(rnd.randint(16, 200)))
+        names.append(name)
+    return names
+
+
+# ---------------------------------------------------------------- helpers
+
+MEASURE = None
+
+
+def run_measured(cmd):
+    """Wall seconds and peak RSS (MiB, the largest process of the tree) of a command, measured
+    by bench/measure.c so the numbers are the command's own."""
+    r = subprocess.run([MEASURE, *cmd], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{cmd} exited {r.returncode}: {r.stderr}")
+    wall, rss = r.stdout.split()[-2:]
+    return float(wall), int(rss) / 1024
+
+
+def stats(values):
+    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
+
+
+def fmt(s, unit="", digits=2):
+    return f"{s['min']:.{digits}f} / {s['median']:.{digits}f} / {s['max']:.{digits}f}{unit}"
+
+
+class BenchNginx(Nginx):
+    """nginx with an access log of body bytes per request, and /slow/ throttled for the resume run."""
+
+    def __init__(self, root, d):
+        self.access = os.path.join(d, "access.log")
+        super().__init__(root, d, http="log_format bytes '$request_uri $status $body_bytes_sent'; sendfile on;",
+                         access_log=f"{self.access} bytes",
+                         locations="location /slow/ {{ alias {root}/; limit_rate 50m; }}")
+
+    def archive_bytes(self):
+        total = 0
+        with open(self.access) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) == 3 and parts[0].endswith(".zip"):
+                    total += int(parts[2])
+        return total
+
+
+def build_tools(work):
+    env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(PREFIX, "lib", "pkgconfig"))
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "assetpatch"], env=env, capture_output=True, text=True,
+                           check=True).stdout.split()
+    tools = {}
+    for name in ("update_bench", "resolve_bench", "dlopen_bench", "measure"):
+        out = os.path.join(work, name)
+        extra = ["-ldl"] if name == "dlopen_bench" else [] if name == "measure" else flags
+        subprocess.run(["cc", "-O2", os.path.join(ROOT, "bench", name + ".c"), *extra, "-Wl,-rpath," + os.path.join(PREFIX, "lib"),
+                        "-o", out], check=True)
+        tools[name] = out
+    global MEASURE
+    MEASURE = tools["measure"]
+    return tools
+
+
+# ---------------------------------------------------------------- benchmarks
+
+def bench_full_update(tools, nginx, repo, work, runs):
+    with open(os.path.join(repo, "manifest.json")) as f:
+        m = json.load(f)
+    url = nginx.url("large/manifest.json")
+    archive_url = nginx.url("large/" + m["archive"]["url"])
+    lib_wall, lib_rss, sh_wall, sh_rss = [], [], [], []
+    pipeline = ('set -e; S="$1"; curl -sf -o "$S/a.zip" "$2"; echo "$3  $S/a.zip" | sha256sum -c --quiet; '
+                'unzip -q "$S/a.zip" -d "$S/staging"; mv "$S/staging" "$S/final"')
+    for i in range(runs):
+        for which in ("lib", "shell") if i % 2 == 0 else ("shell", "lib"):
+            d = os.path.join(work, "run")
+            shutil.rmtree(d, ignore_errors=True)
+            os.makedirs(d)
+            subprocess.run(["sync"])
+            if which == "lib":
+                w, r = run_measured([tools["update_bench"], os.path.join(d, "data"), url])
+                lib_wall.append(w); lib_rss.append(r)
+            else:
+                w, r = run_measured(["bash", "-c", pipeline, "pipeline", d, archive_url, m["archive"]["sha256"]])
+                sh_wall.append(w); sh_rss.append(r)
+            log(f"  full update {which}: {w:.2f} s, {r:.0f} MiB")
+    shutil.rmtree(os.path.join(work, "run"), ignore_errors=True)
+    return {"archive_bytes": m["archive"]["size"], "files": len(m["files"]),
+            "unpacked_bytes": sum(f["size"] for f in m["files"]),
+            "lib_wall": stats(lib_wall), "lib_rss": stats(lib_rss), "shell_wall": stats(sh_wall), "shell_rss": stats(sh_rss),
+            "ratio": statistics.median(lib_wall) / statistics.median(sh_wall)}
+
+
+def bench_resume(tools, nginx, repo, work, runs):
+    with open(os.path.join(repo, "manifest.json")) as f:
+        size = json.load(f)["archive"]["size"]
+    url = nginx.url("slow/large/manifest.json")
+    results = []
+    for _ in range(runs):
+        d = os.path.join(work, "resume")
+        shutil.rmtree(d, ignore_errors=True)
+        before = nginx.archive_bytes()
+        p = subprocess.Popen([tools["update_bench"], d, url])
+        killed_at = 0
+        while p.poll() is None:
+            parts = [os.path.join(d, "downloads", x) for x in os.listdir(os.path.join(d, "downloads"))] if os.path.isdir(os.path.join(d, "downloads")) else []
+            have = sum(os.path.getsize(x) for x in parts if x.endswith(".part"))
+            if have >= size // 2:
+                p.send_signal(signal.SIGKILL)
+                killed_at = have
+                break
+            time.sleep(0.005)
+        p.wait()
+        time.sleep(0.3)  # let nginx log the cut request
+        kept = sum(os.path.getsize(os.path.join(d, "downloads", x)) for x in os.listdir(os.path.join(d, "downloads"))
+                   if x.endswith(".part"))
+        after_kill = nginx.archive_bytes()
+        subprocess.run([tools["update_bench"], d, nginx.url("large/manifest.json")], check=True)
+        time.sleep(0.2)
+        resumed = nginx.archive_bytes() - after_kill
+        total = nginx.archive_bytes() - before
+        # What the resuming update fetched beyond the bytes missing from disk (the resume's own
+        # waste), and the total re-sent including bytes in flight when the process died.
+        results.append({"killed_at": kept, "resumed_bytes": resumed, "missing": size - kept,
+                        "resume_waste": resumed - (size - kept), "total_bytes": total, "retransferred": total - size})
+        log(f"  resume: kept {kept / size:.1%}, resumed {resumed} bytes for {size - kept} missing; "
+            f"re-sent in total {total - size} bytes")
+    shutil.rmtree(os.path.join(work, "resume"), ignore_errors=True)
+    return {"archive_bytes": size, "runs": results,
+            "waste_pct": stats([100 * r["resume_waste"] / size for r in results]),
+            "retransferred_pct": stats([100 * r["retransferred"] / size for r in results])}
+
+
+def bench_resolve_and_open(tools, nginx, sets, work, lookups, runs):
+    out = {}
+    for label, (repo_dir, names) in sets.items():
+        d = os.path.join(work, "idx-" + label)
+        shutil.rmtree(d, ignore_errors=True)
+        subprocess.run([tools["update_bench"], d, nginx.url(f"{label}/manifest.json")], check=True)
+        bundle = os.path.join(work, "empty-bundle")
+        os.makedirs(bundle, exist_ok=True)
+        names_file = os.path.join(work, f"names-{label}.txt")
+        with open(names_file, "w") as f:
+            f.write("\n".join(names) + "\n")
+        opens, res, naive = [], [], []
+        for _ in range(runs):
+            r = subprocess.run([tools["resolve_bench"], d, bundle, names_file, str(lookups if label == "small10k" else lookups // 10)],
+                               capture_output=True, text=True, check=True)
+            j = json.loads(r.stdout)
+            opens.append(j["open_ns"] / 1e6)
+            res.append(j["resolve_ns"]["median"])
+            naive.append(j["naive_ns"]["median"])
+        out[label] = {"files": len(names), "open_ms": stats(opens), "resolve_ns": stats(res), "naive_ns": stats(naive),
+                      "speedup": statistics.median(naive) / statistics.median(res)}
+        log(f"  {label}: open {statistics.median(opens):.1f} ms, resolve {statistics.median(res):.0f} ns, naive stat {statistics.median(naive):.0f} ns")
+        if label == "small10k":
+            sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
+            os.environ.setdefault("ASSETPATCH_LIBRARY", LIB)
+            import assetpatch
+            rnd = random.Random(3)
+            sample = [rnd.choice(names) for _ in range(100_000)]
+            per = []
+            with assetpatch.Client(d, bundle) as c:
+                for _ in range(runs):
+                    t0 = time.perf_counter_ns()
+                    for n in sample:
+                        c.resolve(n)
+                    per.append((time.perf_counter_ns() - t0) / len(sample))
+            out[label]["python_ns"] = stats(per)
+            log(f"  python Client.resolve: {statistics.median(per):.0f} ns")
+    return out
+
+
+def bench_library(tools, work, runs):
+    stripped = os.path.join(work, "libassetpatch.stripped.so")
+    shutil.copy(os.path.realpath(LIB), stripped)
+    subprocess.run(["strip", stripped], check=True)
+    times = []
+    for _ in range(max(runs, 10)):
+        r = subprocess.run([tools["dlopen_bench"], LIB], capture_output=True, text=True, check=True)
+        times.append(int(r.stdout.split()[0]) / 1e6)
+    needed = [l.split("[")[1].rstrip("]") for l in subprocess.run(["readelf", "-d", LIB], capture_output=True, text=True).stdout.splitlines()
+              if "NEEDED" in l]
+    return {"size": os.path.getsize(os.path.realpath(LIB)), "stripped": os.path.getsize(stripped), "dlopen_ms": stats(times),
+            "needed": needed}
+
+
+def machine():
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / (1 << 30)
+    return {"cores": os.cpu_count(), "cpu": cpu, "memory_gib": round(mem, 1), "kernel": platform.release(),
+            "curl": subprocess.run(["curl", "--version"], capture_output=True, text=True).stdout.split()[1],
+            "unzip": subprocess.run(["unzip", "-v"], capture_output=True, text=True).stdout.split()[1]}
+
+
+def write_results(path, r, args):
+    fu, rs, lib, idx = r["full_update"], r["resume"], r["library"], r["index"]
+    mk = lambda ok: "yes" if ok else "**no**"
+    lines = [
+        "# assetpatch benchmark results",
+        "",
+        f"Date: {r['date']}. Machine: {r['machine']['cores']} cores, {r['machine']['cpu']}, "
+        f"{r['machine']['memory_gib']} GiB, Linux {r['machine']['kernel']}; curl {r['machine']['curl']}, unzip {r['machine']['unzip']}.",
+        f"Runs per figure: {args.runs} (min / median / max). Reproduce: `bash bench/run.sh` "
+        f"(`--runs N`; `--quick` for a small smoke run).",
+        "",
+        "## Full update, 1,000 files over loopback nginx",
+        "",
+        f"Archive {fu['archive_bytes'] / MB:.1f} MiB, {fu['files']} files, {fu['unpacked_bytes'] / MB:.1f} MiB unpacked.",
+        "The shell pipeline is what a user would write: `curl -o a.zip URL && sha256sum -c && unzip -d staging && mv staging final`.",
+        "The library also verifies every file's sha256 and makes the release durable (syncfs) before switching to it; the pipeline does neither.",
+        "",
+        "| | wall time (s) | peak RSS (MiB) |",
+        "|---|---|---|",
+        f"| assetpatch_update | {fmt(fu['lib_wall'])} | {fmt(fu['lib_rss'], digits=0)} |",
+        f"| curl + sha256sum + unzip + mv | {fmt(fu['shell_wall'])} | {fmt(fu['shell_rss'], digits=0)} |",
+        f"| ratio (median) | **{fu['ratio']:.2f}x** | |",
+        "",
+        "## Resume after a kill at ~50% of the archive",
+        "",
+        "The resuming update sends `Range` + `If-Range` from the bytes on disk. \"Lost in flight\" are bytes nginx had sent",
+        "that never reached the disk before the kill (socket buffers): a cost of the kill, not of resuming.",
+        "",
+        "| run | on disk at the kill | missing | the resuming update transferred | beyond the missing bytes | lost in flight at the kill |",
+        "|---|---|---|---|---|---|",
+    ]
+    for i, run in enumerate(rs["runs"], 1):
+        lost = run["retransferred"] - run["resume_waste"]
+        lines.append(f"| {i} | {run['killed_at'] / rs['archive_bytes']:.1%} | {run['missing']:,} | {run['resumed_bytes']:,} | "
+                     f"{run['resume_waste']:,} ({100 * run['resume_waste'] / rs['archive_bytes']:.3f}%) | "
+                     f"{lost:,} ({100 * lost / rs['archive_bytes']:.2f}%) |")
+    lines += [
+        "",
+        "## Resolve and open",
+        "",
+        "`assetpatch_resolve` from C over random names of the release (1,000,000 lookups at 10,000 files), against the",
+        "naive lookup (build the release path and `stat`; if missing, the bundle path and `stat`); `Client.resolve` from Python.",
+        "",
+        "| release | files | assetpatch_client_open (ms) | assetpatch_resolve (ns) | naive stat lookup (ns) | speed-up | Python Client.resolve (ns) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for label, v in idx.items():
+        py = fmt(v["python_ns"], digits=0) if "python_ns" in v else "-"
+        lines.append(f"| {label} | {v['files']:,} | {fmt(v['open_ms'])} | {fmt(v['resolve_ns'], digits=0)} | "
+                     f"{fmt(v['naive_ns'], digits=0)} | {v['speedup']:.0f}x | {py} |")
+    lines += [
+        "",
+        "## Library",
+        "",
+        f"libassetpatch.so.1: {lib['size'] / MB:.1f} MiB, stripped {lib['stripped'] / MB:.1f} MiB (the Swift runtime is linked in). "
+        f"dlopen: {fmt(lib['dlopen_ms'], ' ms')}. NEEDED: {', '.join(lib['needed'])}.",
+        "",
+        "## Targets",
+        "",
+        "| target | measured | met |",
+        "|---|---|---|",
+        f"| full update <= 1.0x the pipeline (aim 0.6x) | {fu['ratio']:.2f}x | {mk(fu['ratio'] <= 1.0)} |",
+        f"| peak RSS <= 64 MB | {fu['lib_rss']['max']:.0f} MiB | {mk(fu['lib_rss']['max'] <= 64)} |",
+        f"| resume re-transfers < 1% | {rs['waste_pct']['max']:.3f}% by the resume ({rs['retransferred_pct']['max']:.2f}% with bytes lost in flight) "
+        f"| {mk(rs['waste_pct']['max'] < 1)} |",
+        f"| resolve <= 200 ns median, >= 10x the stat lookup | {idx['small10k']['resolve_ns']['median']:.0f} ns, "
+        f"{idx['small10k']['speedup']:.0f}x | {mk(idx['small10k']['resolve_ns']['median'] <= 200 and idx['small10k']['speedup'] >= 10)} |",
+        f"| open <= 20 ms at 10,000 files | {idx['small10k']['open_ms']['median']:.1f} ms | {mk(idx['small10k']['open_ms']['median'] <= 20)} |",
+        "",
+    ]
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="small sets, for a smoke run")
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "RESULTS.md"))
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="assetpatch-bench.", dir=os.environ.get("BENCH_DIR", "/var/tmp"))
+    nginx = None
+    try:
+        tools = build_tools(work)
+        repos = os.path.join(work, "repos")
+        log("generating asset sets")
+        large_total = 20 * MB if args.quick else 200 * MB
+        gen_large(os.path.join(work, "src-large"), count=200 if args.quick else 1000, total=large_total)
+        small10k = gen_small(os.path.join(work, "src-small10k"), 1000 if args.quick else 10_000)
+        small100k = gen_small(os.path.join(work, "src-small100k"), 5000 if args.quick else 100_000)
+        for label in ("large", "small10k", "small100k"):
+            log(f"publishing {label}")
+            subprocess.run([CLI, "publish", os.path.join(work, "src-" + label), "--repo", os.path.join(repos, label),
+                            "--package", "bench-" + label], check=True, stdout=subprocess.DEVNULL)
+        nginx = BenchNginx(repos, os.path.join(work, "nginx"))
+        r = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine()}
+        log("full update")
+        r["full_update"] = bench_full_update(tools, nginx, os.path.join(repos, "large"), work, args.runs)
+        log("resume")
+        r["resume"] = bench_resume(tools, nginx, os.path.join(repos, "large"), work, args.runs)
+        log("resolve and open")
+        r["index"] = bench_resolve_and_open(tools, nginx, {"small10k": (None, small10k), "small100k": (None, small100k)}, work,
+                                            100_000 if args.quick else 1_000_000, args.runs)
+        r["library"] = bench_library(tools, work, args.runs)
+        with open(os.path.join(ROOT, "build", "bench-results.json"), "w") as f:
+            json.dump(r, f, indent=1)
+        write_results(args.out, r, args)
+        print(open(args.out).read())
+    finally:
+        if nginx:
+            nginx.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -2,12 +2,27 @@ import Glibc
 import Synchronization
 
 /// What resolving reads: the active release's index, the bundle's, and the variant order.
-/// Replaced as a whole (one pointer swap under a short lock) when a release activates.
-struct ResolveView: Sendable {
-    var release: ResolveIndex?
-    var bundle: ResolveIndex?
-    var variants: [[UInt8]]
-    var activeVersion: Int64
+/// Immutable; replaced as a whole (one reference swap under a short lock) when a release
+/// activates or the variants change, so a lookup costs one retain/release, not one per field.
+final class ResolveView: Sendable {
+    let release: ResolveIndex?
+    let bundle: ResolveIndex?
+    let variants: [[UInt8]]
+    let maxSuffix: Int
+    let activeVersion: Int64
+
+    init(release: ResolveIndex?, bundle: ResolveIndex?, variants: [[UInt8]], activeVersion: Int64) {
+        self.release = release
+        self.bundle = bundle
+        self.variants = variants
+        self.maxSuffix = variants.reduce(0) { max($0, $1.count) }
+        self.activeVersion = activeVersion
+    }
+
+    func with(release: ResolveIndex?? = nil, variants: [[UInt8]]? = nil, activeVersion: Int64? = nil) -> ResolveView {
+        ResolveView(release: release ?? self.release, bundle: bundle, variants: variants ?? self.variants,
+                    activeVersion: activeVersion ?? self.activeVersion)
+    }
 }
 
 /// The result of a check: the release an update would install and what it would transfer.
@@ -65,9 +80,8 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Mut
         let bundleIndex = try bundle.map { ResolveIndex(root: $0, names: try FS.walkFiles($0).filter(ResourceName.isValid)) }
         let releaseIndex = try loadIndex(state.active)
         view.withLock {
-            $0.bundle = bundleIndex
-            $0.release = releaseIndex
-            $0.activeVersion = releaseIndex == nil ? 0 : state.active?.version ?? 0
+            $0 = ResolveView(release: releaseIndex, bundle: bundleIndex, variants: [[]],
+                             activeVersion: releaseIndex == nil ? 0 : state.active?.version ?? 0)
         }
     }
 
@@ -83,7 +97,7 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Mut
         try config.withLock { try $0.set(option, value) }
         if option == "variants" {
             let variants = config.withLock { $0.variants.map { Array($0.utf8) } }
-            view.withLock { $0.variants = variants }
+            view.withLock { $0 = $0.with(variants: variants) }
         }
     }
 
@@ -185,10 +199,7 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Mut
         }
         if configuration.apply == .immediate {
             let index = ResolveIndex(root: store.filesDir(candidate.releaseID), names: info.files.map(\.path))
-            view.withLock {
-                $0.release = index
-                $0.activeVersion = candidate.version
-            }
+            view.withLock { $0 = $0.with(release: .some(index), activeVersion: candidate.version) }
         }
         updater.progress.report(Progress(phase: .done), final: true)
         log(1, "installed version \(candidate.version)")
@@ -278,8 +289,7 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Mut
         }
         let v = view.withLock { $0 }
         let at = ResourceName.suffixInsertionPoint(name)
-        let maxSuffix = v.variants.reduce(0) { max($0, $1.count) }
-        return try withUnsafeTemporaryAllocation(byteCount: name.count + maxSuffix, alignment: 1) { buf in
+        return try withUnsafeTemporaryAllocation(byteCount: name.count + v.maxSuffix, alignment: 1) { buf in
             for suffix in v.variants {
                 let candidate: UnsafeRawBufferPointer
                 if suffix.isEmpty {

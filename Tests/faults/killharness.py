@@ -38,8 +38,9 @@ def publish(base):
     return Repo(os.path.join(base, "v1"), v1, 1), Repo(os.path.join(base, "v2"), v2, 2)
 
 
-def consistent(data, repos):
-    """Opens the data directory as a new process would and checks it; returns an error or None."""
+def consistent(data, repos, while_updating=False):
+    """Opens the data directory as a new process would and checks it; returns an error or None.
+    While another process updates, staging may legitimately exist."""
     try:
         with assetpatch.Client(data) as c:
             v = c.current_version
@@ -50,7 +51,7 @@ def consistent(data, repos):
                 if got != digest:
                     return f"version {v}: {name} hashes to {got[:12]}, manifest says {digest[:12]}"
             staging = os.path.join(data, "staging")
-            if os.path.isdir(staging) and os.listdir(staging):
+            if not while_updating and os.path.isdir(staging) and os.listdir(staging):
                 # Only acceptable while another updater holds the lock; here none runs.
                 return f"staging not cleaned: {os.listdir(staging)}"
             return None
@@ -127,10 +128,34 @@ def main():
 
         kills_by_phase = collections.Counter()
         failures = []
+
+        # A second reader, all along: it opens the data directory while updates run and get
+        # killed, and must always see one complete release, never a mix of two.
+        stop_reader = threading.Event()
+        reader_checks = [0]
+
+        swap = threading.Lock()  # held while the harness replaces the data directory itself
+
+        def reader():
+            while not stop_reader.is_set():
+                with swap:
+                    if os.path.isdir(data):
+                        try:
+                            err = consistent(data, repos, while_updating=True)
+                        except OSError as e:
+                            err = f"reading a resolved file failed: {e}"
+                        if err:
+                            failures.append(f"concurrent reader: {err}")
+                        reader_checks[0] += 1
+                time.sleep(0.01)
+
+        reader_thread = threading.Thread(target=reader, daemon=True)
+        reader_thread.start()
         sequences = []
         total_kills = 0
         while total_kills < a.kills:
-            shutil.copytree(pristine, data)
+            with swap:
+                shutil.copytree(pristine, data)
             server.get("/_reset")
             server.control("normal", rate=a.rate)
             seq_kills = 0
@@ -167,8 +192,11 @@ def main():
             sequences.append((seq_kills, sent, budget))
             if sent > budget:
                 failures.append(f"sequence {len(sequences)}: {sent} bytes sent for {seq_kills} kills, budget {int(budget)}")
-            shutil.rmtree(data)
+            with swap:
+                shutil.rmtree(data)
 
+        stop_reader.set()
+        reader_thread.join(10)
         print(f"archive: {r2.archive_size} bytes, {len(r2.hashes)} files; uninterrupted update {full:.2f} s; seed {a.seed}")
         print(f"kills: {total_kills} over {len(sequences)} sequences; by phase: " +
               ", ".join(f"{p} {kills_by_phase[p]}" for p in PHASES.values() if kills_by_phase[p]))
@@ -176,6 +204,7 @@ def main():
         ideal = r2.archive_size * len(sequences)
         print(f"archive bytes sent: {sent_total} for {len(sequences)} completed updates "
               f"({sent_total / ideal:.3f}x the archive; worst sequence {max(s / r2.archive_size for _, s, _ in sequences):.3f}x)")
+        print(f"concurrent reader: {reader_checks[0]} full checks while updates ran and were killed")
         print(f"consistency failures: {len(failures)}")
         for f in failures:
             print("  " + f)

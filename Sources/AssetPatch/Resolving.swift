@@ -9,17 +9,10 @@ public func ap_resolve(_ c: OpaquePointer?, _ name: UnsafePointer<CChar>?, _ pat
     guard let name else { return argumentError("assetpatch_resolve: name is NULL") }
     if path == nil && pathCap != 0 { return argumentError("assetpatch_resolve: path is NULL but path_cap is \(pathCap)") }
     let nameBytes = UnsafeRawBufferPointer(start: name, count: strlen(name))
-    return status {
-        try h.client.withResolvedPath(nameBytes) { found in
-            pathLen?.pointee = found.count
-            guard let path, pathCap > found.count else {
-                throw AssetPatchError(.range, "path of \(found.count) bytes does not fit in \(pathCap)")
-            }
-            UnsafeMutableRawPointer(path).copyMemory(from: found.baseAddress!, byteCount: found.count)
-            path[found.count] = 0
-            return .ok
-        }
-    }
+    let (s, length) = h.client.resolve(nameBytes, into: path.map { UnsafeMutableRawPointer($0) }, capacity: pathCap)
+    if s == .ok || s == .range { pathLen?.pointee = length }
+    if s != .ok { setLastError(Client.resolveMessage(s, name: nameBytes, length: length, capacity: pathCap)) }
+    return s.rawValue
 }
 
 @_cdecl("assetpatch_current")

@@ -4,12 +4,16 @@ import Synchronization
 /// What resolving reads: the active release's index, the bundle's, and the variant order.
 /// Immutable; replaced as a whole (one reference swap under a short lock) when a release
 /// activates or the variants change, so a lookup costs one retain/release, not one per field.
-final class ResolveView: Sendable {
+final class ResolveView: @unchecked Sendable {  // immutable after init; `suffixes` is never written again
     let release: ResolveIndex?
     let bundle: ResolveIndex?
     let variants: [[UInt8]]
     let maxSuffix: Int
     let activeVersion: Int64
+    /// The variant suffixes back to back in one buffer, and their (offset, length): the lookup
+    /// loop walks raw memory instead of retaining an array of arrays.
+    let suffixes: UnsafeMutableRawBufferPointer
+    let spans: UnsafeMutableBufferPointer<(offset: Int, length: Int)>
 
     init(release: ResolveIndex?, bundle: ResolveIndex?, variants: [[UInt8]], activeVersion: Int64) {
         self.release = release
@@ -17,11 +21,32 @@ final class ResolveView: Sendable {
         self.variants = variants
         self.maxSuffix = variants.reduce(0) { max($0, $1.count) }
         self.activeVersion = activeVersion
+        suffixes = .allocate(byteCount: max(1, variants.reduce(0) { $0 + $1.count }), alignment: 1)
+        spans = .allocate(capacity: max(1, variants.count))
+        var offset = 0
+        for (i, v) in variants.enumerated() {
+            v.withUnsafeBytes { if $0.count > 0 { (suffixes.baseAddress! + offset).copyMemory(from: $0.baseAddress!, byteCount: $0.count) } }
+            spans[i] = (offset, v.count)
+            offset += v.count
+        }
+    }
+
+    deinit {
+        suffixes.deallocate()
+        spans.deallocate()
     }
 
     func with(release: ResolveIndex?? = nil, variants: [[UInt8]]? = nil, activeVersion: Int64? = nil) -> ResolveView {
         ResolveView(release: release ?? self.release, bundle: bundle, variants: variants ?? self.variants,
                     activeVersion: activeVersion ?? self.activeVersion)
+    }
+
+    /// The path for the first candidate found, release before bundle.
+    @inline(__always)
+    func find(_ candidate: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        if let r = release, let p = r.lookup(candidate) { return p }
+        if let b = bundle, let p = b.lookup(candidate) { return p }
+        return nil
     }
 }
 
@@ -87,6 +112,11 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Mut
 
     private func loadIndex(_ ref: ReleaseRef?) throws -> ResolveIndex? {
         guard let ref else { return nil }
+        // Fast path: the NUL-separated names file (no JSON, no hashes); release.json otherwise.
+        if let bytes = try? FS.readFile(store.releaseDir(ref.id) + "/names", limit: 512 << 20),
+           let index = ResolveIndex(root: store.filesDir(ref.id), nulSeparated: bytes) {
+            return index
+        }
         let info = try store.loadRelease(ref.id)
         return ResolveIndex(root: store.filesDir(ref.id), names: info.files.map(\.path))
     }
@@ -283,36 +313,76 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Mut
 
     /// Resolves `name` (raw UTF-8) and passes the absolute path's bytes to `body`; the bytes are
     /// valid only inside `body`. Throws `.argument` for invalid names, `.notFound`.
-    public func withResolvedPath<T>(_ name: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> T) throws -> T {
-        guard ResourceName.isValid(name) else {
-            throw AssetPatchError(.argument, "invalid resource name \"\(String(decoding: name, as: UTF8.self))\"")
-        }
+    /// The resolve fast path, non-generic and non-throwing so that a caller in another module
+    /// (the C ABI) runs specialised code: no allocation, no system call, no metadata lookup.
+    /// On `.ok` the NUL-terminated path is in `out` when it fits (`.range` otherwise); `length`
+    /// is the path's length without the NUL for `.ok` and `.range`.
+    public func resolve(_ name: UnsafeRawBufferPointer, into out: UnsafeMutableRawPointer?, capacity: Int) -> (status: Status, length: Int) {
+        guard ResourceName.isValid(name) else { return (.argument, 0) }
         let v = view.withLock { $0 }
-        let at = ResourceName.suffixInsertionPoint(name)
-        return try withUnsafeTemporaryAllocation(byteCount: name.count + v.maxSuffix, alignment: 1) { buf in
-            for suffix in v.variants {
-                let candidate: UnsafeRawBufferPointer
-                if suffix.isEmpty {
-                    candidate = name
-                } else {
-                    let base = buf.baseAddress!
+        let need = name.count + v.maxSuffix
+        if need <= 512 {
+            // A fixed 512-byte buffer on the stack for the candidates: the common case.
+            var scratch: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
+                          UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
+                          UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
+                          UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64)
+                = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                   0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+            return withUnsafeMutableBytes(of: &scratch) { Client.lookup(v, name, $0.baseAddress!, out, capacity) }
+        }
+        return withUnsafeTemporaryAllocation(byteCount: need, alignment: 1) { Client.lookup(v, name, $0.baseAddress!, out, capacity) }
+    }
+
+    @inline(__always)
+    private static func lookup(_ v: ResolveView, _ name: UnsafeRawBufferPointer, _ base: UnsafeMutableRawPointer,
+                               _ out: UnsafeMutableRawPointer?, _ capacity: Int) -> (status: Status, length: Int) {
+        var at = -1
+        for i in 0..<v.variants.count {
+            let (offset, length) = v.spans[i]
+            let candidate: UnsafeRawBufferPointer
+            if length == 0 {
+                candidate = name
+            } else {
+                if at < 0 {
+                    at = ResourceName.suffixInsertionPoint(name)
                     base.copyMemory(from: name.baseAddress!, byteCount: at)
-                    suffix.withUnsafeBytes { base.advanced(by: at).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
-                    base.advanced(by: at + suffix.count).copyMemory(from: name.baseAddress! + at, byteCount: name.count - at)
-                    candidate = UnsafeRawBufferPointer(start: base, count: name.count + suffix.count)
                 }
-                if let p = v.release?.lookup(candidate) ?? v.bundle?.lookup(candidate) {
-                    return try body(p)
-                }
+                (base + at).copyMemory(from: v.suffixes.baseAddress! + offset, byteCount: length)
+                (base + at + length).copyMemory(from: name.baseAddress! + at, byteCount: name.count - at)
+                candidate = UnsafeRawBufferPointer(start: base, count: name.count + length)
             }
-            throw AssetPatchError(.notFound, "no resource \"\(String(decoding: name, as: UTF8.self))\" in the active release or the bundle")
+            if let p = v.find(candidate) {
+                guard let out, capacity > p.count else { return (.range, p.count) }
+                out.copyMemory(from: p.baseAddress!, byteCount: p.count)
+                out.storeBytes(of: 0, toByteOffset: p.count, as: UInt8.self)
+                return (.ok, p.count)
+            }
+        }
+        return (.notFound, 0)
+    }
+
+    /// The message for a failed `resolve(_:into:capacity:)`.
+    public static func resolveMessage(_ status: Status, name: UnsafeRawBufferPointer, length: Int, capacity: Int) -> String {
+        let shown = String(decoding: name, as: UTF8.self)
+        switch status {
+        case .argument: return "invalid resource name \"\(shown)\""
+        case .range: return "path of \(length) bytes for \"\(shown)\" does not fit in \(capacity)"
+        default: return "no resource \"\(shown)\" in the active release or the bundle"
         }
     }
 
     public func resolve(_ name: String) throws -> String {
         var n = name
-        return try n.withUTF8 { b in
-            try withResolvedPath(UnsafeRawBufferPointer(b)) { String(decoding: $0, as: UTF8.self) }
+        return try n.withUTF8 { b -> String in
+            let bytes = UnsafeRawBufferPointer(b)
+            var (status, length) = resolve(bytes, into: nil, capacity: 0)
+            if status == .range {
+                var out = [UInt8](repeating: 0, count: length + 1)
+                (status, length) = out.withUnsafeMutableBytes { resolve(bytes, into: $0.baseAddress, capacity: $0.count) }
+                if status == .ok { return String(decoding: out[..<length], as: UTF8.self) }
+            }
+            throw AssetPatchError(status, Client.resolveMessage(status, name: bytes, length: length, capacity: 0))
         }
     }
 }

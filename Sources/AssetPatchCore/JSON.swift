@@ -257,8 +257,8 @@ public struct JSONParser {
             }
             runStart = pos
         }
-        guard let s = String(validating: out, as: UTF8.self) else { throw fail("string is not valid UTF-8") }
-        return s
+        guard UTF8Check.isValid(out) else { throw fail("string is not valid UTF-8") }
+        return String(decoding: out, as: UTF8.self)
     }
 }
 

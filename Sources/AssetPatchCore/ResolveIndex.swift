@@ -56,6 +56,24 @@ public final class ResolveIndex: @unchecked Sendable {  // immutable after init;
         }
     }
 
+    /// Builds from NUL-separated names (the release's `names` file); nil if any is invalid.
+    public convenience init?(root: String, nulSeparated bytes: [UInt8]) {
+        var names: [String] = []
+        var bad = false
+        bytes.withUnsafeBytes { all in
+            var start = 0
+            for i in 0..<all.count where all[i] == 0 {
+                let name = UnsafeRawBufferPointer(rebasing: all[start..<i])
+                if !ResourceName.isValid(name) { bad = true; return }
+                names.append(String(decoding: name, as: UTF8.self))
+                start = i + 1
+            }
+            if start != all.count { bad = true }
+        }
+        if bad { return nil }
+        self.init(root: root, names: names)
+    }
+
     deinit {
         arena.deallocate()
         slots.deallocate()

@@ -10,38 +10,45 @@ public enum ResourceName {
         return copy.withUTF8 { isValid(UnsafeRawBufferPointer($0)) }
     }
 
-    /// Validates raw bytes (the resolve fast path and zip entry names).
+    /// Validates raw bytes (the resolve fast path and zip entry names): one pass over the bytes.
     public static func isValid(_ bytes: UnsafeRawBufferPointer) -> Bool {
         let n = bytes.count
-        if n == 0 || n > maxLength { return false }
-        if bytes[0] == UInt8(ascii: "/") { return false }
+        guard n > 0, n <= maxLength, let p = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return false }
+        if p[0] == UInt8(ascii: "/") { return false }
         // A drive letter ("C:x", "C:/x") names another root on Windows hosts.
-        if n >= 2, bytes[1] == UInt8(ascii: ":"), (bytes[0] | 0x20) >= UInt8(ascii: "a"), (bytes[0] | 0x20) <= UInt8(ascii: "z") {
+        if n >= 2, p[1] == UInt8(ascii: ":"), (p[0] | 0x20) >= UInt8(ascii: "a"), (p[0] | 0x20) <= UInt8(ascii: "z") {
             return false
         }
         var componentStart = 0
+        var high: UInt8 = 0
         var i = 0
-        while i <= n {
-            let b: UInt8 = i < n ? bytes[i] : UInt8(ascii: "/")
-            if b == 0 || b == UInt8(ascii: "\\") { return false }
+        while i < n {
+            let b = p[i]
+            high |= b
             if b == UInt8(ascii: "/") {
-                let len = i - componentStart
-                if len == 0 { return false }
-                if len == 1 && bytes[componentStart] == UInt8(ascii: ".") { return false }
-                if len == 2 && bytes[componentStart] == UInt8(ascii: ".") && bytes[componentStart + 1] == UInt8(ascii: ".") { return false }
+                if !componentOK(p, componentStart, i) { return false }
                 componentStart = i + 1
+            } else if b == 0 || b == UInt8(ascii: "\\") {
+                return false
             }
             i += 1
         }
-        return isValidUTF8(bytes)
+        if !componentOK(p, componentStart, n) { return false }
+        return high < 0x80 || isValidUTF8(bytes)
+    }
+
+    /// A component is non-empty and neither "." nor "..".
+    @inline(__always)
+    private static func componentOK(_ p: UnsafePointer<UInt8>, _ start: Int, _ end: Int) -> Bool {
+        let len = end - start
+        if len == 0 { return false }
+        if len == 1 && p[start] == UInt8(ascii: ".") { return false }
+        if len == 2 && p[start] == UInt8(ascii: ".") && p[start + 1] == UInt8(ascii: ".") { return false }
+        return true
     }
 
     static func isValidUTF8(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        // Fast path: ASCII.
-        var ascii = true
-        for b in bytes where b >= 0x80 { ascii = false; break }
-        if ascii { return true }
-        return String(validating: bytes.bindMemory(to: UInt8.self), as: UTF8.self) != nil
+        UTF8Check.isValid(bytes)
     }
 
     /// Where a variant suffix goes in `name`: before the last `.` of the last component when
@@ -91,4 +98,41 @@ extension String {
         }
         return out
     }
+}
+
+/// UTF-8 validation (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF),
+/// written out because the standard library's generic `String(validating:)` is not
+/// specialised across the module boundary and costs a metadata lookup per call.
+enum UTF8Check {
+    static func isValid(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let p = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return true }
+        let n = bytes.count
+        var i = 0
+        while i < n {
+            let b = p[i]
+            if b < 0x80 { i += 1; continue }
+            @inline(__always) func cont(_ k: Int) -> Bool { i + k < n && p[i + k] & 0xC0 == 0x80 }
+            if b >= 0xC2 && b <= 0xDF {
+                guard cont(1) else { return false }
+                i += 2
+            } else if b >= 0xE0 && b <= 0xEF {
+                guard cont(1), cont(2) else { return false }
+                let b1 = p[i + 1]
+                if b == 0xE0 && b1 < 0xA0 { return false }   // overlong
+                if b == 0xED && b1 >= 0xA0 { return false }  // surrogates
+                i += 3
+            } else if b >= 0xF0 && b <= 0xF4 {
+                guard cont(1), cont(2), cont(3) else { return false }
+                let b1 = p[i + 1]
+                if b == 0xF0 && b1 < 0x90 { return false }   // overlong
+                if b == 0xF4 && b1 >= 0x90 { return false }  // above U+10FFFF
+                i += 4
+            } else {
+                return false
+            }
+        }
+        return true
+    }
+
+    static func isValid(_ bytes: [UInt8]) -> Bool { bytes.withUnsafeBytes { isValid($0) } }
 }

@@ -393,6 +393,10 @@ final class Updater {
                                plugins: c.manifest.plugins, signatureVerified: c.manifest.signatureVerified,
                                archiveDigest: c.manifest.archiveDigest, label: c.manifest.label)
         try FS.writeAtomically(stage + "/release.json", Array(info.toJSON().serialized().utf8))
+        // The names alone, NUL-separated: what an open reads to build the resolve index.
+        var names: [UInt8] = []
+        for f in info.files { names += f.path.utf8; names.append(0) }
+        try FS.writeAtomically(stage + "/names", names)
         // One syncfs makes every extracted file and directory durable before the state can
         // name the release (far cheaper than an fsync per file).
         let dirFD = open(stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC)

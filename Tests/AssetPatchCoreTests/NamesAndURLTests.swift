@@ -164,3 +164,35 @@ extension Array where Element == UInt8 {
         #expect(FS.absolute("/a/./b/../c") == "/a/c")
     }
 }
+
+@Suite struct UTF8CheckTests {
+    @Test(arguments: [
+        [UInt8](), [0x41], [0xC3, 0xA9], [0xE2, 0x82, 0xAC], [0xF0, 0x9F, 0x98, 0x80], [0xEF, 0xBF, 0xBF], [0xF4, 0x8F, 0xBF, 0xBF],
+    ])
+    func acceptsValidSequences(_ bytes: [UInt8]) {
+        #expect(UTF8Check.isValid(bytes))
+        #expect(String(validating: bytes, as: UTF8.self) != nil)
+    }
+
+    @Test(arguments: [
+        [UInt8]([0x80]), [0xC0, 0xAF], [0xC1, 0xBF], [0xE0, 0x80, 0xAF], [0xED, 0xA0, 0x80], [0xF0, 0x80, 0x80, 0xAF],
+        [0xF4, 0x90, 0x80, 0x80], [0xF5, 0x80, 0x80, 0x80], [0xC3], [0xE2, 0x82], [0xFF], [0x41, 0xC3, 0x41],
+    ])
+    func refusesInvalidSequences(_ bytes: [UInt8]) {
+        #expect(!UTF8Check.isValid(bytes))
+        #expect(String(validating: bytes, as: UTF8.self) == nil)
+    }
+
+    @Test func agreesWithTheStandardLibraryOnRandomBytes() {
+        var x: UInt64 = 12345
+        for _ in 0..<20_000 {
+            var b: [UInt8] = []
+            for _ in 0..<Int(x % 7) {
+                x ^= x << 13; x ^= x >> 7; x ^= x << 17
+                b.append(UInt8(truncatingIfNeeded: x))
+            }
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17
+            #expect(UTF8Check.isValid(b) == (String(validating: b, as: UTF8.self) != nil))
+        }
+    }
+}

@@ -174,17 +174,19 @@ def main():
                 seq_kills += 1
                 total_kills += 1
                 kills_by_phase[PHASES[phase]] += 1
-                err = consistent(data, repos)
+                with swap:  # the concurrent reader's own open could be recovering right now
+                    err = consistent(data, repos)
                 if err:
                     failures.append(f"kill {total_kills} in {PHASES[phase]}: {err}")
                 if seq_kills > 200:
                     failures.append("update never completed")
                     break
             # The sequence ends with a completed update.
-            err = consistent(data, repos)
-            with assetpatch.Client(data) as c:
-                if c.current_version != 2:
-                    err = err or f"after completion the active version is {c.current_version}"
+            with swap:
+                err = consistent(data, repos)
+                with assetpatch.Client(data) as c:
+                    if c.current_version != 2:
+                        err = err or f"after completion the active version is {c.current_version}"
             if err:
                 failures.append(f"after sequence {len(sequences) + 1}: {err}")
             sent = server.stats()["bytes_sent"]

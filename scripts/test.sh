@@ -23,7 +23,7 @@ bash "$root/Tests/e2e/run.sh"
 
 echo "== Python package: pip install ./bindings/python into a venv, pytest over file:// and nginx"
 python3 -m venv --system-site-packages "$root/build/venv"
-"$root/build/venv/bin/pip" install -q --no-build-isolation "$root/bindings/python"
+"$root/build/venv/bin/pip" install -q "$root/bindings/python"
 # Found through pkg-config (no ASSETPATCH_LIBRARY), from the installed package, not the source tree.
 (cd "$root/build" && PKG_CONFIG_PATH="$root/build/prefix/lib/pkgconfig" \
   "$root/build/venv/bin/python" -m pytest -q -p no:cacheprovider "$root/bindings/python/tests")

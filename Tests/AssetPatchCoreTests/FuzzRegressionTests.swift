@@ -25,6 +25,8 @@ import Testing
             guard valid, let name = String(validating: bytes, as: UTF8.self) else { continue }
             #expect(FS.absolute("/root/dir/" + name).utf8.starts(with: "/root/dir/".utf8))
             #expect(name.slashComponents.count == bytes.split(separator: 0x2F).count)
+            let variant = ResourceName.applyingVariant(name, "@2x")
+            #expect(ResourceName.isValid(variant) || variant.utf8.count > ResourceName.maxLength)
         }
     }
 

@@ -51,6 +51,6 @@ for t in "${targets[@]}"; do
     -artifact_prefix="$root/fuzz/crashes/$t/" "$out/corpus-$t" "$root/fuzz/corpus/$t" >"$out/$t.log" 2>&1
   rc=$?
   set -e
-  grep -E '^#[0-9]+ +(DONE|INITED)|^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)|SUMMARY|failure' "$out/$t.log" || true
+  grep -E '^#[0-9]+[[:space:]]+(DONE|INITED)|^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)|SUMMARY|failure' "$out/$t.log" || true
   if ((rc != 0)); then echo "fuzz target $t FAILED (exit $rc); inputs in fuzz/crashes/$t/, log $out/$t.log"; exit 1; fi
 done

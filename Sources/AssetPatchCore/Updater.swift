@@ -9,6 +9,50 @@ struct Candidate {
     var releaseID: String
 }
 
+/// The running digest of a partial download and how many of its bytes it covers. Kept across
+/// the retries of one update, so a retry re-reads the partial file only when the file no longer
+/// matches what was hashed (a restart, or a write that failed half-way).
+final class PartialHash {
+    private let digest: Digest
+    private(set) var count: UInt64 = 0
+
+    init(_ algorithm: Digest.Algorithm) throws {
+        digest = try Digest(algorithm)
+    }
+
+    func update(_ chunk: UnsafeRawBufferPointer) {
+        digest.update(chunk)
+        count += UInt64(chunk.count)
+    }
+
+    func reset() {
+        digest.reset()
+        count = 0
+    }
+
+    /// Makes the digest cover exactly the first `length` bytes of `file`.
+    func cover(_ file: File, length: UInt64) throws {
+        if count == length { return }
+        reset()
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        while count < length {
+            let want = Int(min(UInt64(buffer.count), length - count))
+            let n = try file.pread(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: count)
+            if n == 0 { throw AssetPatchError(.io, "\(file.path): shorter than expected while re-hashing") }
+            update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+        }
+    }
+
+    /// The digest's hex. The digest starts over afterwards (a finalised EVP context must be
+    /// re-initialised before further use).
+    func finish() -> String {
+        let hex = digest.finalHex()
+        reset()
+        return hex
+    }
+}
+
 /// Raised inside a download when the server's answer means "start again from byte 0".
 private struct RestartDownload: Error {
     let reason: String
@@ -147,12 +191,13 @@ final class Updater {
         let shown = URLs.redacted(c.archiveURL)
         progress.report(Progress(phase: .download, bytesDone: FS.fileSize(part) ?? 0, bytesTotal: total))
 
+        let hash = try PartialHash(c.manifest.digestAlgorithm)
         let digestHex: String
         switch URLs.scheme(c.archiveURL) {
         case .file:
-            digestHex = try copyLocal(c, to: part, limit: limit)
+            digestHex = try copyLocal(c, to: part, limit: limit, hash: hash)
         default:
-            digestHex = try withRetries("GET \(shown)") { try downloadHTTP(c, to: part, limit: limit) }
+            digestHex = try withRetries("GET \(shown)") { try downloadHTTP(c, to: part, limit: limit, hash: hash) }
         }
         let size = FS.fileSize(part) ?? 0
         progress.report(Progress(phase: .download, bytesDone: size, bytesTotal: total == 0 ? size : total), final: true)
@@ -173,21 +218,7 @@ final class Updater {
         try? FS.unlink(metaPath(c))
     }
 
-    /// Hashes the first `count` bytes of the partial file (resume: the final hash covers all bytes).
-    private func rehash(_ file: File, count: UInt64, into digest: Digest) throws {
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
-        defer { buffer.deallocate() }
-        var offset: UInt64 = 0
-        while offset < count {
-            let want = Int(min(UInt64(buffer.count), count - offset))
-            let n = try file.pread(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: offset)
-            if n == 0 { throw AssetPatchError(.io, "\(file.path): shorter than expected while re-hashing") }
-            digest.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
-            offset += UInt64(n)
-        }
-    }
-
-    private func copyLocal(_ c: Candidate, to part: String, limit: UInt64) throws -> String {
+    private func copyLocal(_ c: Candidate, to part: String, limit: UInt64, hash: PartialHash) throws -> String {
         guard let sourcePath = URLs.filePath(c.archiveURL) else { throw AssetPatchError(.manifest, "\(c.archiveURL): not a local file URL") }
         let source = try File.openRead(sourcePath)
         let sourceSize = try source.size()
@@ -198,8 +229,7 @@ final class Updater {
         try FS.writeAtomically(metaPath(c), Array("{\"url\":\"local\"}\n".utf8))
         var have = try out.size()
         if have > sourceSize { try out.truncate(to: 0); have = 0 }
-        let digest = try Digest(c.manifest.digestAlgorithm)
-        try rehash(out, count: have, into: digest)
+        try hash.cover(out, length: have)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }
         var offset = have
@@ -210,14 +240,14 @@ final class Updater {
             if n == 0 { break }
             let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
             try out.pwrite(chunk, at: offset)
-            digest.update(chunk)
+            hash.update(chunk)
             offset += UInt64(n)
             progress.report(Progress(phase: .download, bytesDone: offset, bytesTotal: total))
         }
-        return digest.finalHex()
+        return hash.finish()
     }
 
-    private func downloadHTTP(_ c: Candidate, to part: String, limit: UInt64) throws -> String {
+    private func downloadHTTP(_ c: Candidate, to part: String, limit: UInt64, hash: PartialHash) throws -> String {
         let shown = URLs.redacted(c.archiveURL)
         let out = try File.open(part, O_RDWR | O_CREAT, mode: 0o644)
         var restarts = 0
@@ -234,11 +264,12 @@ final class Updater {
                 have = 0
                 validator = nil
             }
-            let digest = try Digest(c.manifest.digestAlgorithm)
-            try rehash(out, count: have, into: digest)
+            // Within one update the hash carries over from the previous attempt; after a
+            // process restart the kept prefix is read and hashed once.
+            try hash.cover(out, length: have)
             if let expected = c.manifest.archiveSize, have == expected, expected > 0 {
                 // Complete already (an earlier attempt stopped after downloading): no request.
-                let hex = digest.finalHex()
+                let hex = hash.finish()
                 if hex == c.manifest.archiveDigest { return hex }
                 log(2, "GET \(shown): the complete partial download does not match; downloading again")
                 try out.truncate(to: 0)
@@ -277,7 +308,7 @@ final class Updater {
                         }
                         try out.truncate(to: 0)
                         written = 0
-                        digest.reset()
+                        hash.reset()
                         // An announced length is not trusted either way: the sink enforces the limit
                         // on the bytes that actually arrive.
                         var meta: [(String, JSON)] = [("url", .string(c.archiveURL))]
@@ -294,7 +325,7 @@ final class Updater {
                         throw AssetPatchError(.integrity, "GET \(shown): archive is longer than the \(limit) bytes expected")
                     }
                     try out.pwrite(chunk, at: written)
-                    digest.update(chunk)
+                    hash.update(chunk)
                     written += UInt64(chunk.count)
                 }, progress: { _ in
                     self.progress.report(Progress(phase: .download, bytesDone: written, bytesTotal: expectedTotal ?? 0))
@@ -307,7 +338,7 @@ final class Updater {
                 if restarts > 2 { throw AssetPatchError(.http, "GET \(shown): \(r.reason) (range requests keep failing)") }
                 continue
             }
-            return digest.finalHex()
+            return hash.finish()
         }
     }
 

@@ -347,8 +347,10 @@ public final class ZipWriter {
 
     static func flags(_ name: [UInt8]) -> UInt16 { name.contains { $0 >= 0x80 } ? 0x0800 : 0 }
 
-    /// Adds the file at `sourcePath` as `name`.
-    public func add(name: String, sourcePath: String) throws {
+    /// Adds the file at `sourcePath` as `name`; returns its size and sha256, hashed during the
+    /// same read that compresses it.
+    @discardableResult
+    public func add(name: String, sourcePath: String) throws -> (size: UInt64, sha256: String) {
         let nameBytes = Array(name.utf8)
         let src = try File.openRead(sourcePath)
         let size = try src.size()
@@ -359,7 +361,8 @@ public final class ZipWriter {
         let dataStart = start + UInt64(header.count)
 
         // First try deflate; if it does not save 5%, rewrite the entry stored.
-        var (crc, comp) = try deflate(src, to: dataStart)
+        let sha = try Digest(.sha256)
+        var (crc, comp) = try deflate(src, to: dataStart, hashing: sha)
         var method: UInt16 = 8
         if size == 0 || Double(comp) > Double(size) * 0.95 {
             method = 0
@@ -370,6 +373,7 @@ public final class ZipWriter {
         try out.pwrite(final.withUnsafeBytes { $0 }, at: start)
         offset = dataStart + comp
         written.append(Written(name: nameBytes, method: method, crc: crc, compressed: comp, uncompressed: size, offset: start))
+        return (size, sha.finalHex())
     }
 
     private func store(_ src: File, to at: UInt64) throws -> (UInt32, UInt64) {
@@ -387,7 +391,7 @@ public final class ZipWriter {
         return (UInt32(truncatingIfNeeded: crc), pos - at)
     }
 
-    private func deflate(_ src: File, to at: UInt64) throws -> (UInt32, UInt64) {
+    private func deflate(_ src: File, to at: UInt64, hashing sha: Digest) throws -> (UInt32, UInt64) {
         let z = buffers.stream
         z.initialize(to: z_stream())
         guard assetpatch_deflate_init_raw(z, level) == Z_OK else { throw AssetPatchError(.internal, "deflateInit2 failed") }
@@ -402,6 +406,7 @@ public final class ZipWriter {
                 readOffset += UInt64(n)
                 if n == 0 { flush = Z_FINISH }
                 crc = crc32(crc, buffers.input.baseAddress!.assumingMemoryBound(to: Bytef.self), UInt32(n))
+                sha.update(UnsafeRawBufferPointer(rebasing: buffers.input[0..<n]))
                 z.pointee.next_in = buffers.input.baseAddress!.assumingMemoryBound(to: Bytef.self)
                 z.pointee.avail_in = UInt32(n)
             }

@@ -49,6 +49,13 @@ struct Publish: ParsableCommand {
     @Option(name: .long, help: "RFC 3339 time after which clients refuse the manifest.") var expires: String?
     @Option(name: .long, help: "Plugin declaration NAME=PATH:ENTRY (repeatable).") var plugin: [String] = []
 
+    /// With --base: true when the bundle ships the same bytes under this name (sizes first, then
+    /// hashes), so the release leaves the file out.
+    func identicalToBase(_ name: String, source: String) throws -> Bool {
+        guard let base, let size = FS.fileSize(base + "/" + name), size == FS.fileSize(source + "/" + name) else { return false }
+        return try Digest.hexOfFile(base + "/" + name) == Digest.hexOfFile(source + "/" + name)
+    }
+
     func run() throws {
         try cli {
             let src = FS.absolute(source)
@@ -73,24 +80,11 @@ struct Publish: ParsableCommand {
             }
             let seed = try key.map(readKeyFile)
 
-            var names = try FS.walkFiles(src).sorted()
+            let names = try FS.walkFiles(src).sorted()
             for n in names where !ResourceName.isValid(n) {
                 throw AssetPatchError(.argument, "\(src)/\(n): not a valid resource name")
             }
-            var files: [ManifestFile] = []
-            var kept: [String] = []
-            for n in names {
-                let path = src + "/" + n
-                let sha = try Digest.hexOfFile(path)
-                if let base, let baseSize = FS.fileSize(base + "/" + n), baseSize == FS.fileSize(path),
-                   try Digest.hexOfFile(base + "/" + n) == sha {
-                    continue
-                }
-                files.append(ManifestFile(path: n, size: FS.fileSize(path) ?? 0, sha256: sha))
-                kept.append(n)
-            }
-            names = kept
-
+            let kept = try names.filter { try !identicalToBase($0, source: src) }
             var plugins: [PluginDeclaration] = []
             for p in plugin {
                 guard let eq = p.firstIndex(of: "="), let colon = p.lastIndex(of: ":"), eq < colon else {
@@ -98,17 +92,21 @@ struct Publish: ParsableCommand {
                 }
                 let decl = PluginDeclaration(name: String(p[..<eq]), path: String(p[p.index(after: eq)..<colon]),
                                              entry: String(p[p.index(after: colon)...]))
-                guard files.contains(where: { $0.path == decl.path }) else {
+                guard kept.contains(decl.path) else {
                     throw AssetPatchError(.argument, "--plugin \(p): \(decl.path) is not a file of the release")
                 }
                 plugins.append(decl)
             }
 
             // The archive first, under its own hash, then the manifest: clients never see a
-            // manifest whose archive is missing.
+            // manifest whose archive is missing. Each file is hashed as it is compressed.
             let tmpZip = repoDir + "/archives/.publish-\(getpid()).zip"
             let writer = try ZipWriter(path: tmpZip)
-            for n in names { try writer.add(name: n, sourcePath: src + "/" + n) }
+            var files: [ManifestFile] = []
+            for n in kept {
+                let (size, sha) = try writer.add(name: n, sourcePath: src + "/" + n)
+                files.append(ManifestFile(path: n, size: size, sha256: sha))
+            }
             try writer.finish()
             let zipSHA = try Digest.hexOfFile(tmpZip)
             let zipSize = FS.fileSize(tmpZip) ?? 0

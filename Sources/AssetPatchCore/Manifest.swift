@@ -222,10 +222,8 @@ public struct Manifest: Sendable {
             files.append(ManifestFile(path: path, size: s, sha256: try sha(item["sha256"], "files[\(i)].sha256")))
         }
         // A file "a" and a file "a/b" can't both exist on disk.
-        for f in files {
-            for prefix in f.path.directoryPrefixes where seen.contains(prefix) {
-                throw fail("\(source): \"\(prefix)\" is both a file and a directory")
-            }
+        if let conflict = ResourceName.fileDirectoryConflict(in: seen) {
+            throw fail("\(source): \"\(conflict)\" is both a file and a directory")
         }
 
         var plugins: [PluginDeclaration] = []

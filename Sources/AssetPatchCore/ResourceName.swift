@@ -51,6 +51,14 @@ public enum ResourceName {
         UTF8Check.isValid(bytes)
     }
 
+    /// A name that is both a file and a parent directory of another name ("a" and "a/b"), if any.
+    public static func fileDirectoryConflict(in names: Set<String>) -> String? {
+        for name in names {
+            for prefix in name.directoryPrefixes where names.contains(prefix) { return prefix }
+        }
+        return nil
+    }
+
     /// Where a variant suffix goes in `name`: before the last `.` of the last component when
     /// that `.` is not the component's first character, else at the end.
     /// `a.tar.gz` -> index of the last `.`; `README`, `.env` -> `name.count`.

@@ -351,22 +351,14 @@ final class Updater {
         try FS.makeDirectories(stage + "/files")
         let shown = URLs.redacted(c.archiveURL)
         let zip = try ZipReader(path: archive, source: shown)
-        let entries = zip.entries.filter { !$0.isDirectory }.sorted { $0.dataOffset < $1.dataOffset }
-
+        let entries: [ZipEntry]
         var expected: [String: ManifestFile] = [:]
         if c.manifest.kind == .format1 {
+            entries = try zip.fileEntries(matching: c.manifest.files)
             for f in c.manifest.files { expected[f.path] = f }
-            for e in entries {
-                guard let f = expected[e.name] else { throw AssetPatchError(.archive, "\(shown): entry \"\(e.name)\" is not listed in the manifest") }
-                if e.uncompressedSize != f.size {
-                    throw AssetPatchError(.integrity, "\(shown): entry \"\(e.name)\" is \(e.uncompressedSize) bytes, the manifest says \(f.size)")
-                }
-            }
-            let present = Set(entries.map(\.name))
-            for f in c.manifest.files where !present.contains(f.path) {
-                throw AssetPatchError(.archive, "\(shown): \"\(f.path)\" is listed in the manifest but missing from the archive")
-            }
         } else {
+            // Legacy: no file list, so the archive's own declarations are bounded here.
+            entries = zip.fileEntries
             var sum: UInt64 = 0
             for e in entries {
                 let (s, o) = sum.addingReportingOverflow(e.uncompressedSize)
@@ -375,11 +367,8 @@ final class Updater {
                 }
                 sum = s
             }
-            let names = Set(entries.map(\.name))
-            for e in entries {
-                for prefix in e.name.directoryPrefixes where names.contains(prefix) {
-                    throw AssetPatchError(.archive, "\(shown): \"\(prefix)\" is both a file and a directory")
-                }
+            if let conflict = ResourceName.fileDirectoryConflict(in: Set(entries.map(\.name))) {
+                throw AssetPatchError(.archive, "\(shown): \"\(conflict)\" is both a file and a directory")
             }
         }
 

@@ -191,6 +191,30 @@ public final class ZipReader {
         }
     }
 
+    /// The file entries in data order, after checking them against a manifest's files: every
+    /// entry listed (`ERR_ARCHIVE`), every listed file present (`ERR_ARCHIVE`), declared sizes as
+    /// listed (`ERR_INTEGRITY`). Content hashes are checked as entries are extracted.
+    public func fileEntries(matching files: [ManifestFile]) throws -> [ZipEntry] {
+        let entries = fileEntries
+        let expected = Dictionary(files.map { ($0.path, $0.size) }, uniquingKeysWith: { a, _ in a })
+        for e in entries {
+            guard let size = expected[e.name] else { throw fail("entry \"\(e.name)\" is not listed in the manifest") }
+            if e.uncompressedSize != size {
+                throw AssetPatchError(.integrity, "\(source): entry \"\(e.name)\" is \(e.uncompressedSize) bytes, the manifest says \(size)")
+            }
+        }
+        let present = Set(entries.map(\.name))
+        for f in files where !present.contains(f.path) {
+            throw fail("\"\(f.path)\" is listed in the manifest but missing from the archive")
+        }
+        return entries
+    }
+
+    /// The file entries (directories left out), in the order their data lies in the archive.
+    public var fileEntries: [ZipEntry] {
+        entries.filter { !$0.isDirectory }.sorted { $0.dataOffset < $1.dataOffset }
+    }
+
     static func zip64Field(_ extra: [UInt8]) -> [UInt8]? {
         var o = 0
         while o + 4 <= extra.count {

@@ -86,9 +86,10 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Mut
         config = Mutex(ClientConfig())
         view = Mutex(ResolveView(release: nil, bundle: nil, variants: [[]], activeVersion: 0))
 
-        var state = try store.loadState()
         // Recovery and next_open activation write the data directory: only under the lock.
         // If another process is updating, it owns that work; serve what the state names.
+        // The state is read once, after the lock is settled; the lock is released right after.
+        var state: StoreState
         if let lock = try store.tryLock() {
             state = try store.loadState()
             if let pending = state.pending {
@@ -101,6 +102,8 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Mut
             }
             try store.recover(state)
             _ = lock
+        } else {
+            state = try store.loadState()
         }
         let bundleIndex = try bundle.map { ResolveIndex(root: $0, names: try FS.walkFiles($0).filter(ResourceName.isValid)) }
         let releaseIndex = try loadIndex(state.active)

@@ -17,61 +17,75 @@ public final class ResolveIndex: @unchecked Sendable {  // immutable after init;
     public let root: String
 
     /// `root` is the directory holding the files; `names` are validated relative names.
-    public init(root: String, names: [String]) {
+    public convenience init(root: String, names: [String]) {
+        var bytes: [UInt8] = []
+        var ranges: [Range<Int>] = []
+        ranges.reserveCapacity(names.count)
+        for n in names {
+            let start = bytes.count
+            bytes += n.utf8
+            ranges.append(start..<bytes.count)
+        }
+        self.init(root: root, bytes: bytes, ranges: ranges)
+    }
+
+    /// Builds from NUL-separated names (the release's `names` file), straight from the bytes;
+    /// nil if any name is invalid.
+    public convenience init?(root: String, nulSeparated bytes: [UInt8]) {
+        var ranges: [Range<Int>] = []
+        let valid = bytes.withUnsafeBytes { all -> Bool in
+            var start = 0
+            for i in 0..<all.count where all[i] == 0 {
+                guard ResourceName.isValid(UnsafeRawBufferPointer(rebasing: all[start..<i])) else { return false }
+                ranges.append(start..<i)
+                start = i + 1
+            }
+            return start == all.count
+        }
+        guard valid else { return nil }
+        self.init(root: root, bytes: bytes, ranges: ranges)
+    }
+
+    /// The names are `bytes[range]` for each range.
+    init(root: String, bytes: [UInt8], ranges: [Range<Int>]) {
         self.root = root
         let rootBytes = Array(root.utf8)
         var arenaSize = 0
-        for n in names { arenaSize += n.utf8.count * 2 + rootBytes.count + 2 }
+        for r in ranges { arenaSize += r.count * 2 + rootBytes.count + 2 }
         arena = .allocate(byteCount: max(arenaSize, 1), alignment: 8)
         var capacity = 16
-        while capacity < names.count * 2 { capacity <<= 1 }
+        while capacity < ranges.count * 2 { capacity <<= 1 }
         slots = .allocate(capacity: capacity)
         slots.initialize(repeating: Slot(hash: 0, name: -1, nameLength: 0, path: 0, pathLength: 0))
         mask = capacity - 1
         var used = 0
-        for n in names {
-            var name = n
-            name.withUTF8 { nameBytes in
-                let h = ResolveIndex.hash(UnsafeRawBufferPointer(nameBytes))
+        bytes.withUnsafeBytes { all in
+            for r in ranges {
+                let nameBytes = UnsafeRawBufferPointer(rebasing: all[r])
+                let h = ResolveIndex.hash(nameBytes)
                 var i = Int(truncatingIfNeeded: h) & mask
+                var duplicate = false
                 while slots[i].name >= 0 {
-                    if slots[i].hash == h && bytesEqual(slots[i].name, slots[i].nameLength, UnsafeRawBufferPointer(nameBytes)) { return }
+                    if slots[i].hash == h && bytesEqual(slots[i].name, slots[i].nameLength, nameBytes) { duplicate = true; break }
                     i = (i + 1) & mask
                 }
+                if duplicate { continue }
                 let nameOffset = used
-                arena.baseAddress!.advanced(by: used).copyMemory(from: nameBytes.baseAddress!, byteCount: nameBytes.count)
+                if nameBytes.count > 0 { (arena.baseAddress! + used).copyMemory(from: nameBytes.baseAddress!, byteCount: nameBytes.count) }
                 used += nameBytes.count
                 let pathOffset = used
-                rootBytes.withUnsafeBytes { arena.baseAddress!.advanced(by: used).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+                rootBytes.withUnsafeBytes { (arena.baseAddress! + used).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
                 used += rootBytes.count
                 arena[used] = UInt8(ascii: "/")
                 used += 1
-                arena.baseAddress!.advanced(by: used).copyMemory(from: nameBytes.baseAddress!, byteCount: nameBytes.count)
+                if nameBytes.count > 0 { (arena.baseAddress! + used).copyMemory(from: nameBytes.baseAddress!, byteCount: nameBytes.count) }
                 used += nameBytes.count
                 arena[used] = 0
                 used += 1
                 slots[i] = Slot(hash: h, name: nameOffset, nameLength: nameBytes.count, path: pathOffset, pathLength: used - 1 - pathOffset)
-                self.count += 1
+                count += 1
             }
         }
-    }
-
-    /// Builds from NUL-separated names (the release's `names` file); nil if any is invalid.
-    public convenience init?(root: String, nulSeparated bytes: [UInt8]) {
-        var names: [String] = []
-        var bad = false
-        bytes.withUnsafeBytes { all in
-            var start = 0
-            for i in 0..<all.count where all[i] == 0 {
-                let name = UnsafeRawBufferPointer(rebasing: all[start..<i])
-                if !ResourceName.isValid(name) { bad = true; return }
-                names.append(String(decoding: name, as: UTF8.self))
-                start = i + 1
-            }
-            if start != all.count { bad = true }
-        }
-        if bad { return nil }
-        self.init(root: root, names: names)
     }
 
     deinit {

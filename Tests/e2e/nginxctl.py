@@ -1,4 +1,5 @@
 """A private nginx on 127.0.0.1 for tests and benchmarks, started and stopped by pid.
+The one place its configuration is written; shell scripts use `nginxctl.py conf ROOT DIR`.
 
     with Nginx(root, workdir, servers=...) as n:  n.port, n.url("repos/v1/manifest.json")
 
@@ -20,17 +21,15 @@ def free_port():
     return port
 
 
-class Nginx:
-    def __init__(self, root, workdir, locations="", servers="", http="", ports=(), access_log="off"):
-        self.dir = workdir
-        self.root = root
-        self.port = free_port()
-        self.ports = {name: free_port() for name in ports}
-        os.makedirs(f"{workdir}/tmp", exist_ok=True)
-        fields = dict(port=self.port, root=root, dir=workdir, **self.ports)
-        user = "user root;" if os.geteuid() == 0 else ""
-        temp = " ".join(f"{k}_temp_path {workdir}/tmp;" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-        conf = f"""{user}
+def write_conf(root, workdir, locations="", servers="", http="", ports=(), access_log="off"):
+    """Writes workdir/nginx.conf; returns (port, {name: port}) for the main and named servers."""
+    port = free_port()
+    named = {name: free_port() for name in ports}
+    os.makedirs(f"{workdir}/tmp", exist_ok=True)
+    fields = dict(port=port, root=root, dir=workdir, **named)
+    user = "user root;" if os.geteuid() == 0 else ""
+    temp = " ".join(f"{k}_temp_path {workdir}/tmp;" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    conf = f"""{user}
 worker_processes 1;
 daemon off;
 pid {workdir}/nginx.pid;
@@ -42,15 +41,23 @@ http {{
   default_type application/octet-stream;
   {temp}
   server {{
-    listen 127.0.0.1:{self.port};
+    listen 127.0.0.1:{port};
     root {root};
     {locations.format(**fields)}
   }}
   {servers.format(**fields)}
 }}
 """
-        with open(f"{workdir}/nginx.conf", "w") as f:
-            f.write(conf)
+    with open(f"{workdir}/nginx.conf", "w") as f:
+        f.write(conf)
+    return port, named
+
+
+class Nginx:
+    def __init__(self, root, workdir, locations="", servers="", http="", ports=(), access_log="off"):
+        self.dir = workdir
+        self.root = root
+        self.port, self.ports = write_conf(root, workdir, locations, servers, http, ports, access_log)
         self.proc = subprocess.Popen(["/usr/sbin/nginx", "-p", workdir, "-c", f"{workdir}/nginx.conf", "-e", f"{workdir}/error.log"])
         for _ in range(200):
             try:
@@ -77,3 +84,11 @@ http {{
 
     def __exit__(self, *exc):
         self.stop()
+
+
+if __name__ == "__main__":
+    # nginxctl.py conf ROOT WORKDIR [LOCATIONS]: write the configuration, print the port.
+    import sys
+    if len(sys.argv) < 4 or sys.argv[1] != "conf":
+        sys.exit("usage: nginxctl.py conf ROOT WORKDIR [LOCATIONS]")
+    print(write_conf(sys.argv[2], sys.argv[3], locations=sys.argv[4] if len(sys.argv) > 4 else "")[0])

@@ -26,6 +26,10 @@ static char failure[2048];
     fail_at(__LINE__, "%s returned %s, want %s (%s)", #expr, assetpatch_status_name(rc_), \
             assetpatch_status_name(want), assetpatch_last_error()); return; } } while (0)
 
+/* The active release's version must be `want`. */
+#define CHECK_VERSION(c, want) do { int64_t v_ = -1; CHECK_RC(assetpatch_current((c), &v_), ASSETPATCH_OK); \
+    CHECK(v_ == (want), "active version is %" PRId64 ", want %d", v_, (int)(want)); } while (0)
+
 static void fail_at(int line, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -166,9 +170,7 @@ static void status_names_and_version(void) {
 static void bundle_only_before_any_update(void) {
     main_client = open_fresh("main");
     CHECK(main_client, "open: %s", assetpatch_last_error());
-    int64_t v = -1;
-    CHECK_RC(assetpatch_current(main_client, &v), ASSETPATCH_OK);
-    CHECK(v == 0, "current is %" PRId64, v);
+    CHECK_VERSION(main_client, 0);
     char path[4096];
     CHECK_RC(resolve(main_client, "readme.txt", path), ASSETPATCH_OK);
     CHECK(same_file(path, asset("bundle", "readme.txt")), "readme.txt resolved to %s", path);
@@ -215,9 +217,7 @@ static void updates_to_v1_with_ordered_progress(void) {
     assetpatch_progress in = r.last_of[ASSETPATCH_PHASE_INSTALL];
     CHECK(in.files_total == 4 && in.files_done == 4 && in.bytes_done == in.bytes_total, "install ended at %" PRIu64 "/%" PRIu64 " files",
           in.files_done, in.files_total);
-    int64_t v = 0;
-    CHECK_RC(assetpatch_current(c, &v), ASSETPATCH_OK);
-    CHECK(v == 1, "current is %" PRId64, v);
+    CHECK_VERSION(c, 1);
     char path[4096];
     CHECK_RC(resolve(c, "readme.txt", path), ASSETPATCH_OK);
     CHECK(same_file(path, asset("assets-v1", "readme.txt")), "readme.txt resolved to %s", path);
@@ -285,9 +285,7 @@ static void expect_refused(const char *repo, int want) {
     CHECK(rc == want, "%s: got %s (%s), want %s", repo, assetpatch_status_name(rc), assetpatch_last_error(),
           assetpatch_status_name(want));
     CHECK(strlen(assetpatch_last_error()) > 0, "%s: no message", repo);
-    int64_t v = 0;
-    CHECK_RC(assetpatch_current(c, &v), ASSETPATCH_OK);
-    CHECK(v == 2, "%s: active version became %" PRId64, repo, v);
+    CHECK_VERSION(c, 2);
     char path[4096];
     CHECK_RC(resolve(c, "readme.txt", path), ASSETPATCH_OK);
     CHECK(same_file(path, asset("assets-v2", "readme.txt")), "%s: active release no longer served", repo);
@@ -342,9 +340,7 @@ static void unreachable_host(void) {
     assetpatch_client *c = main_client;
     CHECK_RC(assetpatch_client_set(c, "manifest_url", "http://127.0.0.1:1/manifest.json"), ASSETPATCH_OK);
     CHECK_RC(assetpatch_update(c, NULL, NULL), ASSETPATCH_ERR_NETWORK);
-    int64_t v = 0;
-    CHECK_RC(assetpatch_current(c, &v), ASSETPATCH_OK);
-    CHECK(v == 2, "active version became %" PRId64, v);
+    CHECK_VERSION(c, 2);
 }
 
 static void older_release_is_a_downgrade(void) {
@@ -361,9 +357,7 @@ static void state_survives_reopen(void) {
     assetpatch_client *c = NULL;
     CHECK_RC(assetpatch_client_open(fmt("%s/main", work), bundle(), &c), ASSETPATCH_OK);
     main_client = c;
-    int64_t v = 0;
-    CHECK_RC(assetpatch_current(c, &v), ASSETPATCH_OK);
-    CHECK(v == 2, "after reopen current is %" PRId64, v);
+    CHECK_VERSION(c, 2);
     char path[4096];
     CHECK_RC(resolve(c, "levels/level2.json", path), ASSETPATCH_OK);
     CHECK(same_file(path, asset("assets-v2", "levels/level2.json")), "level2 after reopen: %s", path);
@@ -383,9 +377,7 @@ static void background_update_and_wait(void) {
     CHECK(result == ASSETPATCH_OK, "background update: %s", assetpatch_status_name(result));
     CHECK(r.done_count == 1, "DONE %d times", r.done_count);
     CHECK_RC(assetpatch_update_wait(c, 0, &result), ASSETPATCH_ERR_STATE);
-    int64_t v = 0;
-    CHECK_RC(assetpatch_current(c, &v), ASSETPATCH_OK);
-    CHECK(v == 2, "current is %" PRId64, v);
+    CHECK_VERSION(c, 2);
     assetpatch_client_close(c);
 }
 
@@ -397,16 +389,13 @@ static void cancel_from_progress_callback(void) {
     r.cancel_at_phase = ASSETPATCH_PHASE_INSTALL;
     CHECK_RC(assetpatch_update(c, record_progress, &r), ASSETPATCH_ERR_CANCELLED);
     CHECK(r.done_count == 0, "DONE after a cancel");
-    int64_t v = -1;
-    CHECK_RC(assetpatch_current(c, &v), ASSETPATCH_OK);
-    CHECK(v == 0, "cancelled update activated %" PRId64, v);
+    CHECK_VERSION(c, 0);
     char path[4096];
     CHECK_RC(resolve(c, "readme.txt", path), ASSETPATCH_OK);
     CHECK(same_file(path, asset("bundle", "readme.txt")), "bundle not served after cancel");
     struct record r2 = {0};
     CHECK_RC(assetpatch_update(c, record_progress, &r2), ASSETPATCH_OK);
-    CHECK_RC(assetpatch_current(c, &v), ASSETPATCH_OK);
-    CHECK(v == 2, "current is %" PRId64, v);
+    CHECK_VERSION(c, 2);
     assetpatch_client_close(c);
 }
 
@@ -415,9 +404,7 @@ static void legacy_seed_manifest(void) {
     CHECK(c, "open: %s", assetpatch_last_error());
     CHECK_RC(assetpatch_client_set(c, "manifest_url", url("legacy")), ASSETPATCH_OK);
     CHECK_RC(assetpatch_update(c, NULL, NULL), ASSETPATCH_OK);
-    int64_t v = 0;
-    CHECK_RC(assetpatch_current(c, &v), ASSETPATCH_OK);
-    CHECK(v == 1, "legacy release numbered %" PRId64, v);
+    CHECK_VERSION(c, 1);
     char path[4096];
     CHECK_RC(resolve(c, "text/lorem.txt", path), ASSETPATCH_OK);
     CHECK(same_file(path, asset("assets-v1", "text/lorem.txt")), "lorem resolved to %s", path);
@@ -425,8 +412,7 @@ static void legacy_seed_manifest(void) {
     /* Moving on to a format-1 release works without public_keys. */
     CHECK_RC(assetpatch_client_set(c, "manifest_url", url("v2")), ASSETPATCH_OK);
     CHECK_RC(assetpatch_update(c, NULL, NULL), ASSETPATCH_OK);
-    CHECK_RC(assetpatch_current(c, &v), ASSETPATCH_OK);
-    CHECK(v == 2, "after v2: %" PRId64, v);
+    CHECK_VERSION(c, 2);
     assetpatch_client_close(c);
 }
 

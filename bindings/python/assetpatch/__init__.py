@@ -114,12 +114,8 @@ class StateError(AssetPatchError): status = Status.ERR_STATE
 class InternalError(AssetPatchError): status = Status.ERR_INTERNAL
 
 
-_ERRORS: Dict[int, Type[AssetPatchError]] = {
-    cls.status: cls for cls in (ArgumentError, FilesystemError, NetworkError, HTTPError, ManifestError,
-                                SignatureError, IntegrityError, ArchiveError, DowngradeError, ExpiredError,
-                                IncompatibleError, NotFoundError, RangeError, CancelledError, BusyError,
-                                StateError, InternalError)
-}
+# One class per error status, found from the class declarations themselves.
+_ERRORS: Dict[int, Type[AssetPatchError]] = {cls.status: cls for cls in AssetPatchError.__subclasses__()}
 
 
 def _error(rc: int) -> AssetPatchError:
@@ -194,7 +190,7 @@ class Client:
                 self.set("app_version", app_version)
             v = list(variants)
             if v:
-                self.set("variants", ",".join(v) if len(v) > 1 or v[0] else ",")
+                self.set("variants", ",".join(v))
             self.set("apply", apply)
             for h in headers:
                 self.set("header", h)

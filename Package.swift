@@ -29,7 +29,7 @@ let package = Package(
         .systemLibrary(name: "CAssetPatchABI"),
         .target(
             name: "AssetPatchCore",
-            dependencies: ["CCurl", "CZlib", "CCrypto", "CSystem"]
+            dependencies: ["CCurl", "CZlib", "CCrypto", "CSystem", "CAssetPatchABI"]
         ),
         .target(
             name: "AssetPatch",

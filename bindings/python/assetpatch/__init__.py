@@ -19,8 +19,12 @@ __all__ = [
     "Client", "Phase", "Progress", "Status", "AssetPatchError", "ArgumentError", "FilesystemError",
     "NetworkError", "HTTPError", "ManifestError", "SignatureError", "IntegrityError", "ArchiveError",
     "DowngradeError", "ExpiredError", "IncompatibleError", "NotFoundError", "RangeError", "CancelledError",
-    "BusyError", "StateError", "InternalError", "LibraryNotFound", "library_version",
+    "BusyError", "StateError", "InternalError", "LibraryNotFound", "library_version", "__version__",
 ]
+
+# The release this package belongs to; equal to ASSETPATCH_VERSION_STRING in assetpatch.h (a test
+# checks it). pyproject.toml reads it from here.
+__version__ = "0.2.0"
 
 LibraryNotFound = _ffi.LibraryNotFound
 _lib: Optional[ctypes.CDLL] = None
@@ -37,7 +41,7 @@ def _library() -> ctypes.CDLL:
 
 
 def library_version() -> str:
-    """The loaded library's version, e.g. "0.1.0"."""
+    """The loaded library's version, e.g. "0.2.0"."""
     return _library().assetpatch_version().decode()
 
 

@@ -1,6 +1,8 @@
 import AssetPatchCore
 import CAssetPatchABI
 
+// Header section "Updating".
+
 /// Wraps a C progress callback; the C struct lives on the stack of each call.
 func progressHandler(_ fn: assetpatch_progress_fn?, _ userdata: UnsafeMutableRawPointer?) -> ProgressHandler? {
     guard let fn else { return nil }
@@ -13,7 +15,7 @@ func progressHandler(_ fn: assetpatch_progress_fn?, _ userdata: UnsafeMutableRaw
 }
 
 @_cdecl("assetpatch_check")
-public func ap_check(_ c: OpaquePointer?, _ version: UnsafeMutablePointer<Int64>?, _ downloadBytes: UnsafeMutablePointer<UInt64>?) -> CInt {
+public func assetpatch_check(_ c: OpaquePointer?, _ version: UnsafeMutablePointer<Int64>?, _ downloadBytes: UnsafeMutablePointer<UInt64>?) -> CInt {
     guard let h = handle(c) else { return argumentError("assetpatch_check: client is NULL") }
     return status {
         guard let r = try h.client.check() else { return .noUpdate }
@@ -24,7 +26,7 @@ public func ap_check(_ c: OpaquePointer?, _ version: UnsafeMutablePointer<Int64>
 }
 
 @_cdecl("assetpatch_update")
-public func ap_update(_ c: OpaquePointer?, _ fn: assetpatch_progress_fn?, _ userdata: UnsafeMutableRawPointer?) -> CInt {
+public func assetpatch_update(_ c: OpaquePointer?, _ fn: assetpatch_progress_fn?, _ userdata: UnsafeMutableRawPointer?) -> CInt {
     guard let h = handle(c) else { return argumentError("assetpatch_update: client is NULL") }
     return status {
         try h.client.update(progress: progressHandler(fn, userdata)) ? .ok : .noUpdate
@@ -32,7 +34,7 @@ public func ap_update(_ c: OpaquePointer?, _ fn: assetpatch_progress_fn?, _ user
 }
 
 @_cdecl("assetpatch_update_start")
-public func ap_update_start(_ c: OpaquePointer?, _ fn: assetpatch_progress_fn?, _ userdata: UnsafeMutableRawPointer?) -> CInt {
+public func assetpatch_update_start(_ c: OpaquePointer?, _ fn: assetpatch_progress_fn?, _ userdata: UnsafeMutableRawPointer?) -> CInt {
     guard let h = handle(c) else { return argumentError("assetpatch_update_start: client is NULL") }
     return status {
         try h.client.startUpdate(progress: progressHandler(fn, userdata))
@@ -41,7 +43,7 @@ public func ap_update_start(_ c: OpaquePointer?, _ fn: assetpatch_progress_fn?, 
 }
 
 @_cdecl("assetpatch_update_wait")
-public func ap_update_wait(_ c: OpaquePointer?, _ timeoutMs: CInt, _ result: UnsafeMutablePointer<CInt>?) -> CInt {
+public func assetpatch_update_wait(_ c: OpaquePointer?, _ timeoutMs: CInt, _ result: UnsafeMutablePointer<CInt>?) -> CInt {
     guard let h = handle(c) else { return argumentError("assetpatch_update_wait: client is NULL") }
     return status {
         guard let (s, message) = try h.client.waitUpdate(timeoutMs: Int(timeoutMs)) else {
@@ -54,6 +56,6 @@ public func ap_update_wait(_ c: OpaquePointer?, _ timeoutMs: CInt, _ result: Uns
 }
 
 @_cdecl("assetpatch_cancel")
-public func ap_cancel(_ c: OpaquePointer?) {
+public func assetpatch_cancel(_ c: OpaquePointer?) {
     handle(c)?.client.cancel()
 }

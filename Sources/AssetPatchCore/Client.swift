@@ -1,55 +1,6 @@
 import Glibc
 import Synchronization
 
-/// What resolving reads: the active release's index, the bundle's, and the variant order.
-/// Immutable; replaced as a whole (one reference swap under a short lock) when a release
-/// activates or the variants change, so a lookup costs one retain/release, not one per field.
-final class ResolveView: @unchecked Sendable {  // immutable after init; `suffixes` is never written again
-    let release: ResolveIndex?
-    let bundle: ResolveIndex?
-    let variants: [[UInt8]]
-    let maxSuffix: Int
-    let activeVersion: Int64
-    /// The variant suffixes back to back in one buffer, and their (offset, length): the lookup
-    /// loop walks raw memory instead of retaining an array of arrays.
-    let suffixes: UnsafeMutableRawBufferPointer
-    let spans: UnsafeMutableBufferPointer<(offset: Int, length: Int)>
-
-    init(release: ResolveIndex?, bundle: ResolveIndex?, variants: [[UInt8]], activeVersion: Int64) {
-        self.release = release
-        self.bundle = bundle
-        self.variants = variants
-        self.maxSuffix = variants.reduce(0) { max($0, $1.count) }
-        self.activeVersion = activeVersion
-        suffixes = .allocate(byteCount: max(1, variants.reduce(0) { $0 + $1.count }), alignment: 1)
-        spans = .allocate(capacity: max(1, variants.count))
-        var offset = 0
-        for (i, v) in variants.enumerated() {
-            v.withUnsafeBytes { if $0.count > 0 { (suffixes.baseAddress! + offset).copyMemory(from: $0.baseAddress!, byteCount: $0.count) } }
-            spans[i] = (offset, v.count)
-            offset += v.count
-        }
-    }
-
-    deinit {
-        suffixes.deallocate()
-        spans.deallocate()
-    }
-
-    func with(release: ResolveIndex?? = nil, variants: [[UInt8]]? = nil, activeVersion: Int64? = nil) -> ResolveView {
-        ResolveView(release: release ?? self.release, bundle: bundle, variants: variants ?? self.variants,
-                    activeVersion: activeVersion ?? self.activeVersion)
-    }
-
-    /// The path for the first candidate found, release before bundle.
-    @inline(__always)
-    func find(_ candidate: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
-        if let r = release, let p = r.lookup(candidate) { return p }
-        if let b = bundle, let p = b.lookup(candidate) { return p }
-        return nil
-    }
-}
-
 /// The result of a check: the release an update would install and what it would transfer.
 public struct CheckResult: Sendable {
     public var version: Int64
@@ -116,7 +67,7 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Mut
     private func loadIndex(_ ref: ReleaseRef?) throws -> ResolveIndex? {
         guard let ref else { return nil }
         // Fast path: the NUL-separated names file (no JSON, no hashes); release.json otherwise.
-        if let bytes = try? FS.readFile(store.releaseDir(ref.id) + "/names", limit: 512 << 20),
+        if let bytes = store.loadNames(ref.id),
            let index = ResolveIndex(root: store.filesDir(ref.id), nulSeparated: bytes) {
             return index
         }
@@ -148,15 +99,16 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Mut
 
     /// Fetches and judges the manifest only. nil: no update.
     public func check() throws -> CheckResult? {
-        let updater = makeUpdater(progress: nil)
-        var state = try store.loadState()
-        let before = state
-        guard let candidate = try updater.evaluate(&state) else {
+        do {
+            var state = try store.loadState()
+            let before = state
+            let found = try makeUpdater(progress: nil).check(&state)
             persistAcceptance(before, state)
-            return nil
+            return found.map { CheckResult(version: $0.version, downloadBytes: $0.downloadBytes) }
+        } catch let e as AssetPatchError {
+            log(3, "check failed: \(e.message)")
+            throw e
         }
-        persistAcceptance(before, state)
-        return CheckResult(version: candidate.version, downloadBytes: updater.remainingBytes(candidate))
     }
 
     /// The package pin and downgrade mark move when a manifest is accepted, also by a check.
@@ -188,55 +140,30 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Mut
         return try runUpdate(progress: progress)
     }
 
+    /// One update under the data directory's lock. A failure is logged once, at error level,
+    /// with the message the caller gets.
     private func runUpdate(progress: ProgressHandler?) throws -> Bool {
-        guard configuration.manifestURL != nil else { throw AssetPatchError(.state, "no manifest_url set") }
-        guard let lock = try store.tryLock() else {
-            throw AssetPatchError(.busy, "another update is running on \(store.root)")
-        }
-        defer { _ = lock }
-        let updater = makeUpdater(progress: progress)
-        var state = try store.loadState()
-        let before = state
-        updater.progress.report(Progress(phase: .check))
-        guard let candidate = try updater.evaluate(&state) else {
-            if state != before { try store.save(state) }
-            updater.progress.report(Progress(phase: .check), final: true)
-            updater.progress.report(Progress(phase: .done), final: true)
-            log(1, "no update: version \(state.active?.version ?? 0) is current")
-            return false
-        }
-        if state != before { try store.save(state) }
-        updater.progress.report(Progress(phase: .check), final: true)
-        log(1, "updating to version \(candidate.version) from \(URLs.redacted(candidate.archiveURL))")
-
-        let archive = try updater.download(candidate)
-        try cancelToken.check()
-        let stage = store.stagingDir + "/" + candidate.releaseID
-        let info: ReleaseInfo
         do {
-            info = try updater.install(candidate, archive: archive)
-        } catch {
-            try? FS.removeTree(stage)
-            if let e = error as? AssetPatchError, e.status == .integrity || e.status == .archive {
-                // The archive matched the manifest's digest yet is unusable: don't resume it.
-                updater.discardPartial(candidate)
+            guard configuration.manifest != nil else { throw AssetPatchError(.state, "no manifest_url set") }
+            guard let lock = try store.tryLock() else {
+                throw AssetPatchError(.busy, "another update is running on \(store.root)")
             }
-            throw error
+            defer { _ = lock }
+            var state = try store.loadState()
+            switch try makeUpdater(progress: progress).run(&state) {
+            case .noUpdate:
+                return false
+            case let .installed(candidate, info):
+                if configuration.apply == .immediate {
+                    let index = ResolveIndex(root: store.filesDir(candidate.releaseID), names: info.files.map(\.path))
+                    view.withLock { $0 = $0.with(release: .some(index), activeVersion: candidate.version) }
+                }
+                return true
+            }
+        } catch let e as AssetPatchError {
+            log(3, "update failed: \(e.message)")
+            throw e
         }
-        try cancelToken.check()
-        do {
-            try updater.activate(candidate, state: &state)
-        } catch {
-            try? FS.removeTree(stage)
-            throw error
-        }
-        if configuration.apply == .immediate {
-            let index = ResolveIndex(root: store.filesDir(candidate.releaseID), names: info.files.map(\.path))
-            view.withLock { $0 = $0.with(release: .some(index), activeVersion: candidate.version) }
-        }
-        updater.progress.report(Progress(phase: .done), final: true)
-        log(1, "installed version \(candidate.version)")
-        return true
     }
 
     /// Runs `update` on a background thread.
@@ -314,78 +241,35 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Mut
     /// The active release's version; 0 when only the bundle is served.
     public var currentVersion: Int64 { view.withLock { $0.activeVersion } }
 
-    /// Resolves `name` (raw UTF-8) and passes the absolute path's bytes to `body`; the bytes are
-    /// valid only inside `body`. Throws `.argument` for invalid names, `.notFound`.
-    /// The resolve fast path, non-generic and non-throwing so that a caller in another module
-    /// (the C ABI) runs specialised code: no allocation, no system call, no metadata lookup.
-    /// On `.ok` the NUL-terminated path is in `out` when it fits (`.range` otherwise); `length`
-    /// is the path's length without the NUL for `.ok` and `.range`.
-    public func resolve(_ name: UnsafeRawBufferPointer, into out: UnsafeMutableRawPointer?, capacity: Int) -> (status: Status, length: Int) {
-        guard ResourceName.isValid(name) else { return (.argument, 0) }
+    /// Resolves `name` (raw UTF-8) into `out` (see `ResolveView.resolve`): the resolve fast
+    /// path, non-generic so that a caller in another module (the C ABI) runs specialised code.
+    public func resolve(_ name: UnsafeRawBufferPointer, into out: UnsafeMutableRawPointer?, capacity: Int,
+                        length: inout Int) throws(AssetPatchError) {
         let v = view.withLock { $0 }
-        let need = name.count + v.maxSuffix
-        if need <= 512 {
-            // A fixed 512-byte buffer on the stack for the candidates: the common case.
-            var scratch: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
-                          UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
-                          UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
-                          UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64)
-                = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                   0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-            return withUnsafeMutableBytes(of: &scratch) { Client.lookup(v, name, $0.baseAddress!, out, capacity) }
-        }
-        return withUnsafeTemporaryAllocation(byteCount: need, alignment: 1) { Client.lookup(v, name, $0.baseAddress!, out, capacity) }
+        try v.resolve(name, into: out, capacity: capacity, length: &length)
     }
 
-    @inline(__always)
-    private static func lookup(_ v: ResolveView, _ name: UnsafeRawBufferPointer, _ base: UnsafeMutableRawPointer,
-                               _ out: UnsafeMutableRawPointer?, _ capacity: Int) -> (status: Status, length: Int) {
-        var at = -1
-        for i in 0..<v.variants.count {
-            let (offset, length) = v.spans[i]
-            let candidate: UnsafeRawBufferPointer
-            if length == 0 {
-                candidate = name
-            } else {
-                if at < 0 {
-                    at = ResourceName.suffixInsertionPoint(name)
-                    base.copyMemory(from: name.baseAddress!, byteCount: at)
+    /// The absolute path `name` resolves to. Throws `.argument` for invalid names, `.notFound`.
+    public func resolve(_ name: String) throws(AssetPatchError) -> String {
+        let bytes = Array(name.utf8)
+        var length = 0
+        var buffer = [UInt8](repeating: 0, count: 1024)
+        while true {
+            let failure: AssetPatchError? = bytes.withUnsafeBytes { n in
+                buffer.withUnsafeMutableBytes { out in
+                    do {
+                        try resolve(n, into: out.baseAddress, capacity: out.count, length: &length)
+                        return nil
+                    } catch let e as AssetPatchError {
+                        return e
+                    } catch {
+                        return AssetPatchError(.internal, "\(error)")
+                    }
                 }
-                (base + at).copyMemory(from: v.suffixes.baseAddress! + offset, byteCount: length)
-                (base + at + length).copyMemory(from: name.baseAddress! + at, byteCount: name.count - at)
-                candidate = UnsafeRawBufferPointer(start: base, count: name.count + length)
             }
-            if let p = v.find(candidate) {
-                guard let out, capacity > p.count else { return (.range, p.count) }
-                out.copyMemory(from: p.baseAddress!, byteCount: p.count)
-                out.storeBytes(of: 0, toByteOffset: p.count, as: UInt8.self)
-                return (.ok, p.count)
-            }
-        }
-        return (.notFound, 0)
-    }
-
-    /// The message for a failed `resolve(_:into:capacity:)`.
-    public static func resolveMessage(_ status: Status, name: UnsafeRawBufferPointer, length: Int, capacity: Int) -> String {
-        let shown = String(decoding: name, as: UTF8.self)
-        switch status {
-        case .argument: return "invalid resource name \"\(shown)\""
-        case .range: return "path of \(length) bytes for \"\(shown)\" does not fit in \(capacity)"
-        default: return "no resource \"\(shown)\" in the active release or the bundle"
-        }
-    }
-
-    public func resolve(_ name: String) throws -> String {
-        var n = name
-        return try n.withUTF8 { b -> String in
-            let bytes = UnsafeRawBufferPointer(b)
-            var (status, length) = resolve(bytes, into: nil, capacity: 0)
-            if status == .range {
-                var out = [UInt8](repeating: 0, count: length + 1)
-                (status, length) = out.withUnsafeMutableBytes { resolve(bytes, into: $0.baseAddress, capacity: $0.count) }
-                if status == .ok { return String(decoding: out[..<length], as: UTF8.self) }
-            }
-            throw AssetPatchError(status, Client.resolveMessage(status, name: bytes, length: length, capacity: 0))
+            guard let failure else { return String(decoding: buffer[..<length], as: UTF8.self) }
+            guard failure.status == .range, buffer.count <= length else { throw failure }
+            buffer = [UInt8](repeating: 0, count: length + 1)
         }
     }
 }

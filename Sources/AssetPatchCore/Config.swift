@@ -3,7 +3,7 @@ public enum ApplyMode: Sendable { case immediate, nextOpen }
 
 /// A client's options (`assetpatch_client_set`), parsed and validated.
 public struct ClientConfig: Sendable {
-    public var manifestURL: String?
+    public var manifest: Location?
     public var publicKeys: [[UInt8]] = []
     public var appVersion: [UInt64]?
     public var variants: [String] = [""]
@@ -12,6 +12,8 @@ public struct ClientConfig: Sendable {
     public var http = HTTPSettings()
     public var maxManifestBytes = 16 << 20
     public var maxReleaseBytes: UInt64 = 4 << 30
+    /// A legacy manifest declares no sizes: this bounds its archive's download.
+    public var maxLegacyArchiveBytes: UInt64 = 5 << 30
     public var parallelDownloads = 4
 
     public init() {}
@@ -31,10 +33,10 @@ public struct ClientConfig: Sendable {
             guard URLs.scheme(value) != nil else {
                 throw AssetPatchError(.argument, "option manifest_url: \"\(URLs.redacted(value))\" is not an http://, https:// or file:// URL")
             }
-            if URLs.scheme(value) == .file && URLs.filePath(value) == nil {
+            guard let location = Location(value) else {
                 throw AssetPatchError(.argument, "option manifest_url: \"\(value)\" is not a local file:// URL")
             }
-            manifestURL = value
+            manifest = location
         case "public_keys":
             var keys: [[UInt8]] = []
             for item in value.split(separator: ",") {
@@ -72,6 +74,7 @@ public struct ClientConfig: Sendable {
         case "stall_timeout_ms": http.stallTimeoutMs = Int(try ClientConfig.number(option, value, 1...3_600_000))
         case "max_manifest_bytes": maxManifestBytes = Int(try ClientConfig.number(option, value, 1...(1 << 30)))
         case "max_release_bytes": maxReleaseBytes = UInt64(try ClientConfig.number(option, value, 1...Int64.max))
+        case "max_legacy_archive_bytes": maxLegacyArchiveBytes = UInt64(try ClientConfig.number(option, value, 1...Int64.max))
         case "ca_file":
             http.caFile = value.isEmpty ? nil : value
         case "header":

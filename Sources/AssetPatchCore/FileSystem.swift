@@ -5,6 +5,7 @@ import Musl
 #endif
 
 import Synchronization
+internal import CSystem
 
 /// A test seam (swift-system's mocking idea): operations named here fail with the given errno
 /// instead of calling the system, on the thread that asked (tests run in parallel). Empty in
@@ -206,6 +207,16 @@ public enum FS {
         defer { close(fd) }
         if let e = FaultInjection.check("fsync") { throw ioError("fsync", path, e) }
         if fsync(fd) != 0 { throw ioError("fsync", path) }
+    }
+
+    /// syncfs(2) of the filesystem holding `path`: every file and directory written there
+    /// becomes durable at once.
+    public static func syncFilesystem(containing path: String) throws {
+        let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if fd < 0 { throw ioError("open", path) }
+        defer { close(fd) }
+        if let e = FaultInjection.check("syncfs") { throw ioError("syncfs", path, e) }
+        if csystem_syncfs(fd) != 0 { throw ioError("syncfs", path) }
     }
 
     /// Names in a directory, without "." and "..", unsorted.

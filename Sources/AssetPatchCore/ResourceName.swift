@@ -73,12 +73,31 @@ public enum ResourceName {
         return bytes.count
     }
 
-    /// `name` with `suffix` inserted (`sub/sample.png` + `@3x` -> `sub/sample@3x.png`).
+    /// Writes `name` with the variant `suffix` inserted at `at` (its `suffixInsertionPoint`) into
+    /// `out`, which has room for `name.count + suffix.count` bytes; returns the candidate. This
+    /// is the rule resolving runs, for every variant of every lookup.
+    @inline(__always)
+    public static func variant(of name: UnsafeRawBufferPointer, at: Int, suffix: UnsafeRawBufferPointer,
+                               into out: UnsafeMutableRawPointer) -> UnsafeRawBufferPointer {
+        guard let n = name.baseAddress else { return UnsafeRawBufferPointer(start: out, count: 0) }
+        out.copyMemory(from: n, byteCount: at)
+        if let s = suffix.baseAddress { (out + at).copyMemory(from: s, byteCount: suffix.count) }
+        (out + at + suffix.count).copyMemory(from: n + at, byteCount: name.count - at)
+        return UnsafeRawBufferPointer(start: out, count: name.count + suffix.count)
+    }
+
+    /// `name` with `suffix` inserted (`sub/sample.png` + `@3x` -> `sub/sample@3x.png`), by the
+    /// same code as resolving.
     public static func applyingVariant(_ name: String, _ suffix: String) -> String {
-        if suffix.isEmpty { return name }
-        let bytes = Array(name.utf8)
-        let at = bytes.withUnsafeBytes { suffixInsertionPoint($0) }
-        return String(decoding: bytes[..<at] + Array(suffix.utf8) + bytes[at...], as: UTF8.self)
+        let bytes = Array(name.utf8), suffixBytes = Array(suffix.utf8)
+        return bytes.withUnsafeBytes { n in
+            suffixBytes.withUnsafeBytes { s in
+                withUnsafeTemporaryAllocation(byteCount: n.count + s.count + 1, alignment: 1) { buffer in
+                    let candidate = variant(of: n, at: suffixInsertionPoint(n), suffix: s, into: buffer.baseAddress!)
+                    return String(decoding: candidate, as: UTF8.self)
+                }
+            }
+        }
     }
 }
 

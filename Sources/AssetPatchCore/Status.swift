@@ -51,13 +51,18 @@ public enum Status: Int32, Sendable, CaseIterable {
 public struct AssetPatchError: Error, Sendable, CustomStringConvertible {
     public let status: Status
     public let message: String
-    /// A transient failure (5xx answer) worth retrying; network failures always are.
+    /// Worth retrying: a dropped or refused connection, a timeout or stall, a truncated transfer,
+    /// a 5xx answer, a 429 that says when to come back. Never set for what a retry can't change
+    /// (a redirect loop, a TLS verification failure, another 4xx, bad bytes).
     public let transient: Bool
+    /// The server's Retry-After, when it sent one.
+    public let retryAfterMs: UInt64?
 
-    public init(_ status: Status, _ message: String, transient: Bool = false) {
+    public init(_ status: Status, _ message: String, transient: Bool = false, retryAfterMs: UInt64? = nil) {
         self.status = status
         self.message = message
-        self.transient = transient || status == .network
+        self.transient = transient
+        self.retryAfterMs = retryAfterMs
     }
 
     public var description: String { "\(status.name): \(message)" }

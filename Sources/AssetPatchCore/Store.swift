@@ -28,6 +28,14 @@ public struct StoreState: Sendable, Equatable {
 
     public init() {}
 
+    /// The releases the state names: active, pending and kept.
+    var liveReleaseIDs: Set<String> {
+        var live = Set(kept.map(\.id))
+        if let active { live.insert(active.id) }
+        if let pending { live.insert(pending.id) }
+        return live
+    }
+
     func toJSON() -> JSON {
         func ref(_ r: ReleaseRef?) -> JSON {
             guard let r else { return .null }
@@ -112,27 +120,31 @@ public struct ReleaseInfo: Sendable {
     }
 }
 
-/// The data directory:
+/// The data directory. Every path inside it is built here and nowhere else:
 ///
-///     state.json               the state (atomic rename)
-///     lock                     flock(2) target serialising updates across processes
-///     releases/<id>/files/...  an installed release's resources
-///     releases/<id>/release.json
-///     staging/<id>/            a release being installed (removed at open: never active)
-///     downloads/<digest>.part  partial archives (kept across restarts for resume)
+///     state.json                       the state: which release is active, kept, pending (atomic rename)
+///     lock                             flock(2) target serialising updates across processes
+///     releases/<id>/files/...          an installed release's resources (read-only files)
+///     releases/<id>/release.json       what the release holds (files, hashes, plugins)
+///     releases/<id>/names              its file names, NUL-separated: what an open indexes
+///     staging/<id>/                    a release being installed; removed at open, never active
+///     downloads/<digest>.part          a partial archive, kept across restarts for resuming
+///     downloads/<digest>.meta          what the partial was fetched from (URL, validator, coding)
 ///
-/// Everything the library writes lives here.
+/// `<id>` is `<version>-<first 16 hex digits of the archive digest>`. Everything the library
+/// writes lives here.
 public final class Store: @unchecked Sendable {  // immutable paths only; state goes through load/save
     public let root: String
     public var statePath: String { root + "/state.json" }
+    var lockPath: String { root + "/lock" }
     public var releasesDir: String { root + "/releases" }
-    public var stagingDir: String { root + "/staging" }
+    public var stagingRoot: String { root + "/staging" }
     public var downloadsDir: String { root + "/downloads" }
 
     public init(root: String) throws {
         self.root = FS.absolute(root)
         try FS.makeDirectories(self.root, mode: 0o755)
-        for d in [releasesDir, stagingDir, downloadsDir] { try FS.makeDirectories(d) }
+        for d in [releasesDir, stagingRoot, downloadsDir] { try FS.makeDirectories(d) }
     }
 
     static func isReleaseID(_ id: String) -> Bool {
@@ -143,8 +155,21 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
         "\(version)-\(digest.prefix(16))"
     }
 
+    // MARK: Paths
+
     public func releaseDir(_ id: String) -> String { releasesDir + "/" + id }
-    public func filesDir(_ id: String) -> String { releasesDir + "/" + id + "/files" }
+    public func filesDir(_ id: String) -> String { releaseDir(id) + "/files" }
+    func releaseRecordPath(_ id: String) -> String { releaseDir(id) + "/release.json" }
+    func namesPath(_ id: String) -> String { releaseDir(id) + "/names" }
+
+    public func stagingDir(_ id: String) -> String { stagingRoot + "/" + id }
+    func stagingFilesDir(_ id: String) -> String { stagingDir(id) + "/files" }
+
+    /// The partial download of the archive with this digest, and its record.
+    func partialPath(_ digest: String) -> String { downloadsDir + "/" + digest + ".part" }
+    func partialMetaPath(_ digest: String) -> String { downloadsDir + "/" + digest + ".meta" }
+
+    // MARK: Records
 
     public func loadState() throws -> StoreState {
         guard FS.exists(statePath) else { return StoreState() }
@@ -155,12 +180,13 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
         return state
     }
 
+    /// Replaces the state: one atomic, durable rename (the switch of the active release).
     public func save(_ state: StoreState) throws {
         try FS.writeAtomically(statePath, Array(state.toJSON().serialized(indent: 2).utf8 + [0x0A]))
     }
 
     public func loadRelease(_ id: String) throws -> ReleaseInfo {
-        let path = releaseDir(id) + "/release.json"
+        let path = releaseRecordPath(id)
         let bytes = try FS.readFile(path, limit: 512 << 20)
         guard let json = try? JSONParser.parse(bytes), let info = ReleaseInfo.from(json) else {
             throw AssetPatchError(.io, "\(path): release record is corrupt")
@@ -168,9 +194,59 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
         return info
     }
 
+    /// The release's names, NUL-separated, if its names file is there and readable.
+    func loadNames(_ id: String) -> [UInt8]? {
+        try? FS.readFile(namesPath(id), limit: 512 << 20)
+    }
+
+    // MARK: Installing a release
+
+    /// An empty staging directory for release `id` (whatever an earlier attempt left is removed).
+    func prepareStaging(_ id: String) throws {
+        try FS.removeTree(stagingDir(id))
+        try FS.makeDirectories(stagingFilesDir(id))
+    }
+
+    /// Writes the release's record and names file into its staging directory, then makes every
+    /// file and directory there durable with one syncfs (far cheaper than an fsync per file)
+    /// before the state may name the release.
+    func sealStaging(_ id: String, _ info: ReleaseInfo) throws {
+        let stage = stagingDir(id)
+        try FS.writeAtomically(stage + "/release.json", Array(info.toJSON().serialized().utf8))
+        var names: [UInt8] = []
+        for f in info.files { names += f.path.utf8; names.append(0) }
+        try FS.writeAtomically(stage + "/names", names)
+        try FS.syncFilesystem(containing: stage)
+    }
+
+    func discardStaging(_ id: String) {
+        try? FS.removeTree(stagingDir(id))
+    }
+
+    /// Moves a sealed staging directory to `releases/<id>` (durably). A leftover directory of
+    /// that id that the state does not name is replaced.
+    func moveStagingIntoPlace(_ id: String, state: StoreState) throws {
+        let target = releaseDir(id)
+        if FS.exists(target) {
+            if state.liveReleaseIDs.contains(id) {
+                throw AssetPatchError(.state, "release \(id) is already installed")
+            }
+            try FS.removeTree(target)
+        }
+        try FS.rename(stagingDir(id), target)
+        try FS.syncDirectory(releasesDir)
+    }
+
+    func discardPartial(_ digest: String) {
+        try? FS.unlink(partialPath(digest))
+        try? FS.unlink(partialMetaPath(digest))
+    }
+
+    // MARK: Locking and recovery
+
     /// Takes the update lock without waiting; nil when another update (any process) holds it.
     public func tryLock() throws -> UpdateLock? {
-        let file = try File.open(root + "/lock", O_RDWR | O_CREAT, mode: 0o644)
+        let file = try File.open(lockPath, O_RDWR | O_CREAT, mode: 0o644)
         if flock(file.fd, LOCK_EX | LOCK_NB) != 0 {
             if errno == EWOULDBLOCK || errno == EAGAIN { return nil }
             throw ioError("flock", file.path)
@@ -181,15 +257,13 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
     /// Finishes or discards what an interrupted update left: staging directories go, releases
     /// the state does not name go, partial downloads stay (they are resumed).
     public func recover(_ state: StoreState) throws {
-        for name in (try? FS.list(stagingDir)) ?? [] { try FS.removeTree(stagingDir + "/" + name) }
+        for name in (try? FS.list(stagingRoot)) ?? [] { try FS.removeTree(stagingRoot + "/" + name) }
         try collectGarbage(state)
     }
 
     /// Removes release directories the state does not reference.
     public func collectGarbage(_ state: StoreState) throws {
-        var live = Set(state.kept.map(\.id))
-        if let a = state.active { live.insert(a.id) }
-        if let p = state.pending { live.insert(p.id) }
+        let live = state.liveReleaseIDs
         for name in (try? FS.list(releasesDir)) ?? [] where !live.contains(name) {
             try FS.removeTree(releasesDir + "/" + name)
         }

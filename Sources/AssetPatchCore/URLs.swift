@@ -138,3 +138,34 @@ public enum URLs {
         return String(s)
     }
 }
+
+/// A URL the client reads from, parsed once: a local file, or an http(s) resource.
+public enum Location: Sendable, Equatable {
+    case file(path: String, url: String)
+    case http(url: String)
+
+    /// nil for schemes other than http, https and file, and for file URLs of another host.
+    public init?(_ url: String) {
+        switch URLs.scheme(url) {
+        case .http, .https: self = .http(url: url)
+        case .file:
+            guard let path = URLs.filePath(url) else { return nil }
+            self = .file(path: path, url: url)
+        case nil: return nil
+        }
+    }
+
+    public var url: String {
+        switch self {
+        case let .file(_, url), let .http(url): url
+        }
+    }
+
+    public var isFile: Bool {
+        if case .file = self { return true }
+        return false
+    }
+
+    /// The URL for messages and logs (no credentials, query or fragment).
+    public var shown: String { URLs.redacted(url) }
+}

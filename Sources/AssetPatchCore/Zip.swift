@@ -251,7 +251,7 @@ public final class ZipReader {
         } else {
             let z = buffers.stream
             z.initialize(to: z_stream())
-            guard assetpatch_inflate_init_raw(z) == Z_OK else { throw AssetPatchError(.internal, "inflateInit2 failed") }
+            guard czlib_inflate_init_raw(z) == Z_OK else { throw AssetPatchError(.internal, "inflateInit2 failed") }
             defer { inflateEnd(z) }
             var finished = false
             while !finished {
@@ -418,7 +418,7 @@ public final class ZipWriter {
     private func deflate(_ src: File, to at: UInt64, hashing sha: Digest) throws -> (UInt32, UInt64) {
         let z = buffers.stream
         z.initialize(to: z_stream())
-        guard assetpatch_deflate_init_raw(z, level) == Z_OK else { throw AssetPatchError(.internal, "deflateInit2 failed") }
+        guard czlib_deflate_init_raw(z, level) == Z_OK else { throw AssetPatchError(.internal, "deflateInit2 failed") }
         defer { deflateEnd(z) }
         var crc: UInt = crc32(0, nil, 0)
         var pos = at

@@ -46,7 +46,7 @@ import Testing
         #expect(statusOf { _ = try c.update(progress: nil) } == .integrity)
         #expect(c.currentVersion == 1)
         #expect(try FS.readFile(try c.resolve("readme.txt")) == Array("one".utf8))
-        #expect(try FS.list(c.store.stagingDir).isEmpty)
+        #expect(try FS.list(c.store.stagingRoot).isEmpty)
 
         try publishRelease(v2, version: 2, repo: repo)
         let oldPath = try c.resolve("readme.txt")

@@ -1,0 +1,293 @@
+import Glibc
+
+/// The running digest of a partial download and how many of its bytes it covers. Kept across
+/// the retries of one update, so a retry re-reads the partial file only when the file no longer
+/// matches what was hashed (a restart, or a write that failed half-way).
+final class PartialHash {
+    private let digest: Digest
+    private(set) var count: UInt64 = 0
+
+    init(_ algorithm: Digest.Algorithm) throws {
+        digest = try Digest(algorithm)
+    }
+
+    func update(_ chunk: UnsafeRawBufferPointer) {
+        digest.update(chunk)
+        count += UInt64(chunk.count)
+    }
+
+    func reset() {
+        digest.reset()
+        count = 0
+    }
+
+    /// Makes the digest cover exactly the first `length` bytes of `file`.
+    func cover(_ file: File, length: UInt64) throws {
+        if count == length { return }
+        reset()
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        while count < length {
+            let want = Int(min(UInt64(buffer.count), length - count))
+            let n = try file.pread(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: count)
+            if n == 0 { throw AssetPatchError(.io, "\(file.path): shorter than expected while re-hashing") }
+            update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+        }
+    }
+
+    /// The digest's hex. The digest starts over afterwards (a finalised EVP context must be
+    /// re-initialised before further use).
+    func finish() -> String {
+        let hex = digest.finalHex()
+        reset()
+        return hex
+    }
+}
+
+/// What `downloads/<digest>.meta` records about the partial download next to it: where its
+/// bytes came from, so that a resume asks for the same representation (RFC 9110 If-Range).
+struct PartialMeta: Equatable {
+    var url: String
+    /// A strong ETag, else the Last-Modified date: the If-Range validator.
+    var validator: String?
+    /// The Content-Encoding the bytes were decoded from; nil for identity. Decoded bytes can't
+    /// be resumed with ranges of the encoded representation.
+    var coding: String?
+
+    /// The validator a resume may use: none for decoded bytes or without a validator.
+    var resumeValidator: String? { coding == nil ? validator : nil }
+
+    func toJSON() -> JSON {
+        var pairs: [(String, JSON)] = [("url", .string(url))]
+        if let validator { pairs.append(("validator", .string(validator))) }
+        if let coding { pairs.append(("coding", .string(coding))) }
+        return .object(pairs)
+    }
+
+    static func from(_ bytes: [UInt8]) -> PartialMeta? {
+        guard let json = try? JSONParser.parse(bytes), let url = json["url"]?.string else { return nil }
+        // Records of releases up to 0.1 kept the validator as "etag" or "last_modified".
+        let validator = json["validator"]?.string ?? json["etag"]?.string ?? json["last_modified"]?.string
+        return PartialMeta(url: url, validator: validator, coding: json["coding"]?.string)
+    }
+}
+
+/// Raised inside a download when the server's answer means "start again from byte 0".
+private struct RestartDownload: Error {
+    let reason: String
+}
+
+/// Fetches one release archive into `downloads/<digest>.part`: resuming what an earlier attempt
+/// left (Range + If-Range), hashing every byte as it arrives, never keeping more than `limit`
+/// bytes. One object per attempt sequence of one update; it runs on the updating thread.
+final class ArchiveDownload {
+    let store: Store
+    let source: Location
+    let digest: String
+    let algorithm: Digest.Algorithm
+    /// The manifest's size of the archive (format 1); nil for legacy manifests.
+    let expectedSize: UInt64?
+    /// At most this many bytes are kept; more is `limitError`.
+    let limit: UInt64
+    let limitError: (UInt64) -> AssetPatchError
+    let http: HTTPClient
+    let cancel: CancelToken
+    let progress: ProgressReporter
+    let log: (Int, String) -> Void
+    let hash: PartialHash
+
+    var partPath: String { store.partialPath(digest) }
+    var metaPath: String { store.partialMetaPath(digest) }
+
+    init(store: Store, source: Location, digest: String, algorithm: Digest.Algorithm, expectedSize: UInt64?, limit: UInt64,
+         limitError: @escaping (UInt64) -> AssetPatchError, http: HTTPClient, cancel: CancelToken, progress: ProgressReporter,
+         log: @escaping (Int, String) -> Void) throws {
+        self.store = store
+        self.source = source
+        self.digest = digest
+        self.algorithm = algorithm
+        self.expectedSize = expectedSize
+        self.limit = limit
+        self.limitError = limitError
+        self.http = http
+        self.cancel = cancel
+        self.progress = progress
+        self.log = log
+        self.hash = try PartialHash(algorithm)
+    }
+
+    /// The partial's record, if it is there and readable.
+    func loadMeta() -> PartialMeta? {
+        (try? FS.readFile(metaPath, limit: 65536)).flatMap(PartialMeta.from)
+    }
+
+    /// Bytes on disk that a resume can keep.
+    func resumableBytes() -> UInt64 {
+        guard let have = FS.fileSize(partPath), have > 0, let meta = loadMeta() else { return 0 }
+        switch source {
+        case .file: return have
+        case .http: return meta.resumeValidator == nil ? 0 : have
+        }
+    }
+
+    /// One attempt: the whole archive or what is missing of it. Returns the digest's hex of
+    /// the complete file (the caller compares it with the manifest).
+    func attempt() throws -> String {
+        switch source {
+        case let .file(path, _): return try copyLocal(from: path)
+        case let .http(url): return try fetchHTTP(url)
+        }
+    }
+
+    // MARK: file://
+
+    private func copyLocal(from sourcePath: String) throws -> String {
+        let source = try File.openRead(sourcePath)
+        let sourceSize = try source.size()
+        if sourceSize > limit { throw limitError(sourceSize) }
+        let out = try File.open(partPath, O_RDWR | O_CREAT, mode: 0o644)
+        try FS.writeAtomically(metaPath, Array(PartialMeta(url: self.source.url).toJSON().serialized().utf8))
+        var have = try out.size()
+        if have > sourceSize { try out.truncate(to: 0); have = 0 }
+        try hash.cover(out, length: have)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        var offset = have
+        let total = expectedSize ?? sourceSize
+        while offset < sourceSize {
+            try cancel.check()
+            let n = try source.pread(into: buffer, at: offset)
+            if n == 0 { break }
+            let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
+            try out.pwrite(chunk, at: offset)
+            hash.update(chunk)
+            offset += UInt64(n)
+            progress.report(Progress(phase: .download, bytesDone: offset, bytesTotal: total))
+        }
+        return hash.finish()
+    }
+
+    // MARK: http(s)
+
+    /// What to ask the server for: the whole archive, or the rest of it after `from` bytes.
+    private struct Request {
+        var from: UInt64
+        var validator: String?
+        var headers: [String] { validator.map { ["Range: bytes=\(from)-", "If-Range: \($0)"] } ?? [] }
+    }
+
+    /// Decides the request from what is on disk: resume only with a validator to send, so a
+    /// changed file on the server is noticed; otherwise start from zero.
+    private func decideRequest(_ out: File) throws -> Request {
+        let have = try out.size()
+        if have > 0, have <= limit, let validator = loadMeta()?.resumeValidator {
+            return Request(from: have, validator: validator)
+        }
+        if have > 0 { try out.truncate(to: 0) }
+        return Request(from: 0, validator: nil)
+    }
+
+    /// How the body of an accepted response is written.
+    private struct Sink {
+        var offset: UInt64
+        var decoder: ContentDecoder?
+    }
+
+    /// Judges the response head before any body byte: a matching 206 appends, a 200 replaces
+    /// the partial (when it looks like the archive), anything else is an error or a restart.
+    private func judgeHead(_ head: ResponseHead, _ request: Request, _ out: File, _ what: String) throws -> Sink {
+        let coding = try ContentDecoder.coding(of: head, what)
+        switch head.status {
+        case 206 where request.from > 0:
+            // A range of an encoded representation can't be spliced onto decoded bytes.
+            if let coding { throw RestartDownload(reason: "a range came with Content-Encoding \(coding)") }
+            guard let range = head.header("Content-Range").flatMap(ContentRange.parse),
+                  range.start == request.from, range.end + 1 == range.total,
+                  expectedSize == nil || range.total == expectedSize! else {
+                throw RestartDownload(reason: "unexpected Content-Range \(head.header("Content-Range") ?? "(none)")")
+            }
+            return Sink(offset: request.from, decoder: nil)
+        case 200:
+            let length = coding == nil ? head.contentLength : nil
+            if request.from > 0 {
+                // Only a whole archive may replace the bytes we have: a captive portal's page
+                // (wrong length, HTML) must not cost the partial download.
+                let type = head.header("Content-Type")?.lowercased() ?? ""
+                if type.hasPrefix("text/html") || (expectedSize != nil && length != nil && length != expectedSize) {
+                    throw AssetPatchError(.http, "\(what): HTTP 200 with \(head.contentLength.map(String.init) ?? "unknown") bytes of \(type.isEmpty ? "unknown type" : type) instead of the archive; keeping the \(request.from) bytes downloaded")
+                }
+                log(1, "\(what): the server sent the whole file; starting over")
+            }
+            try out.truncate(to: 0)
+            hash.reset()
+            // An announced length is not trusted either way: the sink enforces the limit on the
+            // bytes that actually arrive.
+            let etag = head.header("ETag").flatMap { $0.hasPrefix("W/") ? nil : $0 }
+            let meta = PartialMeta(url: source.url, validator: etag ?? head.header("Last-Modified"), coding: coding)
+            try FS.writeAtomically(metaPath, Array(meta.toJSON().serialized().utf8))
+            return Sink(offset: 0, decoder: try coding.map { try ContentDecoder(coding: $0, what: what) })
+        case 416:
+            throw RestartDownload(reason: "HTTP 416")
+        default:
+            throw HTTPClient.statusError(head, what)
+        }
+    }
+
+    /// Writes body bytes at the sink's offset (decoding them first when they are encoded),
+    /// hashing them, never past the limit.
+    private func write(_ chunk: UnsafeRawBufferPointer, _ sink: inout Sink, _ out: File) throws {
+        func keep(_ bytes: UnsafeRawBufferPointer) throws {
+            if sink.offset + UInt64(bytes.count) > limit { throw limitError(sink.offset + UInt64(bytes.count)) }
+            try out.pwrite(bytes, at: sink.offset)
+            hash.update(bytes)
+            sink.offset += UInt64(bytes.count)
+        }
+        if let decoder = sink.decoder { try decoder.decode(chunk, keep) } else { try keep(chunk) }
+    }
+
+    private func fetchHTTP(_ url: String) throws -> String {
+        let what = "GET \(source.shown)"
+        let out = try File.open(partPath, O_RDWR | O_CREAT, mode: 0o644)
+        var restarts = 0
+        while true {
+            try cancel.check()
+            let request = try decideRequest(out)
+            // Within one update the hash carries over from the previous attempt; after a
+            // process restart the kept prefix is read and hashed once.
+            try hash.cover(out, length: request.from)
+            if let expected = expectedSize, request.from == expected, expected > 0 {
+                // Complete already (an earlier attempt stopped after downloading): no request.
+                let hex = hash.finish()
+                if hex == digest { return hex }
+                log(2, "\(what): the complete partial download does not match; downloading again")
+                try out.truncate(to: 0)
+                try? FS.unlink(metaPath)
+                restarts += 1
+                if restarts > 2 { return hex }
+                continue
+            }
+            if request.from > 0 { log(1, "\(what): resuming at byte \(request.from)") }
+            var sink = Sink(offset: request.from, decoder: nil)
+            do {
+                _ = try http.get(url, extraHeaders: request.headers, onHead: { head in
+                    sink = try self.judgeHead(head, request, out, what)
+                }, sink: { chunk in
+                    try self.write(chunk, &sink, out)
+                }, progress: { _ in
+                    self.progress.report(Progress(phase: .download, bytesDone: sink.offset, bytesTotal: self.expectedSize ?? 0))
+                })
+                if let decoder = sink.decoder, !decoder.ended {
+                    throw AssetPatchError(.network, "\(what): the encoded body ended early", transient: true)
+                }
+            } catch let r as RestartDownload {
+                restarts += 1
+                log(2, "\(what): \(r.reason); restarting the download from byte 0")
+                try out.truncate(to: 0)
+                try? FS.unlink(metaPath)
+                if restarts > 2 { throw AssetPatchError(.http, "\(what): \(r.reason) (range requests keep failing)") }
+                continue
+            }
+            return hash.finish()
+        }
+    }
+}

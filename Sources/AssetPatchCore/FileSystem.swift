@@ -129,6 +129,10 @@ public final class File {
         }
     }
 
+    public func pwrite(_ bytes: [UInt8], at offset: UInt64) throws {
+        try bytes.withUnsafeBytes { (b: UnsafeRawBufferPointer) in try pwrite(b, at: offset) }
+    }
+
     /// fsync. A failure is reported, never retried: after a failed fsync Linux may have dropped
     /// the dirty pages, so the caller must redo the whole step.
     public func sync() throws {

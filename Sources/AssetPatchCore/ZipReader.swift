@@ -31,6 +31,8 @@ public final class ZipReader {
     let source: String
 
     static let maxEntries = 1_000_000
+    /// Bytes after the end record that are passed over (bsdtar pads to 10 KiB blocks).
+    static let maxTrailingBytes = 65536
     static let maxCentralDirectoryBytes: UInt64 = 512 << 20
 
     /// Opens and validates `path`. `source` names the archive in messages.
@@ -48,51 +50,81 @@ public final class ZipReader {
         return try file.preadExactly(count, at: offset, what: what)
     }
 
-    private func parse() throws {
+    /// Where the central directory is, from the end records.
+    private struct Directory {
+        var entryCount: UInt64
+        var size: UInt64
+        var offset: UInt64
+    }
+
+    /// The end-of-central-directory record is searched for as Info-ZIP, Python, Go, libarchive
+    /// and 7-Zip search for it: backwards from the end, allowing bytes after it (padding to a
+    /// block size, appended junk, a comment longer than its length field says). A signature
+    /// inside a comment or junk is passed over unless the directory it describes is plausible:
+    /// inside the file, before the record, starting with a central header.
+    private func locateDirectory() throws -> Directory {
         guard fileSize >= 22 else { throw fail("not a zip archive (too short)") }
-        // The end-of-central-directory record: the last signature whose comment ends the file.
-        let tailLength = Int(min(fileSize, 22 + 65535))
+        let tailLength = Int(min(fileSize, UInt64(22 + 65535 + ZipReader.maxTrailingBytes)))
         let tailStart = fileSize - UInt64(tailLength)
         let tail = try read(tailLength, at: tailStart, "end of central directory")
-        var eocd = -1
+        var firstProblem: AssetPatchError?
         var i = tailLength - 22
         while i >= 0 {
             if tail[i] == 0x50, tail[i + 1] == 0x4B, tail[i + 2] == 0x05, tail[i + 3] == 0x06,
-               i + 22 + Int(le16(tail, i + 20)) == tailLength {
-                eocd = i
-                break
+               i + 22 + Int(le16(tail, i + 20)) <= tailLength {
+                do {
+                    return try directory(endRecord: Array(tail[i..<i + 22]), at: tailStart + UInt64(i))
+                } catch let e as AssetPatchError {
+                    if firstProblem == nil { firstProblem = e }
+                }
             }
             i -= 1
         }
-        guard eocd >= 0 else { throw fail("not a zip archive (no end of central directory record)") }
-        let eocdOffset = tailStart + UInt64(eocd)
-        if le16(tail, eocd + 4) != 0 || le16(tail, eocd + 6) != 0 { throw fail("multi-disk archives are not supported") }
-        var entryCount = UInt64(le16(tail, eocd + 10))
-        var cdSize = UInt64(le32(tail, eocd + 12))
-        var cdOffset = UInt64(le32(tail, eocd + 16))
+        throw firstProblem ?? fail("not a zip archive (no end of central directory record)")
+    }
+
+    /// Reads the directory's position from a candidate end record at `eocdOffset` (and the
+    /// ZIP64 end record it defers to), checking that it is plausible.
+    private func directory(endRecord r: [UInt8], at eocdOffset: UInt64) throws -> Directory {
+        let disk = le16(r, 4), cdDisk = le16(r, 6)
+        // 0xFFFF in the disk fields means "see the ZIP64 end record", like the other fields.
+        let deferred = disk == 0xFFFF && cdDisk == 0xFFFF
+        if !deferred && (disk != 0 || cdDisk != 0) { throw fail("multi-disk archives are not supported") }
+        var d = Directory(entryCount: UInt64(le16(r, 10)), size: UInt64(le32(r, 12)), offset: UInt64(le32(r, 16)))
         var cdLimit = eocdOffset
 
-        // ZIP64: a locator right before the EOCD points at the ZIP64 end record.
+        // ZIP64: a locator right before the end record points at the ZIP64 end record.
+        var zip64 = false
         if eocdOffset >= 20 {
             let loc = try read(20, at: eocdOffset - 20, "ZIP64 locator")
             if le32(loc, 0) == 0x0706_4b50 {
+                zip64 = true
                 let z64Offset = le64(loc, 8)
                 guard z64Offset <= eocdOffset - 20, eocdOffset - 20 - z64Offset >= 56 else { throw fail("bad ZIP64 end of central directory offset") }
                 let z = try read(56, at: z64Offset, "ZIP64 end of central directory")
                 guard le32(z, 0) == 0x0606_4b50 else { throw fail("bad ZIP64 end of central directory signature") }
-                if le32(z, 16) != 0 || le32(z, 20) != 0 { throw fail("multi-disk archives are not supported") }
+                if le32(z, 16) != 0 || le32(z, 20) != 0 || le32(loc, 4) != 0 { throw fail("multi-disk archives are not supported") }
                 let n64 = le64(z, 32), size64 = le64(z, 40), off64 = le64(z, 48)
-                if entryCount == 0xFFFF || entryCount == n64 { entryCount = n64 } else { throw fail("ZIP64 and classic entry counts disagree") }
-                if cdSize == 0xFFFF_FFFF || cdSize == size64 { cdSize = size64 } else { throw fail("ZIP64 and classic directory sizes disagree") }
-                if cdOffset == 0xFFFF_FFFF || cdOffset == off64 { cdOffset = off64 } else { throw fail("ZIP64 and classic directory offsets disagree") }
+                if d.entryCount == 0xFFFF || d.entryCount == n64 { d.entryCount = n64 } else { throw fail("ZIP64 and classic entry counts disagree") }
+                if d.size == 0xFFFF_FFFF || d.size == size64 { d.size = size64 } else { throw fail("ZIP64 and classic directory sizes disagree") }
+                if d.offset == 0xFFFF_FFFF || d.offset == off64 { d.offset = off64 } else { throw fail("ZIP64 and classic directory offsets disagree") }
                 cdLimit = z64Offset
             }
         }
-        guard cdOffset <= cdLimit, cdSize <= cdLimit - cdOffset else { throw fail("central directory lies outside the archive") }
-        guard cdSize <= ZipReader.maxCentralDirectoryBytes else { throw fail("central directory larger than \(ZipReader.maxCentralDirectoryBytes) bytes") }
-        guard entryCount <= UInt64(ZipReader.maxEntries) else { throw fail("more than \(ZipReader.maxEntries) entries") }
-        guard entryCount * 46 <= cdSize else { throw fail("central directory too small for \(entryCount) entries") }
+        if deferred && !zip64 { throw fail("multi-disk archives are not supported") }
+        guard d.offset <= cdLimit, d.size <= cdLimit - d.offset else { throw fail("central directory lies outside the archive") }
+        guard d.size <= ZipReader.maxCentralDirectoryBytes else { throw fail("central directory larger than \(ZipReader.maxCentralDirectoryBytes) bytes") }
+        guard d.entryCount <= UInt64(ZipReader.maxEntries) else { throw fail("more than \(ZipReader.maxEntries) entries") }
+        guard d.entryCount * 46 <= d.size else { throw fail("central directory too small for \(d.entryCount) entries") }
+        if d.entryCount > 0, le32(try read(4, at: d.offset, "central directory"), 0) != 0x0201_4b50 {
+            throw fail("central directory entry 0 is malformed")
+        }
+        return d
+    }
 
+    private func parse() throws {
+        let directory = try locateDirectory()
+        let entryCount = directory.entryCount, cdOffset = directory.offset, cdSize = directory.size
         let cd = try read(Int(cdSize), at: cdOffset, "central directory")
         var pos = 0
         var names = Set<String>()
@@ -323,193 +355,4 @@ public final class ZipBuffers {
         output.deallocate()
         stream.deallocate()
     }
-}
-
-/// Writes zip archives for `publish`: deterministic (fixed timestamps, given order), ZIP64 where
-/// sizes, offsets or counts need it, each entry deflated unless that saves under 5%, then stored.
-public final class ZipWriter {
-    struct Written {
-        var name: [UInt8]
-        var method: UInt16
-        var crc: UInt32
-        var compressed: UInt64
-        var uncompressed: UInt64
-        var offset: UInt64
-    }
-
-    let out: File
-    var offset: UInt64 = 0
-    var written: [Written] = []
-    let level: Int32
-    let buffers = ZipBuffers(size: 1 << 20)
-
-    public init(path: String, level: Int32 = 6) throws {
-        out = try File.open(path, O_WRONLY | O_CREAT | O_TRUNC)
-        self.level = level
-    }
-
-    private func localHeader(_ name: [UInt8], method: UInt16, crc: UInt32, comp: UInt64, uncomp: UInt64, zip64: Bool) -> [UInt8] {
-        var h: [UInt8] = []
-        h.reserveCapacity(30 + name.count + 20)
-        h.put32(0x0403_4b50)
-        h.put16(zip64 ? 45 : 20)
-        h.put16(ZipWriter.flags(name))
-        h.put16(method)
-        h.put16(0); h.put16(0x21)  // 1980-01-01 00:00: reproducible archives
-        h.put32(crc)
-        h.put32(zip64 ? 0xFFFF_FFFF : UInt32(comp))
-        h.put32(zip64 ? 0xFFFF_FFFF : UInt32(uncomp))
-        h.put16(UInt16(name.count))
-        h.put16(zip64 ? 20 : 0)
-        h += name
-        if zip64 {
-            h.put16(1); h.put16(16)
-            h.put64(uncomp); h.put64(comp)
-        }
-        return h
-    }
-
-    static func flags(_ name: [UInt8]) -> UInt16 { name.contains { $0 >= 0x80 } ? 0x0800 : 0 }
-
-    /// Adds the file at `sourcePath` as `name`; returns its size and sha256, hashed during the
-    /// same read that compresses it.
-    @discardableResult
-    public func add(name: String, sourcePath: String) throws -> (size: UInt64, sha256: String) {
-        let nameBytes = Array(name.utf8)
-        let src = try File.openRead(sourcePath)
-        let size = try src.size()
-        let zip64 = size >= 0xFFFF_0000  // deflate may grow a little: decide before writing
-        let start = offset
-        let header = localHeader(nameBytes, method: 8, crc: 0, comp: 0, uncomp: size, zip64: zip64)
-        try out.pwrite(header.withUnsafeBytes { $0 }, at: start)
-        let dataStart = start + UInt64(header.count)
-
-        // First try deflate; if it does not save 5%, rewrite the entry stored.
-        let sha = try Digest(.sha256)
-        var (crc, comp) = try deflate(src, to: dataStart, hashing: sha)
-        var method: UInt16 = 8
-        if size == 0 || Double(comp) > Double(size) * 0.95 {
-            method = 0
-            try out.truncate(to: dataStart)
-            (crc, comp) = try store(src, to: dataStart)
-        }
-        let final = localHeader(nameBytes, method: method, crc: crc, comp: comp, uncomp: size, zip64: zip64)
-        try out.pwrite(final.withUnsafeBytes { $0 }, at: start)
-        offset = dataStart + comp
-        written.append(Written(name: nameBytes, method: method, crc: crc, compressed: comp, uncompressed: size, offset: start))
-        return (size, sha.finalHex())
-    }
-
-    private func store(_ src: File, to at: UInt64) throws -> (UInt32, UInt64) {
-        var crc: UInt = crc32(0, nil, 0)
-        var pos = at
-        var readOffset: UInt64 = 0
-        while true {
-            let n = try src.pread(into: buffers.input, at: readOffset)
-            if n == 0 { break }
-            readOffset += UInt64(n)
-            crc = crc32(crc, buffers.input.baseAddress!.assumingMemoryBound(to: Bytef.self), UInt32(n))
-            try out.pwrite(UnsafeRawBufferPointer(rebasing: buffers.input[0..<n]), at: pos)
-            pos += UInt64(n)
-        }
-        return (UInt32(truncatingIfNeeded: crc), pos - at)
-    }
-
-    private func deflate(_ src: File, to at: UInt64, hashing sha: Digest) throws -> (UInt32, UInt64) {
-        let z = buffers.stream
-        z.initialize(to: z_stream())
-        guard czlib_deflate_init_raw(z, level) == Z_OK else { throw AssetPatchError(.internal, "deflateInit2 failed") }
-        defer { deflateEnd(z) }
-        var crc: UInt = crc32(0, nil, 0)
-        var pos = at
-        var readOffset: UInt64 = 0
-        var flush = Z_NO_FLUSH
-        while true {
-            if z.pointee.avail_in == 0 && flush == Z_NO_FLUSH {
-                let n = try src.pread(into: buffers.input, at: readOffset)
-                readOffset += UInt64(n)
-                if n == 0 { flush = Z_FINISH }
-                crc = crc32(crc, buffers.input.baseAddress!.assumingMemoryBound(to: Bytef.self), UInt32(n))
-                sha.update(UnsafeRawBufferPointer(rebasing: buffers.input[0..<n]))
-                z.pointee.next_in = buffers.input.baseAddress!.assumingMemoryBound(to: Bytef.self)
-                z.pointee.avail_in = UInt32(n)
-            }
-            z.pointee.next_out = buffers.output.baseAddress!.assumingMemoryBound(to: Bytef.self)
-            z.pointee.avail_out = UInt32(buffers.output.count)
-            let rc = CZlib.deflate(z, flush)
-            let n = buffers.output.count - Int(z.pointee.avail_out)
-            if n > 0 {
-                try out.pwrite(UnsafeRawBufferPointer(rebasing: buffers.output[0..<n]), at: pos)
-                pos += UInt64(n)
-            }
-            if rc == Z_STREAM_END { break }
-            if rc != Z_OK && rc != Z_BUF_ERROR { throw AssetPatchError(.internal, "deflate failed (\(rc))") }
-        }
-        return (UInt32(truncatingIfNeeded: crc), pos - at)
-    }
-
-    /// Writes the central directory and end records, and fsyncs.
-    public func finish() throws {
-        let cdStart = offset
-        var cd: [UInt8] = []
-        for w in written {
-            let big = w.compressed >= 0xFFFF_FFFF || w.uncompressed >= 0xFFFF_FFFF || w.offset >= 0xFFFF_FFFF
-            var extra: [UInt8] = []
-            if big {
-                extra.put16(1); extra.put16(24)
-                extra.put64(w.uncompressed); extra.put64(w.compressed); extra.put64(w.offset)
-            }
-            cd.put32(0x0201_4b50)
-            cd.put16(3 << 8 | (big ? 45 : 20))  // made by Unix
-            cd.put16(big ? 45 : 20)
-            cd.put16(ZipWriter.flags(w.name))
-            cd.put16(w.method)
-            cd.put16(0); cd.put16(0x21)
-            cd.put32(w.crc)
-            cd.put32(big ? 0xFFFF_FFFF : UInt32(w.compressed))
-            cd.put32(big ? 0xFFFF_FFFF : UInt32(w.uncompressed))
-            cd.put16(UInt16(w.name.count))
-            cd.put16(UInt16(extra.count))
-            cd.put16(0); cd.put16(0); cd.put16(0)
-            cd.put32(0o100644 << 16)
-            cd.put32(big ? 0xFFFF_FFFF : UInt32(w.offset))
-            cd += w.name
-            cd += extra
-            if cd.count >= 1 << 20 {
-                try out.pwrite(cd.withUnsafeBytes { $0 }, at: offset)
-                offset += UInt64(cd.count)
-                cd.removeAll(keepingCapacity: true)
-            }
-        }
-        try out.pwrite(cd.withUnsafeBytes { $0 }, at: offset)
-        offset += UInt64(cd.count)
-        let cdSize = offset - cdStart
-        let count = UInt64(written.count)
-        var tail: [UInt8] = []
-        let need64 = count >= 0xFFFF || cdSize >= 0xFFFF_FFFF || cdStart >= 0xFFFF_FFFF
-        if need64 {
-            let z64 = offset
-            tail.put32(0x0606_4b50); tail.put64(44)
-            tail.put16(3 << 8 | 45); tail.put16(45)
-            tail.put32(0); tail.put32(0)
-            tail.put64(count); tail.put64(count); tail.put64(cdSize); tail.put64(cdStart)
-            tail.put32(0x0706_4b50); tail.put32(0); tail.put64(z64); tail.put32(1)
-        }
-        tail.put32(0x0605_4b50)
-        tail.put16(0); tail.put16(0)
-        tail.put16(need64 ? 0xFFFF : UInt16(count)); tail.put16(need64 ? 0xFFFF : UInt16(count))
-        tail.put32(need64 ? 0xFFFF_FFFF : UInt32(cdSize))
-        tail.put32(need64 ? 0xFFFF_FFFF : UInt32(cdStart))
-        tail.put16(0)
-        try out.pwrite(tail.withUnsafeBytes { $0 }, at: offset)
-        offset += UInt64(tail.count)
-        try out.truncate(to: offset)
-        try out.sync()
-    }
-}
-
-extension Array where Element == UInt8 {
-    mutating func put16(_ v: UInt16) { append(UInt8(v & 0xFF)); append(UInt8(v >> 8)) }
-    mutating func put32(_ v: UInt32) { for s in stride(from: 0, to: 32, by: 8) { append(UInt8(v >> UInt32(s) & 0xFF)) } }
-    mutating func put64(_ v: UInt64) { for s in stride(from: 0, to: 64, by: 8) { append(UInt8(v >> UInt64(s) & 0xFF)) } }
 }

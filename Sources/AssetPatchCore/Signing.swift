@@ -83,6 +83,17 @@ public enum Ed25519 {
 public enum DSSE {
     public static let payloadType = "application/vnd.assetpatch.manifest+json"
 
+    /// The envelope of `payload` signed with the private key `seed`: what `publish --key` writes.
+    public static func seal(_ payload: [UInt8], seed: [UInt8]) throws -> JSON {
+        let pub = try Ed25519.publicKey(fromSeed: seed)
+        let sig = try Ed25519.sign(pae(payloadType: payloadType, payload: payload), seed: seed)
+        return .object([
+            ("payloadType", .string(payloadType)),
+            ("payload", .string(Base64.encode(payload))),
+            ("signatures", .array([.object([("keyid", .string(Ed25519.keyID(pub))), ("sig", .string(Base64.encode(sig)))])])),
+        ])
+    }
+
     /// `"DSSEv1" SP LEN(type) SP type SP LEN(payload) SP payload`.
     public static func pae(payloadType: String, payload: [UInt8]) -> [UInt8] {
         let type = Array(payloadType.utf8)

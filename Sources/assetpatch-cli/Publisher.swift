@@ -120,16 +120,7 @@ struct Publish: ParsableCommand {
                                     signatureVerified: false, payload: [])
             let payload = Array((manifest.toJSON().serialized(indent: 2) + "\n").utf8)
             var out = payload
-            if let seed {
-                let pub = try Ed25519.publicKey(fromSeed: seed)
-                let sig = try Ed25519.sign(DSSE.pae(payloadType: DSSE.payloadType, payload: payload), seed: seed)
-                let envelope = JSON.object([
-                    ("payloadType", .string(DSSE.payloadType)),
-                    ("payload", .string(Base64.encode(payload))),
-                    ("signatures", .array([.object([("keyid", .string(Ed25519.keyID(pub))), ("sig", .string(Base64.encode(sig)))])])),
-                ])
-                out = Array((envelope.serialized(indent: 2) + "\n").utf8)
-            }
+            if let seed { out = Array((try DSSE.seal(payload, seed: seed).serialized(indent: 2) + "\n").utf8) }
             try FS.writeAtomically(repoDir + "/manifest.json", out)
             let total = files.reduce(UInt64(0)) { $0 + $1.size }
             print("published \(pkg) version \(newVersion): \(files.count) files, \(total) bytes, archive \(archiveName) (\(zipSize) bytes)\(seed == nil ? "" : ", signed")")

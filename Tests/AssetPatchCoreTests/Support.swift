@@ -58,15 +58,7 @@ func publishRelease(_ files: [(String, [UInt8])], version: Int64, repo: TempDir,
     guard case var .object(pairs) = m.toJSON() else { fatalError("manifest is an object") }
     mutate?(&pairs)
     var bytes = Array(JSON.object(pairs).serialized(indent: 1).utf8)
-    if let seed {
-        let sig = try Ed25519.sign(DSSE.pae(payloadType: DSSE.payloadType, payload: bytes), seed: seed)
-        let pub = try Ed25519.publicKey(fromSeed: seed)
-        bytes = Array(JSON.object([
-            ("payloadType", .string(DSSE.payloadType)),
-            ("payload", .string(Base64.encode(bytes))),
-            ("signatures", .array([.object([("keyid", .string(Ed25519.keyID(pub))), ("sig", .string(Base64.encode(sig)))])])),
-        ]).serialized().utf8)
-    }
+    if let seed { bytes = Array(try DSSE.seal(bytes, seed: seed).serialized().utf8) }
     try FS.writeAtomically(repo.path + "/manifest.json", bytes)
     return URLs.fileURL(forPath: repo.path + "/manifest.json")
 }

@@ -20,7 +20,7 @@ trap nginx_stop EXIT
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 show() {  # run the example and print each resolved file's first line
   "$demo/example" "$demo/data" "$root/examples/bundle" "$1" greeting.txt sub/sample.png levels/level1.json levels/level2.json \
-    | tee "$demo/out.txt" || true
+    | tee "$demo/out.txt"
   grep -- ' -> /' "$demo/out.txt" | while read -r name _ path; do
     case $path in *.png) printf '   %-20s %s\n' "$name" "$(file -b "$path" 2>/dev/null || echo PNG) ($(stat -c %s "$path") bytes)";;
                   *) printf '   %-20s %s\n' "$name" "$(head -1 "$path")";; esac

@@ -3,7 +3,11 @@
 # for it otherwise. Safe to run repeatedly: it does nothing when everything is present.
 set -euo pipefail
 
-packages=(libcurl4-openssl-dev zlib1g-dev libssl-dev pkg-config cmake ninja-build nginx-light unzip zip curl python3)
+# Build: libcurl, zlib and libcrypto headers, pkg-config, CMake with Ninja. Tests: nginx, curl,
+# openssl, the zippers whose archives the tests read (Info-ZIP zip/unzip, bsdtar, 7z), and
+# python3 with venv (a bare Debian has no pip, and PEP 668 keeps pip out of the system Python).
+packages=(libcurl4-openssl-dev zlib1g-dev libssl-dev pkg-config cmake ninja-build binutils
+          nginx-light curl openssl unzip zip libarchive-tools p7zip-full python3 python3-venv)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -20,6 +24,4 @@ if ((${#missing[@]})); then
   # The package starts a system nginx on port 80; the tests run their own.
   if command -v service >/dev/null; then service nginx stop >/dev/null 2>&1 || true; fi
 fi
-# pytest drives the fault, kill and Python binding tests.
-python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest
 command -v swift >/dev/null || [[ -x /opt/swift/usr/bin/swift ]] || { echo "Swift 6 toolchain not found (expected on PATH or at /opt/swift)" >&2; exit 1; }

@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# Runs every test: installs what is missing (Debian packages, as root), builds the library
-# (CMake) and the CLI (SwiftPM), runs the Swift unit tests, then the end-to-end suite
-# (C ABI over file:// and a private nginx, CLI contract, exports, CMake consumer).
+# Runs every test: installs what is missing (Debian packages, as root; pytest into a venv),
+# builds the library (CMake) and the CLI (SwiftPM), runs the Swift unit tests, then the
+# end-to-end suite (C ABI over file:// and a private nginx, CLI contract, exports, CMake
+# consumer, documentation snippets), the Python package's tests, and the fault suite.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export PATH="/opt/swift/usr/bin:$PATH"
 
 bash "$root/scripts/deps.sh"
 bash "$root/scripts/build.sh"
+
+# One venv for every Python test: pytest from PyPI, the package installed with pip.
+venv="$root/build/venv"
+[[ -x $venv/bin/python ]] || python3 -m venv "$venv"
+"$venv/bin/python" -c 'import pytest' 2>/dev/null || "$venv/bin/pip" install -q pytest
+export ASSETPATCH_PYTHON="$venv/bin/python"
 
 echo "== swift test"
 log=$(mktemp)
@@ -21,13 +28,12 @@ rm -f "$log"
 echo "== end-to-end"
 bash "$root/Tests/e2e/run.sh"
 
-echo "== Python package: pip install ./bindings/python into a venv, pytest over file:// and nginx"
-python3 -m venv --system-site-packages "$root/build/venv"
-"$root/build/venv/bin/pip" install -q "$root/bindings/python"
+echo "== Python package: pip install ./bindings/python into the venv, pytest over file:// and nginx"
+"$venv/bin/pip" install -q "$root/bindings/python"
 # Found through pkg-config (no ASSETPATCH_LIBRARY), from the installed package, not the source tree.
 (cd "$root/build" && PKG_CONFIG_PATH="$root/build/prefix/lib/pkgconfig" \
-  "$root/build/venv/bin/python" -m pytest -q -p no:cacheprovider "$root/bindings/python/tests")
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider "$root/bindings/python/tests")
 
-echo "== faults: resume, retries, TLS, hostile servers, disk full, kill -9 (pytest)"
+echo "== faults: resume, retries, codings, real zippers, TLS, hostile servers, disk full, kill -9 (pytest)"
 export ASSETPATCH_LIBRARY="$root/build/prefix/lib/libassetpatch.so.1"
-python3 -m pytest -q -p no:cacheprovider "$root/Tests/faults" -rs
+"$venv/bin/python" -m pytest -q -p no:cacheprovider "$root/Tests/faults" -rs

@@ -135,6 +135,22 @@ def assert_serves(client, repo):
         assert sha256_file(client.resolve(name)) == digest, name
 
 
+def archive_log(server):
+    """The archive requests the client made, in order: start offset asked for, status, bytes
+    the server wrote, X-Client."""
+    return server.stats()["archive_log"]
+
+
+def assert_never_refetched(log, size):
+    """What the client asked for: each request started where the bytes it already had ended,
+    so the start offsets never go back, and the last request ran to the end of the archive.
+    (Unlike the server's byte count, this does not depend on what sat in socket buffers.)"""
+    starts = [e["start"] for e in log]
+    assert starts == sorted(starts), f"a request went back: starts {starts}"
+    last = log[-1]
+    assert last["status"] in (200, 206) and last["start"] + last["sent"] == size, log
+
+
 def partial_files(data_dir):
     d = os.path.join(data_dir, "downloads")
     return [f for f in os.listdir(d) if f.endswith(".part")] if os.path.isdir(d) else []

@@ -8,16 +8,24 @@ and, for archive requests (*.zip), injects the fault set through the control end
     GET /_stats                                            JSON counters (bytes_sent: archive bytes)
     GET /_reset                                            zero the counters, mode=normal
 
-Modes: normal, reset (RST at file offset N), stall (stop at file offset N, keep the socket
-open), ignore-range (always 200), wrong-range (206 with a Content-Range start off by 1000),
-etag-change (a new ETag per request), 416 (refuse every range), 503 (answer 503), long-length
-(announce 1000 bytes more than sent, then close), portal (200 text/html login page),
-endless (the archive over and over, never ending). /_endless/* is a body without end.
+Modes: normal, reset (RST at file offset N), cut (close cleanly at file offset N: every byte
+before it arrives), stall (stop at file offset N, keep the socket open), ignore-range (always
+200), wrong-range (206 with a Content-Range start off by 1000), etag-change (a new ETag per
+request), 416 (refuse every range), 503 (answer 503), 404, 429 (with Retry-After: N if N > 0),
+long-length (announce 1000 bytes more than sent, then close), portal (200 text/html login
+page), endless (the archive over and over, never ending), gzip (Content-Encoding: gzip, the
+range asked for gzipped: a 200 or a 206), gzip-cut (a gzip 200 closed after N encoded bytes).
+/_endless/* is a body without end; /_loop/* redirects to itself.
 `rate` throttles every archive response (bytes per second), whatever the mode.
+
+/_stats has `archive_log`: per archive request, in order, the start offset asked for (0 without
+a Range), the status, the bytes written and the X-Client header: what the client asked for, to
+be asserted on, unlike bytes_sent, which counts what sat in socket buffers too.
 
 Usage: faultserver.py ROOT PORT_FILE   (binds 127.0.0.1 on a free port, writes it to PORT_FILE)
 """
 import email.utils
+import gzip
 import json
 import os
 import socket
@@ -30,7 +38,8 @@ from urllib.parse import parse_qs, urlparse
 
 LOCK = threading.Lock()
 STATE = {"mode": "normal", "n": 0, "times": 0, "rate": 0, "generation": 0}
-STATS = {"requests": 0, "archive_requests": 0, "range_requests": 0, "bytes_sent": 0, "statuses": {}}
+STATS = {"requests": 0, "archive_requests": 0, "range_requests": 0, "bytes_sent": 0, "statuses": {}, "archive_log": [],
+         "loop_requests": 0}
 STOP = threading.Event()
 
 
@@ -82,11 +91,20 @@ class Handler(BaseHTTPRequestHandler):
         if url.path == "/_reset":
             with LOCK:
                 STATE.update(mode="normal", n=0, times=0, rate=0)
-                STATS.update(requests=0, archive_requests=0, range_requests=0, bytes_sent=0, statuses={})
+                STATS.update(requests=0, archive_requests=0, range_requests=0, bytes_sent=0, statuses={}, archive_log=[],
+                             loop_requests=0)
             return self.send_json(STATS)
 
         if url.path.startswith("/_endless/"):
             return self.endless()
+        if url.path.startswith("/_loop/"):
+            with LOCK:
+                STATS["loop_requests"] += 1
+            self.send_response(302)
+            self.send_header("Location", url.path)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
 
         path = os.path.realpath(os.path.join(self.root, url.path.lstrip("/")))
         if not path.startswith(os.path.realpath(self.root)) or not os.path.isfile(path):
@@ -114,12 +132,30 @@ class Handler(BaseHTTPRequestHandler):
         etag = '"%x-%x-%d"' % (st.st_mtime_ns, size, generation)
         last_modified = email.utils.formatdate(st.st_mtime, usegmt=True)
 
-        if mode == "503":
-            self.count(503)
-            return self.send_json({"error": "busy"}, 503)
+        entry = None
+        if archive:
+            rng_asked = self.headers.get("Range") or ""
+            asked = int(rng_asked.split("=", 1)[1].split("-", 1)[0]) if rng_asked.startswith("bytes=") else 0
+            entry = {"start": asked, "status": 0, "sent": 0, "client": self.headers.get("X-Client", "")}
+            with LOCK:
+                STATS["archive_log"].append(entry)
+
+        if mode in ("503", "404", "429"):
+            self.count(int(mode))
+            entry["status"] = int(mode)
+            if mode == "429" and n > 0:
+                body = b'{"error": "slow down"}'
+                self.send_response(429)
+                self.send_header("Retry-After", str(n))
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            return self.send_json({"error": mode}, int(mode))
         if mode == "portal":
             body = b"<html><body>Please log in to the hotel Wi-Fi</body></html>"
             self.count(200)
+            entry["status"] = 200
             self.send_response(200)
             self.send_header("Content-Type", "text/html")
             self.send_header("Content-Length", str(len(body)))
@@ -144,6 +180,8 @@ class Handler(BaseHTTPRequestHandler):
                     start = 0
                 if mode == "416" or start >= size:
                     self.count(416)
+                    if entry:
+                        entry["status"] = 416
                     self.send_response(416)
                     self.send_header("Content-Range", f"bytes */{size}")
                     self.send_header("Content-Length", "0")
@@ -151,6 +189,10 @@ class Handler(BaseHTTPRequestHandler):
                     return
         length = size - start
         self.count(status)
+        if entry:
+            entry["status"] = status
+        if mode in ("gzip", "gzip-cut"):
+            return self.send_gzip(path, start, status, size, etag, last_modified, entry, n if mode == "gzip-cut" else None)
         self.send_response(status)
         self.send_header("Content-Type", "application/zip" if archive else "application/json")
         self.send_header("ETag", etag)
@@ -169,7 +211,7 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
         # reset and stall act at an absolute offset of the file, whatever range was asked for.
-        limit = max(0, n - start) if mode in ("reset", "stall") else length
+        limit = max(0, n - start) if mode in ("reset", "stall", "cut") else length
         if mode == "endless":
             self.close_connection = True
             try:
@@ -197,6 +239,7 @@ class Handler(BaseHTTPRequestHandler):
                 if archive:
                     with LOCK:
                         STATS["bytes_sent"] += len(chunk)
+                        entry["sent"] = sent
                 if rate:
                     ahead = sent / rate - (time.monotonic() - began)
                     if ahead > 0:
@@ -207,10 +250,40 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(0.2)
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.close_connection = True
+        elif mode == "cut":
+            # A clean close (FIN) right after the bytes: all of them reach the client.
+            self.connection.shutdown(socket.SHUT_WR)
+            self.close_connection = True
         elif mode == "stall":
             STOP.wait(120)
             self.close_connection = True
         elif mode == "long-length":
+            self.close_connection = True
+
+
+    def send_gzip(self, path, start, status, size, etag, last_modified, entry, cut):
+        """The bytes from `start` gzip-encoded, as a 200 or a 206; `cut`: close after that
+        many encoded bytes."""
+        with open(path, "rb") as f:
+            f.seek(start)
+            body = gzip.compress(f.read(), mtime=0)
+        self.send_response(status)
+        self.send_header("Content-Type", "application/zip")
+        self.send_header("Content-Encoding", "gzip")
+        self.send_header("ETag", etag)
+        self.send_header("Last-Modified", last_modified)
+        self.send_header("Content-Length", str(len(body)))
+        if status == 206:
+            self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
+        self.end_headers()
+        if cut is not None:
+            body = body[:cut]
+        self.wfile.write(body)
+        with LOCK:
+            STATS["bytes_sent"] += len(body)
+            entry["sent"] = len(body)
+        if cut is not None:
+            self.connection.shutdown(socket.SHUT_WR)
             self.close_connection = True
 
 

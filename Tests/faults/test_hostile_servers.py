@@ -1,5 +1,6 @@
 """TLS verification against a private nginx with a throwaway CA, redirects (to file://, loops,
 relative targets), endless bodies, and unsupported schemes."""
+import logging
 import os
 import subprocess
 import sys
@@ -42,29 +43,35 @@ def nginx(repos, tmp_path_factory):
     location = /to-https/manifest.json {{ return 302 https://127.0.0.1:{good}/v1/manifest.json; }}
 """
     servers = """
-  server {{ listen 127.0.0.1:{good} ssl; ssl_certificate {dir}/good.pem; ssl_certificate_key {dir}/good.key; root {root}; }}
+  server {{ listen 127.0.0.1:{good} ssl http2; ssl_certificate {dir}/good.pem; ssl_certificate_key {dir}/good.key; root {root}; }}
   server {{ listen 127.0.0.1:{wrong} ssl; ssl_certificate {dir}/wrong.pem; ssl_certificate_key {dir}/wrong.key; root {root}; }}
 """
-    with Nginx(repos["base"], d, locations=locations, servers=servers, ports=("good", "wrong")) as n:
-        yield {"dir": d, "ca": f"{d}/ca.pem", "http": n.port, **n.ports}
+    with Nginx(repos["base"], d, locations=locations, servers=servers, ports=("good", "wrong"),
+               access_log=f"{d}/access.log") as n:
+        yield {"dir": d, "ca": f"{d}/ca.pem", "http": n.port, "log": f"{d}/access.log", **n.ports}
 
 
 def client(tmp_path, url, **kw):
     return assetpatch.Client(str(tmp_path / "data"), manifest_url=url, **kw)
 
 
-def test_https_with_the_ca_file_verifies_and_updates(tmp_path, nginx, repos):
+def test_https_over_http2_with_the_ca_file_verifies_and_updates(tmp_path, nginx, repos):
     with client(tmp_path, f"https://127.0.0.1:{nginx['good']}/v1/manifest.json", ca_file=nginx["ca"]) as c:
         assert c.update()
         assert_serves(c, repos["v1"])
+    with open(nginx["log"]) as f:
+        archive_lines = [line for line in f if "/v1/archives/" in line]
+    assert archive_lines and all('HTTP/2.0"' in line for line in archive_lines), archive_lines
 
 
-def test_https_with_an_unknown_ca_is_refused(tmp_path, nginx):
+def test_https_with_an_unknown_ca_is_refused_at_once(tmp_path, nginx, caplog):
+    caplog.set_level(logging.DEBUG, logger="assetpatch")
     with client(tmp_path, f"https://127.0.0.1:{nginx['good']}/v1/manifest.json") as c:
         with pytest.raises(assetpatch.NetworkError) as e:
             c.update()
         assert "certificate" in e.value.message.lower()
         assert c.current_version == 0
+    assert not [r for r in caplog.records if "retry" in r.getMessage()], "TLS verification is not retried"
 
 
 def test_https_certificate_for_another_name_is_refused(tmp_path, nginx):
@@ -74,10 +81,12 @@ def test_https_certificate_for_another_name_is_refused(tmp_path, nginx):
         assert "127.0.0.1" in e.value.message or "match" in e.value.message.lower()
 
 
-def test_redirect_to_file_url_is_refused(tmp_path, nginx):
+def test_redirect_to_file_url_is_refused_at_once(tmp_path, nginx, caplog):
+    caplog.set_level(logging.DEBUG, logger="assetpatch")
     with client(tmp_path, f"http://127.0.0.1:{nginx['http']}/to-file/manifest.json") as c:
         with pytest.raises(assetpatch.NetworkError):
             c.update()
+    assert not [r for r in caplog.records if "retry" in r.getMessage()], "a redirect to file:// is not retried"
 
 
 def test_redirect_loop_is_bounded(tmp_path, nginx):
@@ -120,9 +129,16 @@ def test_endless_manifest_body_hits_the_byte_limit(tmp_path, fault):
 
 
 def test_endless_archive_body_hits_the_manifest_size(tmp_path, fault, repos):
+    # What the client accepted, not what the server wrote (that includes whatever sat in
+    # socket buffers when the client hung up): it stopped at the manifest's size, kept nothing
+    # beyond it, and made one request (a too-long archive is not retried).
+    size = repos["v2"].archive_size
     fault.control("endless")
     with client(tmp_path, fault.url("v2")) as c:
-        with pytest.raises(assetpatch.IntegrityError):
+        with pytest.raises(assetpatch.IntegrityError) as e:
             c.update()
+        assert str(size) in e.value.message
         assert c.current_version == 0
-    assert fault.stats()["bytes_sent"] < repos["v2"].archive_size + 4 * (1 << 20)
+    downloads = tmp_path / "data" / "downloads"
+    assert all(p.stat().st_size <= size for p in downloads.iterdir())
+    assert fault.stats()["archive_requests"] == 1

@@ -7,7 +7,7 @@ import time
 import pytest
 
 import assetpatch
-from conftest import CLI, assert_serves, partial_files
+from conftest import CLI, archive_log, assert_never_refetched, assert_serves, partial_files
 
 
 def client(tmp_path, server, repo="v2", **options):
@@ -22,26 +22,39 @@ def partial_size(tmp_path):
 
 
 def make_partial(c, fault, tmp_path, at):
-    """Leaves about `at` bytes of the archive on disk (every attempt of one update is reset
-    there); returns the exact count."""
-    fault.control("reset", n=at)
+    """Leaves exactly `at` bytes of the archive on disk: every attempt of one update is closed
+    cleanly there (all bytes before the close arrive, whatever the scheduler does)."""
+    fault.control("cut", n=at)
     with pytest.raises(assetpatch.NetworkError):
         c.update()
     fault.reset()
     have = partial_size(tmp_path)
-    assert 0 < have <= at
+    assert have == at
     return have
 
 
+def test_cut_mid_transfer_is_retried_and_resumed_within_one_call(tmp_path, fault, repos):
+    size = repos["v2"].archive_size
+    fault.control("cut", n=size // 3, times=2)
+    with client(tmp_path, fault) as c:
+        assert c.update() is True
+        assert_serves(c, repos["v2"])
+    log = archive_log(fault)
+    assert [e["start"] for e in log] == [0, size // 3, size // 3], "resumed at the bytes it had, twice"
+    assert fault.stats()["bytes_sent"] == size, "every byte sent once: resumed, never re-fetched"
+
+
 def test_reset_mid_transfer_is_retried_and_resumed_within_one_call(tmp_path, fault, repos):
+    # An RST may discard bytes the client had not read yet: how many arrived depends on the
+    # scheduler, so this asserts what the client asked for, not what the server wrote.
     size = repos["v2"].archive_size
     fault.control("reset", n=size // 3, times=2)
     with client(tmp_path, fault) as c:
         assert c.update() is True
         assert_serves(c, repos["v2"])
-    s = fault.stats()
-    assert s["range_requests"] == 2
-    assert s["bytes_sent"] == size, "every byte sent once: resumed, never re-fetched"
+    log = archive_log(fault)
+    assert len(log) == 3
+    assert_never_refetched(log, size)
 
 
 def test_failed_update_keeps_bytes_and_the_next_call_resumes(tmp_path, fault, repos):
@@ -107,10 +120,12 @@ def test_content_length_larger_than_body_is_a_truncation(tmp_path, fault, repos)
 def test_stalled_transfer_times_out_and_resumes(tmp_path, fault, repos):
     size = repos["v2"].archive_size
     fault.control("stall", n=size // 4, times=1)
-    with client(tmp_path, fault, stall_timeout_ms=300) as c:
+    with client(tmp_path, fault, stall_timeout_ms=500) as c:
         assert c.update() is True
         assert_serves(c, repos["v2"])
-    assert fault.stats()["bytes_sent"] == size
+    log = archive_log(fault)
+    assert len(log) >= 2 and log[1]["start"] > 0, "the retry resumed"
+    assert_never_refetched(log, size)
 
 
 def test_captive_portal_page_never_replaces_a_partial(tmp_path, fault, repos):
@@ -126,19 +141,17 @@ def test_captive_portal_page_never_replaces_a_partial(tmp_path, fault, repos):
         assert_serves(c, repos["v2"])
 
 
-def test_cancel_stops_a_stalled_transfer_promptly(tmp_path, fault, repos):
+def test_cancel_stops_a_stalled_transfer(tmp_path, fault, repos):
+    # The transfer stalls for good (the stall timeout is an hour): only cancel can end it. The
+    # wait's bound is a deadlock guard, not a speed claim; promptness is measured in bench/.
     fault.control("stall", n=1000, times=1)
-    with client(tmp_path, fault, stall_timeout_ms=60000) as c:
+    with client(tmp_path, fault, stall_timeout_ms=3_600_000) as c:
         started = threading.Event()
         c.start_update(progress=lambda p: started.set() if p.phase == assetpatch.Phase.DOWNLOAD else None)
-        assert started.wait(10)
-        time.sleep(0.3)
-        t0 = time.monotonic()
+        assert started.wait(120)
         c.cancel()
         with pytest.raises(assetpatch.CancelledError):
-            c.wait(timeout=10)
-        # Generous bound: the loop wakes every 50 ms; this guards against waiting for the stall.
-        assert time.monotonic() - t0 < 2.0
+            c.wait(timeout=120)
         assert c.current_version == 0
 
 
@@ -162,9 +175,10 @@ def test_second_process_gets_busy_and_a_killed_updater_releases_the_lock(tmp_pat
     first = subprocess.Popen([CLI, "update", "--data-dir", data, "--url", fault.url("v2")],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        for _ in range(200):
-            if fault.stats()["archive_requests"] >= 1:
-                break
+        # Until the first process holds the lock and waits on its stalled download.
+        deadline = time.monotonic() + 120
+        while fault.stats()["archive_requests"] < 1:
+            assert first.poll() is None and time.monotonic() < deadline, "the first updater never reached its download"
             time.sleep(0.02)
         second = subprocess.run([CLI, "update", "--data-dir", data, "--url", fault.url("v2")], capture_output=True, text=True)
         assert second.returncode == 3

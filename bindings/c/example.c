@@ -49,7 +49,8 @@ static int on_progress(const assetpatch_progress *p, void *userdata) {
 
 static void on_log(int level, const char *message, void *userdata) {
     (void)userdata;
-    if (level >= 2) fprintf(stderr, "\n[assetpatch] %s\n", message);
+    /* Warnings (retries, resumes). Errors (level 3) carry the text main() prints from the status. */
+    if (level == 2) fprintf(stderr, "\n[assetpatch] %s\n", message);
 }
 
 int main(int argc, char **argv) {

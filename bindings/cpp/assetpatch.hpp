@@ -20,11 +20,13 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace assetpatch {
 
@@ -61,40 +63,70 @@ inline int check(int rc) {
     return rc;
 }
 
-// Everything a C callback reaches through userdata lives here, on the heap, so it stays put
-// when the client object moves.
-struct callbacks {
-    progress_fn on_progress;
-    std::exception_ptr failure;
-    log_fn on_log;
+// What one update's progress callback reaches through userdata: the caller's function and the
+// exception it threw. Each update gets its own, alive and untouched until that update has
+// ended, so a second call never swaps a function out from under a running update.
+struct update_context {
+    explicit update_context(progress_fn fn) : on_progress(std::move(fn)) {}
+    const progress_fn on_progress;
 
-    static int progress_trampoline(const assetpatch_progress* p, void* userdata) noexcept {
-        auto* self = static_cast<callbacks*>(userdata);
-        if (self->failure) return 1;
+    static int trampoline(const assetpatch_progress* p, void* userdata) noexcept {
+        auto* self = static_cast<update_context*>(userdata);
+        if (self->failed()) return 1;
         try {
             return self->on_progress(progress{static_cast<enum phase>(p->phase), p->bytes_done, p->bytes_total,
                                               p->files_done, p->files_total}) ? 1 : 0;
         } catch (...) {
-            self->failure = std::current_exception();
+            std::lock_guard<std::mutex> lock(self->mutex_);
+            self->failure_ = std::current_exception();
             return 1;
         }
     }
 
-    static void log_trampoline(int level, const char* message, void* userdata) noexcept {
-        auto* self = static_cast<callbacks*>(userdata);
+    assetpatch_progress_fn c_function() const { return on_progress ? &trampoline : nullptr; }
+
+    // The exception the callback threw, once (read by the thread that collects the result).
+    void rethrow() {
+        std::exception_ptr f;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            f = std::exchange(failure_, nullptr);
+        }
+        if (f) std::rethrow_exception(f);
+    }
+
+private:
+    bool failed() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return failure_ != nullptr;
+    }
+    std::mutex mutex_;
+    std::exception_ptr failure_;
+};
+
+// A log function, for as long as the library may call it: set_log keeps every function it
+// installed until the client closes, since a line being written on the updating thread may
+// still be in the previous one when set_log returns.
+struct log_context {
+    explicit log_context(log_fn fn) : on_log(std::move(fn)) {}
+    const log_fn on_log;
+
+    static void trampoline(int level, const char* message, void* userdata) noexcept {
+        auto* self = static_cast<log_context*>(userdata);
         try {
-            if (self->on_log) self->on_log(level, message ? message : "");
+            self->on_log(level, message ? message : "");
         } catch (...) {
             // A logger must not fail the update; the line is dropped.
         }
     }
+};
 
-    void rethrow() {
-        if (failure) {
-            auto f = std::exchange(failure, nullptr);
-            std::rethrow_exception(f);
-        }
-    }
+// Everything the C library reaches through userdata lives here, on the heap, so it stays put
+// when the client object moves.
+struct callbacks {
+    std::mutex mutex;
+    std::unique_ptr<update_context> background;       // the update start_update() began
+    std::vector<std::unique_ptr<log_context>> logs;   // every log function installed, newest last
 };
 
 struct client_deleter {
@@ -143,18 +175,20 @@ public:
 
     /// Blocking update: true when a release was installed, false when there was nothing new.
     bool update(progress_fn on_progress = {}) {
-        callbacks_->on_progress = std::move(on_progress);
-        int rc = assetpatch_update(get(), callbacks_->on_progress ? &detail::callbacks::progress_trampoline : nullptr,
-                                   callbacks_.get());
-        callbacks_->rethrow();
+        detail::update_context ctx(std::move(on_progress));  // alive for the whole call
+        int rc = assetpatch_update(get(), ctx.c_function(), &ctx);
+        ctx.rethrow();
         return detail::check(rc) == ASSETPATCH_OK;
     }
 
     /// Runs update() on a background thread; collect the result with wait().
     void start_update(progress_fn on_progress = {}) {
-        callbacks_->on_progress = std::move(on_progress);
-        detail::check(assetpatch_update_start(get(), callbacks_->on_progress ? &detail::callbacks::progress_trampoline : nullptr,
-                                              callbacks_.get()));
+        auto ctx = std::make_unique<detail::update_context>(std::move(on_progress));
+        std::lock_guard<std::mutex> lock(callbacks_->mutex);
+        int rc = assetpatch_update_start(get(), ctx->c_function(), ctx.get());
+        detail::check(rc);
+        // Accepted: no update runs any more on the previous context, so it can go.
+        callbacks_->background = std::move(ctx);
     }
 
     /// Waits for start_update()'s result: true installed, false nothing new; throws its error.
@@ -164,7 +198,10 @@ public:
         int rc = assetpatch_update_wait(get(), static_cast<int>(timeout.count()), &result);
         if (rc == ASSETPATCH_ERR_BUSY) return std::nullopt;
         detail::check(rc);
-        callbacks_->rethrow();
+        {
+            std::lock_guard<std::mutex> lock(callbacks_->mutex);
+            if (callbacks_->background) callbacks_->background->rethrow();
+        }
         return detail::check(result) == ASSETPATCH_OK;
     }
 
@@ -195,9 +232,14 @@ public:
 
     /// Routes the library's log lines to `fn` (empty: off). Called from the updating thread.
     void set_log(log_fn fn) {
-        callbacks_->on_log = std::move(fn);
-        detail::check(assetpatch_set_log(get(), callbacks_->on_log ? &detail::callbacks::log_trampoline : nullptr,
-                                         callbacks_.get()));
+        std::lock_guard<std::mutex> lock(callbacks_->mutex);
+        if (!fn) {
+            detail::check(assetpatch_set_log(get(), nullptr, nullptr));
+            return;
+        }
+        auto ctx = std::make_unique<detail::log_context>(std::move(fn));
+        detail::check(assetpatch_set_log(get(), &detail::log_context::trampoline, ctx.get()));
+        callbacks_->logs.push_back(std::move(ctx));
     }
 
     /// The C handle, for calls this wrapper does not cover.

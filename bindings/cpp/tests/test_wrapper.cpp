@@ -3,7 +3,11 @@
 //   test_wrapper FIXTURES_DIR WORK_DIR        closes with "N passed, N failed"
 #include "assetpatch.hpp"
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdlib>
+#include <mutex>
+#include <thread>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -120,6 +124,39 @@ int main(int argc, char** argv) {
         c.set("manifest_url", url("v1"));
         EXPECT(c.update());
         EXPECT(lines > 0);
+    });
+    run("calls_during_a_background_update_leave_its_callback_alone", [&] {
+        // The background update's callback holds it inside the library until the racing calls
+        // are done, so they certainly overlap it. Each must be refused (BUSY) without touching
+        // the running update's callback; set_log swaps the logger while lines are written.
+        assetpatch::client c(fresh("h"), bundle);
+        c.set("manifest_url", url("v2"));
+        std::mutex m;
+        std::condition_variable cv;
+        bool go = false;
+        std::atomic<int> first_calls{0}, intruder_calls{0}, log_lines{0};
+        c.set_log([&](int, std::string_view) { log_lines++; });
+        c.start_update([&](const assetpatch::progress&) {
+            first_calls++;
+            std::unique_lock<std::mutex> lock(m);
+            cv.wait(lock, [&] { return go; });
+            return false;
+        });
+        while (first_calls == 0) std::this_thread::yield();
+        auto intruder = [&](const assetpatch::progress&) { intruder_calls++; return false; };
+        try { c.update(intruder); EXPECT(false); } catch (const assetpatch::error& e) { EXPECT(e.status() == ASSETPATCH_ERR_BUSY); }
+        try { c.start_update(intruder); EXPECT(false); } catch (const assetpatch::error& e) { EXPECT(e.status() == ASSETPATCH_ERR_BUSY); }
+        for (int i = 0; i < 50; i++) c.set_log([&](int, std::string_view) { log_lines++; });
+        {
+            std::lock_guard<std::mutex> lock(m);
+            go = true;
+        }
+        cv.notify_all();
+        auto r = c.wait();
+        EXPECT(r && *r);
+        EXPECT(first_calls > 1);
+        EXPECT(intruder_calls == 0);
+        EXPECT(c.current_version() == 2);
     });
     run("library_version_matches_header", [&] { EXPECT(assetpatch::library_version() == ASSETPATCH_VERSION_STRING); });
 

@@ -70,13 +70,14 @@ typedef enum assetpatch_status {
     ASSETPATCH_ERR_DOWNGRADE    =  -9,  /* manifest version lower than one already accepted */
     ASSETPATCH_ERR_EXPIRED      = -10,  /* manifest past its "expires" time */
     ASSETPATCH_ERR_INCOMPATIBLE = -11,  /* release needs a newer app_version */
-    ASSETPATCH_ERR_NOT_FOUND    = -12,  /* no such resource / plugin / symbol */
+    ASSETPATCH_ERR_NOT_FOUND    = -12,  /* no such resource */
     ASSETPATCH_ERR_RANGE        = -13,  /* output buffer too small */
     ASSETPATCH_ERR_CANCELLED    = -14,  /* assetpatch_cancel or a progress callback stopped the update */
     ASSETPATCH_ERR_BUSY         = -15,  /* an update is already running (this process or another) */
-    ASSETPATCH_ERR_STATE        = -16,  /* not valid now: no manifest_url set, nothing to roll back to */
-    ASSETPATCH_ERR_INTERNAL     = -99
+    ASSETPATCH_ERR_STATE        = -16,  /* not valid now: no manifest_url set, no update started */
+    ASSETPATCH_ERR_INTERNAL     = -99   /* a bug in the library: please report it with the message */
 } assetpatch_status;
+/* docs/status.md lists which failure gets which status. */
 
 /* The constant's name for a status, e.g. "ASSETPATCH_ERR_IO"; "ASSETPATCH_UNKNOWN" for any other
  * value. Static storage: never free it. Any thread. */
@@ -125,11 +126,13 @@ int assetpatch_client_open(const char *data_dir, const char *bundle_dir, assetpa
  *   connect_timeout_ms  default 10000
  *   stall_timeout_ms    abort a transfer that moves no byte for this long; default 30000
  *   max_manifest_bytes  default 16777216
- *   max_release_bytes   total unpacked size a release may have; default 4294967296
+ *   max_release_bytes   total unpacked size a release may have (ERR_ARCHIVE); default 4294967296
+ *   max_legacy_archive_bytes
+ *                       a legacy {url, md5} manifest declares no sizes: its archive download
+ *                       stops there (ERR_ARCHIVE); default 5368709120
  *   ca_file             PEM bundle for TLS verification (peer verification is never off)
  *   header              one extra request header "Name: value"; repeatable; "" clears
  *   user_agent          default "assetpatch/VERSION"
- *   parallel_downloads  concurrent transfers for differential updates; default 4
  * @return ASSETPATCH_OK; ERR_ARGUMENT (NULL pointer, unknown option, bad value, a manifest_url
  *         that is empty or not http/https/file). */
 ASSETPATCH_WARN_UNUSED_RESULT
@@ -147,7 +150,7 @@ void assetpatch_client_close(assetpatch_client *c);
 typedef enum assetpatch_phase {
     ASSETPATCH_PHASE_CHECK = 1,     /* fetching and verifying the manifest */
     ASSETPATCH_PHASE_DOWNLOAD = 2,  /* transferring bytes */
-    ASSETPATCH_PHASE_INSTALL = 3,   /* verifying, extracting and linking files into the new release */
+    ASSETPATCH_PHASE_INSTALL = 3,   /* verifying and extracting files into the new release */
     ASSETPATCH_PHASE_ACTIVATE = 4,  /* switching the active release */
     ASSETPATCH_PHASE_DONE = 5
 } assetpatch_phase;
@@ -170,8 +173,9 @@ typedef int (*assetpatch_progress_fn)(const assetpatch_progress *progress, void 
 
 /* Fetches and verifies the manifest only. *version and *download_bytes (each may be NULL) get
  * the newer release's version and the bytes an update would transfer from now (partial
- * downloads already on disk not counted). Accepting a manifest pins its package and raises the
- * downgrade mark. Any thread.
+ * downloads already on disk not counted). A legacy manifest declares no size: the archive's is
+ * read from the file (file://) or a HEAD request, and 0 means the server did not tell.
+ * Accepting a manifest pins its package and raises the downgrade mark. Any thread.
  * @return ASSETPATCH_OK (a newer compatible release exists); ASSETPATCH_NO_UPDATE; ERR_STATE (no
  *         manifest_url); ERR_IO, ERR_NETWORK, ERR_HTTP, ERR_MANIFEST, ERR_SIGNATURE,
  *         ERR_DOWNGRADE, ERR_EXPIRED, ERR_INCOMPATIBLE, ERR_ARCHIVE (release too large). */
@@ -181,8 +185,20 @@ int assetpatch_check(assetpatch_client *c, int64_t *version, uint64_t *download_
 /* Blocking check + download + install + activate, on the calling thread. progress and userdata
  * may be NULL. On every error the active release is unchanged and still fully served, and the
  * bytes already downloaded are kept so that the next attempt, in this process or after a
- * restart, resumes. Network failures and 5xx answers are retried (3 times, with backoff,
- * resuming) before the call fails.
+ * restart, resumes. A failed update or check logs its message once at level 3 (error).
+ *
+ * Retries: within one call, transient failures are retried up to 3 times, waiting 250, 500 and
+ * 1000 ms, a download resuming where it stopped: connection refused or reset, DNS and connect
+ * timeouts, stalls (stall_timeout_ms), transfers cut before their end, HTTP 5xx, and HTTP 429
+ * when it carries Retry-After. A Retry-After (on a 429 or 5xx) is waited for when it is at most
+ * 30 s; a longer one fails the call at once. What a retry cannot change fails at once: more
+ * than 5 redirects, a redirect to a scheme other than http(s), TLS verification, any other 4xx,
+ * and bytes that do not match the manifest.
+ *
+ * Content codings: the manifest request accepts compressed codings (gzip, deflate and what
+ * libcurl offers) and decodes them; max_manifest_bytes counts decoded bytes. Archive requests
+ * ask for identity; a gzip or deflate answer is decoded, but such bytes are never resumed with
+ * ranges, and a range answered in an encoding restarts the download from zero.
  * @return ASSETPATCH_OK (installed; activated unless apply=next_open); ASSETPATCH_NO_UPDATE;
  *         ERR_BUSY (an update runs on this client or on this data_dir in any process); ERR_STATE;
  *         ERR_CANCELLED; any error of assetpatch_check; ERR_INTEGRITY, ERR_ARCHIVE, ERR_IO. */

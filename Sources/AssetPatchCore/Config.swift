@@ -14,7 +14,6 @@ public struct ClientConfig: Sendable {
     public var maxReleaseBytes: UInt64 = 4 << 30
     /// A legacy manifest declares no sizes: this bounds its archive's download.
     public var maxLegacyArchiveBytes: UInt64 = 5 << 30
-    public var parallelDownloads = 4
 
     public init() {}
 
@@ -87,7 +86,6 @@ public struct ClientConfig: Sendable {
         case "user_agent":
             guard !value.hasLineBreak else { throw AssetPatchError(.argument, "option user_agent: contains a line break") }
             http.userAgent = value
-        case "parallel_downloads": parallelDownloads = Int(try ClientConfig.number(option, value, 1...64))
         default:
             throw AssetPatchError(.argument, "unknown option \"\(option)\"")
         }

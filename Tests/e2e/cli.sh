@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The command-line tool's contract (FORMAT.md): exit statuses, publish rules, verify, status.
+# The command-line tool's contract (README, docs/format.md): exit statuses, publish rules, verify, status.
 #   cli.sh PATH/TO/assetpatch WORK_DIR       closes with "N passed, N failed"
 set -uo pipefail
 cli=$1

@@ -105,5 +105,15 @@ check "find_package(assetpatch) consumer builds" cmake -G Ninja -S "$here/cmake-
 check "consumer compiles and links" cmake --build "$work/consumer"
 check "consumer runs" "$work/consumer/consumer"
 
+echo "== documentation: every code block of the README and docs/, compiled or run"
+mkdir -p "$work/docs"
+python3 "$here/docblocks.py" "$root" "$prefix" "$work/docs" > "$work/docs.log" 2>&1
+cat "$work/docs.log"
+count_program "$work/docs.log" "docblocks.py"
+
+echo "== one source for each fact: version and status tables against the header"
+python3 "$here/consistency.py" "$root" "$prefix" | tee "$work/consistency.log"
+count_program "$work/consistency.log" "consistency.py"
+
 echo "$passed passed, $failed failed"
 ((failed == 0))

@@ -165,6 +165,10 @@ static void status_names_and_version(void) {
     CHECK(strcmp(assetpatch_status_name(ASSETPATCH_NO_UPDATE), "ASSETPATCH_NO_UPDATE") == 0, "NO_UPDATE name");
     CHECK(strcmp(assetpatch_status_name(-1234), "ASSETPATCH_UNKNOWN") == 0, "unknown name");
     CHECK(strcmp(assetpatch_version(), ASSETPATCH_VERSION_STRING) == 0, "version %s", assetpatch_version());
+    char numbers[32];
+    snprintf(numbers, sizeof numbers, "%d.%d.%d", ASSETPATCH_VERSION_MAJOR, ASSETPATCH_VERSION_MINOR, ASSETPATCH_VERSION_PATCH);
+    CHECK(strcmp(numbers, ASSETPATCH_VERSION_STRING) == 0, "header numbers %s, string %s", numbers, ASSETPATCH_VERSION_STRING);
+    CHECK(ASSETPATCH_VERSION_NUMBER == ASSETPATCH_VERSION_MAJOR * 10000 + ASSETPATCH_VERSION_MINOR * 100 + ASSETPATCH_VERSION_PATCH, "version number");
 }
 
 static void bundle_only_before_any_update(void) {
@@ -191,7 +195,8 @@ static void options_are_validated(void) {
     CHECK_RC(assetpatch_client_set(c, "MANIFEST_URL", url("v1")), ASSETPATCH_ERR_ARGUMENT);
     CHECK_RC(assetpatch_client_set(c, "header", "X-Test: 1"), ASSETPATCH_OK);
     CHECK_RC(assetpatch_client_set(c, "keep_versions", "1"), ASSETPATCH_OK);
-    CHECK_RC(assetpatch_client_set(c, "parallel_downloads", "4"), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_client_set(c, "max_legacy_archive_bytes", "0"), ASSETPATCH_ERR_ARGUMENT);
+    CHECK_RC(assetpatch_client_set(c, "max_legacy_archive_bytes", "5368709120"), ASSETPATCH_OK);
 }
 
 static void update_without_url_is_state_error(void) {

@@ -106,7 +106,7 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Mut
             persistAcceptance(before, state)
             return found.map { CheckResult(version: $0.version, downloadBytes: $0.downloadBytes) }
         } catch let e as AssetPatchError {
-            log(3, "check failed: \(e.message)")
+            log(3, e.message)
             throw e
         }
     }
@@ -161,7 +161,7 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Mut
                 return true
             }
         } catch let e as AssetPatchError {
-            log(3, "update failed: \(e.message)")
+            log(3, e.message)
             throw e
         }
     }

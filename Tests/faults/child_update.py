@@ -1,5 +1,7 @@
 """Runs one update through the Python binding, printing each phase as it starts (flushed), so
-the kill harness knows where it killed. Exit 0 installed/no update, 3 error."""
+the kill harness knows where it killed. Exit 0 installed/no update, 3 error.
+
+    child_update.py DATA_DIR MANIFEST_URL [CLIENT_ID]   (CLIENT_ID goes out as X-Client)"""
 import os
 import sys
 import time
@@ -10,6 +12,7 @@ import assetpatch  # noqa: E402
 
 def main():
     data, url = sys.argv[1], sys.argv[2]
+    headers = [f"X-Client: {sys.argv[3]}"] if len(sys.argv) > 3 else []
     last = [0]
 
     def progress(p):
@@ -18,9 +21,10 @@ def main():
             sys.stdout.write(f"PHASE {int(p.phase)}\n")
             sys.stdout.flush()
 
-    for _ in range(200):  # another process may hold the lock for a moment (the checker)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:  # another process may hold the lock for a moment (the checker)
         try:
-            with assetpatch.Client(data, manifest_url=url, stall_timeout_ms=5000) as c:
+            with assetpatch.Client(data, manifest_url=url, stall_timeout_ms=30000, headers=headers) as c:
                 c.update(progress=progress)
             sys.stdout.write("EXIT ok\n")
             return 0

@@ -2,14 +2,17 @@
 """kill -9 harness: kills an updating process at random moments spread over every phase
 (seeded, reproducible), and after each kill checks, from another process, that the data
 directory serves exactly one complete release (every resolved file hashes to the active
-release's manifest) and that resuming wastes little: per sequence of kills until the update
-completes, archive bytes sent <= archive size x 1.05 + kills x 1 MiB.
+release's manifest) and that resuming wastes nothing: every archive request a restarted updater
+makes starts exactly where the bytes it found on disk end (0 when they can't be resumed). That
+is what the client asked for, whatever the scheduler did; the bytes the server wrote (they
+include what sat in socket buffers at each kill) are reported, not asserted.
 
     killharness.py [--kills 50] [--seed 1] [--rate BYTES_PER_S] [--soak]
 
 Needs build/prefix (scripts/build.sh). Prints a report and "N passed, N failed"."""
 import argparse
 import collections
+import json
 import os
 import random
 import shutil
@@ -59,9 +62,24 @@ def consistent(data, repos, while_updating=False):
         return f"open/resolve failed: {e}"
 
 
+def resumable_bytes(data, digest):
+    """What an updater starting now resumes from: the partial's size when its record has a
+    validator, else 0 (the client's own rule)."""
+    part = os.path.join(data, "downloads", digest + ".part")
+    meta = os.path.join(data, "downloads", digest + ".meta")
+    try:
+        with open(meta) as f:
+            record = json.load(f)
+        if not (record.get("validator") or record.get("etag") or record.get("last_modified")) or record.get("coding"):
+            return 0
+        return os.path.getsize(part)
+    except (OSError, ValueError):
+        return 0
+
+
 class Child:
-    def __init__(self, data, url):
-        self.proc = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "child_update.py"), data, url],
+    def __init__(self, data, url, client_id=""):
+        self.proc = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "child_update.py"), data, url, client_id],
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.phase = 0
         self.exit_line = None
@@ -112,6 +130,7 @@ def main():
         base = os.path.join(work, "repos")
         r1, r2 = publish(base)
         repos = {1: r1, 2: r2}
+        digest = r2.manifest["archive"]["sha256"]
         server = FaultServer(base, work)
         pristine = os.path.join(work, "pristine")
         subprocess.run([CLI, "update", "--data-dir", pristine, "--url", server.url("v1")], check=True, capture_output=True)
@@ -159,8 +178,11 @@ def main():
             server.get("/_reset")
             server.control("normal", rate=a.rate)
             seq_kills = 0
+            expected_starts = {}  # client id -> where its first archive request must start
             while True:
-                child = Child(data, server.url("v2"))
+                client_id = f"{len(sequences)}-{seq_kills}"
+                expected_starts[client_id] = resumable_bytes(data, digest)
+                child = Child(data, server.url("v2"), client_id)
                 if rnd.random() < 0.5:
                     time.sleep(rnd.uniform(0, full * 1.1))
                 else:
@@ -189,11 +211,17 @@ def main():
                         err = err or f"after completion the active version is {c.current_version}"
             if err:
                 failures.append(f"after sequence {len(sequences) + 1}: {err}")
-            sent = server.stats()["bytes_sent"]
-            budget = r2.archive_size * 1.05 + seq_kills * (1 << 20)
-            sequences.append((seq_kills, sent, budget))
-            if sent > budget:
-                failures.append(f"sequence {len(sequences)}: {sent} bytes sent for {seq_kills} kills, budget {int(budget)}")
+            stats = server.stats()
+            sent = stats["bytes_sent"]
+            sequences.append((seq_kills, sent))
+            by_client = collections.defaultdict(list)
+            for entry in stats["archive_log"]:
+                by_client[entry["client"]].append(entry["start"])
+            for client_id, starts in by_client.items():
+                want = expected_starts.get(client_id)
+                if want is None or starts[0] != want or starts != sorted(starts):
+                    failures.append(f"sequence {len(sequences)}, updater {client_id}: requests started at {starts}, "
+                                    f"{want} bytes were resumable")
             with swap:
                 shutil.rmtree(data)
 
@@ -202,10 +230,11 @@ def main():
         print(f"archive: {r2.archive_size} bytes, {len(r2.hashes)} files; uninterrupted update {full:.2f} s; seed {a.seed}")
         print(f"kills: {total_kills} over {len(sequences)} sequences; by phase: " +
               ", ".join(f"{p} {kills_by_phase[p]}" for p in PHASES.values() if kills_by_phase[p]))
-        sent_total = sum(s for _, s, _ in sequences)
+        sent_total = sum(s for _, s in sequences)
         ideal = r2.archive_size * len(sequences)
-        print(f"archive bytes sent: {sent_total} for {len(sequences)} completed updates "
-              f"({sent_total / ideal:.3f}x the archive; worst sequence {max(s / r2.archive_size for _, s, _ in sequences):.3f}x)")
+        print(f"archive bytes the server wrote: {sent_total} for {len(sequences)} completed updates "
+              f"({sent_total / ideal:.3f}x the archive; worst sequence {max(s / r2.archive_size for _, s in sequences):.3f}x; "
+              "the excess is what sat in socket buffers at the kills)")
         print(f"concurrent reader: {reader_checks[0]} full checks while updates ran and were killed")
         print(f"consistency failures: {len(failures)}")
         for f in failures:

@@ -29,7 +29,7 @@ build() {
   if [[ ! -x $out/$t || $root/fuzz/$src -nt $out/$t || -n $(find "$root/Sources/AssetPatchCore" -newer "$out/$t" -name '*.swift' | head -1) ]]; then
     echo "== building fuzz target $t"
     swiftc -parse-as-library -sanitize=fuzzer,address -O -g -module-name AssetPatchFuzz \
-      -I "$root/Sources/CCurl" -I "$root/Sources/CZlib" -I "$root/Sources/CCrypto" -I "$root/Sources/CSystem" \
+      -I "$root/Sources/CCurl" -I "$root/Sources/CZlib" -I "$root/Sources/CCrypto" -I "$root/Sources/CSystem" -I "$root/Sources/CAssetPatchABI" \
       "$root"/Sources/AssetPatchCore/*.swift "$root/fuzz/$src" -lcurl -lz -lcrypto -o "$out/$t"
   fi
 }

@@ -3,10 +3,11 @@
 # for it otherwise. Safe to run repeatedly: it does nothing when everything is present.
 set -euo pipefail
 
-# Build: libcurl, zlib and libcrypto headers, pkg-config, CMake with Ninja. Tests: nginx, curl,
-# openssl, the zippers whose archives the tests read (Info-ZIP zip/unzip, bsdtar, 7z), and
-# python3 with venv (a bare Debian has no pip, and PEP 668 keeps pip out of the system Python).
-packages=(libcurl4-openssl-dev zlib1g-dev libssl-dev pkg-config cmake ninja-build binutils
+# Build: the C/C++ compilers and headers, libcurl, zlib and libcrypto headers, pkg-config,
+# CMake with Ninja. Tests: nginx, curl, openssl, the zippers whose archives the tests read
+# (Info-ZIP zip/unzip, bsdtar, 7z), and python3 with venv (a bare Debian has no pip, and
+# PEP 668 keeps pip out of the system Python).
+packages=(gcc g++ libc6-dev libcurl4-openssl-dev zlib1g-dev libssl-dev pkg-config cmake ninja-build binutils
           nginx-light curl openssl unzip zip libarchive-tools p7zip-full python3 python3-venv)
 missing=()
 for p in "${packages[@]}"; do

@@ -7,8 +7,10 @@ public struct CheckResult: Sendable {
     public var downloadBytes: UInt64
 }
 
-/// One client of a data directory: options, the served release, updates (blocking or on a
-/// background thread), and resolving. Every method is thread-safe.
+/// One client of a data directory. It coordinates threads and state: the options, the snapshot
+/// resolving reads (`ResolveView`), one update at a time (blocking or on a background thread,
+/// run by an `Updater` under the data directory's lock), cancellation and logging. Every
+/// method is thread-safe.
 public final class Client: @unchecked Sendable {  // mutable state is behind Mutex/Atomic/Condition
     public let store: Store
     public let bundleDir: String?
@@ -43,14 +45,7 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Mut
         var state: StoreState
         if let lock = try store.tryLock() {
             state = try store.loadState()
-            if let pending = state.pending {
-                if let old = state.active { state.kept.insert(old, at: 0) }
-                state.active = pending
-                state.activeLegacyDigest = state.pendingLegacyDigest
-                state.pending = nil
-                state.pendingLegacyDigest = nil
-                try store.save(state)
-            }
+            if state.activatePending() { try store.save(state) }
             try store.recover(state)
             _ = lock
         } else {

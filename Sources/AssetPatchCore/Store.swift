@@ -28,6 +28,18 @@ public struct StoreState: Sendable, Equatable {
 
     public init() {}
 
+    /// Makes a release installed with apply=next_open the active one, keeping the previous
+    /// active release first in `kept`. False when none was pending.
+    mutating func activatePending() -> Bool {
+        guard let pending else { return false }
+        if let old = active { kept.insert(old, at: 0) }
+        active = pending
+        activeLegacyDigest = pendingLegacyDigest
+        self.pending = nil
+        pendingLegacyDigest = nil
+        return true
+    }
+
     /// The releases the state names: active, pending and kept.
     var liveReleaseIDs: Set<String> {
         var live = Set(kept.map(\.id))

@@ -18,9 +18,14 @@ source "$root/Tests/e2e/nginx.sh"
 trap nginx_stop EXIT
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-show() {  # run the example and print each resolved file's first line
+show() {  # show URL [ALLOWED_EXIT]: run the example, then print each resolved file's first line
+  # The example exits 3 when the update fails and 4 when a name resolves nowhere; anything
+  # but the expected status stops the demo.
+  local status=0
   "$demo/example" "$demo/data" "$root/examples/bundle" "$1" greeting.txt sub/sample.png levels/level1.json levels/level2.json \
-    | tee "$demo/out.txt"
+    >"$demo/out.txt" || status=$?
+  cat "$demo/out.txt"
+  if ((status != ${2:-0})); then echo "demo: the example exited with $status, expected ${2:-0}" >&2; exit 1; fi
   grep -- ' -> /' "$demo/out.txt" | while read -r name _ path; do
     case $path in *.png) printf '   %-20s %s\n' "$name" "$(file -b "$path" 2>/dev/null || echo PNG) ($(stat -c %s "$path") bytes)";;
                   *) printf '   %-20s %s\n' "$name" "$(head -1 "$path")";; esac
@@ -39,7 +44,7 @@ step "before any update: everything resolves from the shipped bundle"
 head -1 "$root/examples/bundle/greeting.txt"
 
 step "update over file:// (the embedded default) and resolve"
-show "file://$demo/repo/manifest.json"
+show "file://$demo/repo/manifest.json" 4   # levels/level2.json arrives with release 2
 
 step "publish release 2 (winter event) and serve the repository with nginx on 127.0.0.1"
 "$cli" publish "$root/examples/v2" --repo "$demo/repo" --label "winter event"

@@ -421,12 +421,16 @@ static void legacy_seed_manifest(void) {
     assetpatch_client_close(c);
 }
 
-static volatile int other_attempt_done;
+/* The first updater holds the data directory's lock inside its progress callback until the
+ * second has tried: no sleep decides the order, whatever the scheduler does. (The 120 s bound
+ * only keeps a broken build from hanging the suite.) */
+static _Atomic int holding, other_attempt_done;
 
 static int hold_until_other_attempted(const assetpatch_progress *p, void *userdata) {
     (void)userdata;
     if (p->phase == ASSETPATCH_PHASE_DOWNLOAD || p->phase == ASSETPATCH_PHASE_INSTALL) {
-        for (int i = 0; i < 500 && !other_attempt_done; i++) usleep(10000);
+        holding = 1;
+        for (int i = 0; i < 12000 && !other_attempt_done; i++) usleep(10000);
     }
     return 0;
 }
@@ -438,10 +442,11 @@ static void second_updater_on_same_dir_is_busy(void) {
     CHECK_RC(assetpatch_client_open(fmt("%s/shared", work), bundle(), &b), ASSETPATCH_OK);
     CHECK_RC(assetpatch_client_set(a, "manifest_url", url("v2")), ASSETPATCH_OK);
     CHECK_RC(assetpatch_client_set(b, "manifest_url", url("v2")), ASSETPATCH_OK);
-    other_attempt_done = 0;
+    holding = other_attempt_done = 0;
     CHECK_RC(assetpatch_update_start(a, hold_until_other_attempted, NULL), ASSETPATCH_OK);
     CHECK_RC(assetpatch_update_start(a, NULL, NULL), ASSETPATCH_ERR_BUSY);
-    usleep(100000);
+    for (int i = 0; i < 12000 && !holding; i++) usleep(10000);
+    CHECK(holding, "the first updater never reached its download");
     int rc = assetpatch_update(b, NULL, NULL);
     other_attempt_done = 1;
     int result = 0;

@@ -1,13 +1,49 @@
+/// Where one file's bytes sit in the release archive: enough to fetch its local header and
+/// compressed data with one range request and inflate it without the zip's central directory.
+public struct ArchiveLocation: Sendable, Equatable {
+    /// Offset of the entry's local file header.
+    public var headerOffset: UInt64
+    /// Offset of its compressed data (after the local header, name and extra field).
+    public var dataOffset: UInt64
+    public var compressedSize: UInt64
+    /// 0 stored, 8 deflate.
+    public var method: UInt16
+
+    public init(headerOffset: UInt64, dataOffset: UInt64, compressedSize: UInt64, method: UInt16) {
+        self.headerOffset = headerOffset
+        self.dataOffset = dataOffset
+        self.compressedSize = compressedSize
+        self.method = method
+    }
+
+    /// The bytes a range request fetches: local header through the end of the data.
+    public var range: Range<UInt64> { headerOffset..<(dataOffset + compressedSize) }
+
+    func toJSON() -> JSON {
+        .object([("header_offset", .int(Int64(headerOffset))), ("data_offset", .int(Int64(dataOffset))),
+                 ("compressed_size", .int(Int64(compressedSize))), ("method", .int(Int64(method)))])
+    }
+}
+
 /// One file a release provides.
 public struct ManifestFile: Sendable, Equatable {
     public var path: String
     public var size: UInt64
     public var sha256: String
+    /// Where the file lies in the archive, when the manifest says (optional; `publish` writes it).
+    public var location: ArchiveLocation?
 
-    public init(path: String, size: UInt64, sha256: String) {
+    public init(path: String, size: UInt64, sha256: String, location: ArchiveLocation? = nil) {
         self.path = path
         self.size = size
         self.sha256 = sha256
+        self.location = location
+    }
+
+    func toJSON() -> JSON {
+        var pairs: [(String, JSON)] = [("path", .string(path)), ("size", .int(Int64(size))), ("sha256", .string(sha256))]
+        if let location { pairs.append(("zip", location.toJSON())) }
+        return .object(pairs)
     }
 }
 
@@ -219,8 +255,13 @@ public struct Manifest: Sendable {
             let (sum, overflow) = total.addingReportingOverflow(s)
             if overflow { throw fail("\(source): total size of files overflows") }
             total = sum
-            files.append(ManifestFile(path: path, size: s, sha256: try sha(item["sha256"], "files[\(i)].sha256")))
+            var location: ArchiveLocation?
+            if let z = item["zip"], z != .null {
+                location = try decodeLocation(z, path: path, size: s, index: i, archiveSize: archiveSize, source: source)
+            }
+            files.append(ManifestFile(path: path, size: s, sha256: try sha(item["sha256"], "files[\(i)].sha256"), location: location))
         }
+        try checkLocations(files, source: source)
         // A file "a" and a file "a/b" can't both exist on disk.
         if let conflict = ResourceName.fileDirectoryConflict(in: seen) {
             throw fail("\(source): \"\(conflict)\" is both a file and a directory")
@@ -243,6 +284,42 @@ public struct Manifest: Sendable {
                         archiveDigest: archiveSHA, files: files, plugins: plugins, signatureVerified: false, payload: [])
     }
 
+    /// `files[i].zip`: where the file lies in the archive. The local header must fit before the
+    /// data, the data inside the archive, a stored file's compressed size must be its size.
+    static func decodeLocation(_ z: JSON, path: String, size: UInt64, index i: Int, archiveSize: UInt64,
+                               source: String) throws -> ArchiveLocation {
+        let what = "files[\(i)].zip (\"\(path)\")"
+        guard z.isObject else { throw fail("\(source): \(what) must be an object") }
+        func number(_ key: String) throws -> UInt64 {
+            guard let n = z[key]?.int64 else { throw fail("\(source): \(what).\(key) must be an integer") }
+            guard n >= 0 else { throw fail("\(source): \(what).\(key) is negative") }
+            return UInt64(n)
+        }
+        let header = try number("header_offset"), data = try number("data_offset")
+        let compressed = try number("compressed_size"), method = try number("method")
+        guard method == 0 || method == 8 else { throw fail("\(source): \(what).method \(method) is neither 0 (stored) nor 8 (deflate)") }
+        let nameLength = UInt64(path.utf8.count)
+        guard header <= archiveSize, data >= header + 30 + nameLength, data <= archiveSize, compressed <= archiveSize - data else {
+            throw fail("\(source): \(what) lies outside the archive of \(archiveSize) bytes or leaves no room for the local header")
+        }
+        if method == 0 && compressed != size { throw fail("\(source): \(what) is stored but its compressed size is not its size") }
+        return ArchiveLocation(headerOffset: header, dataOffset: data, compressedSize: compressed, method: UInt16(method))
+    }
+
+    /// Locations are all or nothing, and no two files' bytes overlap.
+    static func checkLocations(_ files: [ManifestFile], source: String) throws {
+        guard files.contains(where: { $0.location != nil }) else { return }
+        var spans: [(range: Range<UInt64>, path: String)] = []
+        for f in files {
+            guard let l = f.location else { throw fail("\(source): \"\(f.path)\" has no zip location while other files have one") }
+            spans.append((l.range, f.path))
+        }
+        spans.sort { $0.range.lowerBound < $1.range.lowerBound }
+        for k in 1..<max(1, spans.count) where spans[k - 1].range.upperBound > spans[k].range.lowerBound {
+            throw fail("\(source): the zip locations of \"\(spans[k - 1].path)\" and \"\(spans[k].path)\" overlap")
+        }
+    }
+
     /// The manifest as JSON (the form `publish` writes and `inspect --json` prints).
     public func toJSON() -> JSON {
         var pairs: [(String, JSON)] = [("format", .int(1)), ("package", .string(package ?? "default")), ("version", .int(version))]
@@ -251,7 +328,7 @@ public struct Manifest: Sendable {
         if let expires { pairs.append(("expires", .string(RFC3339.format(expires)))) }
         if let minAppVersion { pairs.append(("min_app_version", .string(minAppVersion))) }
         pairs.append(("archive", .object([("url", .string(archiveURL)), ("size", .int(Int64(archiveSize ?? 0))), ("sha256", .string(archiveDigest))])))
-        pairs.append(("files", .array(files.map { .object([("path", .string($0.path)), ("size", .int(Int64($0.size))), ("sha256", .string($0.sha256))]) })))
+        pairs.append(("files", .array(files.map { $0.toJSON() })))
         if !plugins.isEmpty {
             pairs.append(("plugins", .array(plugins.map { .object([("name", .string($0.name)), ("path", .string($0.path)), ("entry", .string($0.entry))]) })))
         }

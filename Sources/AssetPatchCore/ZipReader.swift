@@ -225,14 +225,20 @@ public final class ZipReader {
 
     /// The file entries in data order, after checking them against a manifest's files: every
     /// entry listed (`ERR_ARCHIVE`), every listed file present (`ERR_ARCHIVE`), declared sizes as
-    /// listed (`ERR_INTEGRITY`). Content hashes are checked as entries are extracted.
+    /// listed (`ERR_INTEGRITY`), locations, where the manifest gives them, as in the archive
+    /// (`ERR_MANIFEST`). Content hashes are checked as entries are extracted.
     public func fileEntries(matching files: [ManifestFile]) throws -> [ZipEntry] {
         let entries = fileEntries
-        let expected = Dictionary(files.map { ($0.path, $0.size) }, uniquingKeysWith: { a, _ in a })
+        let expected = Dictionary(files.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
         for e in entries {
-            guard let size = expected[e.name] else { throw fail("entry \"\(e.name)\" is not listed in the manifest") }
-            if e.uncompressedSize != size {
-                throw AssetPatchError(.integrity, "\(source): entry \"\(e.name)\" is \(e.uncompressedSize) bytes, the manifest says \(size)")
+            guard let f = expected[e.name] else { throw fail("entry \"\(e.name)\" is not listed in the manifest") }
+            if e.uncompressedSize != f.size {
+                throw AssetPatchError(.integrity, "\(source): entry \"\(e.name)\" is \(e.uncompressedSize) bytes, the manifest says \(f.size)")
+            }
+            // The manifest's location is what a range request would fetch: it must be the entry's.
+            if let l = f.location, l != ArchiveLocation(headerOffset: e.localHeaderOffset, dataOffset: e.dataOffset,
+                                                         compressedSize: e.compressedSize, method: e.method) {
+                throw AssetPatchError(.manifest, "\(source): the manifest's zip location of \"\(e.name)\" (header \(l.headerOffset), data \(l.dataOffset), \(l.compressedSize) bytes, method \(l.method)) disagrees with the archive's (header \(e.localHeaderOffset), data \(e.dataOffset), \(e.compressedSize) bytes, method \(e.method))")
             }
         }
         let present = Set(entries.map(\.name))

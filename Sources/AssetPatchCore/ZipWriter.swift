@@ -48,9 +48,9 @@ public final class ZipWriter {
     static func flags(_ name: [UInt8]) -> UInt16 { name.contains { $0 >= 0x80 } ? 0x0800 : 0 }
 
     /// Adds the file at `sourcePath` as `name`; returns its size and sha256, hashed during the
-    /// same read that compresses it.
+    /// same read that compresses it, and where its bytes lie in the archive.
     @discardableResult
-    public func add(name: String, sourcePath: String) throws -> (size: UInt64, sha256: String) {
+    public func add(name: String, sourcePath: String) throws -> ManifestFile {
         let nameBytes = Array(name.utf8)
         let src = try File.openRead(sourcePath)
         let size = try src.size()
@@ -73,7 +73,8 @@ public final class ZipWriter {
         try out.pwrite(final, at: start)
         offset = dataStart + comp
         written.append(Written(name: nameBytes, method: method, crc: crc, compressed: comp, uncompressed: size, offset: start))
-        return (size, sha.finalHex())
+        return ManifestFile(path: name, size: size, sha256: sha.finalHex(),
+                            location: ArchiveLocation(headerOffset: start, dataOffset: dataStart, compressedSize: comp, method: method))
     }
 
     private func store(_ src: File, to at: UInt64) throws -> (UInt32, UInt64) {

@@ -80,7 +80,7 @@ struct Publish: ParsableCommand {
             }
             let seed = try key.map(readKeyFile)
 
-            let names = try FS.walkFiles(src).sorted()
+            let names = try FS.walkFiles(src).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
             for n in names where !ResourceName.isValid(n) {
                 throw AssetPatchError(.argument, "\(src)/\(n): not a valid resource name")
             }
@@ -103,9 +103,10 @@ struct Publish: ParsableCommand {
             let tmpZip = repoDir + "/archives/.publish-\(getpid()).zip"
             let writer = try ZipWriter(path: tmpZip)
             var files: [ManifestFile] = []
+            // Sorted by name, so a release's files keep their order from one release to the next
+            // and neighbouring changes lie close together in the archive.
             for n in kept {
-                let (size, sha) = try writer.add(name: n, sourcePath: src + "/" + n)
-                files.append(ManifestFile(path: n, size: size, sha256: sha))
+                files.append(try writer.add(name: n, sourcePath: src + "/" + n))
             }
             try writer.finish()
             let zipSHA = try Digest.hexOfFile(tmpZip)

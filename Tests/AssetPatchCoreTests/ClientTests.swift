@@ -59,6 +59,34 @@ import Testing
         #expect(try FS.readFile(oldPath) == Array("one".utf8))  // kept: keep_versions=1
     }
 
+    @Test func zipLocationsAreCheckedAgainstTheArchiveAndOptional() throws {
+        let repo = TempDir(), data = TempDir(), data2 = TempDir()
+        defer { repo.cleanup(); data.cleanup(); data2.cleanup() }
+        let files: [(String, [UInt8])] = [("a.txt", Array("alpha".utf8)), ("b.bin", noise(5000))]
+        // A manifest without locations still installs (the full download).
+        var url = try publishRelease(files, version: 1, repo: repo, locations: false)
+        let c = try Client(dataDir: data.path, bundleDir: nil)
+        try c.set("manifest_url", url)
+        #expect(try c.update(progress: nil))
+        // A location that disagrees with the archive's own headers is the manifest's fault.
+        url = try publishRelease(files, version: 2, repo: repo) { pairs in
+            // Shift the first file's location by one byte: still well-formed, no longer true.
+            guard let i = pairs.firstIndex(where: { $0.0 == "files" }), case .array(var items) = pairs[i].1,
+                  case .object(var first) = items[0], let z = first.firstIndex(where: { $0.0 == "zip" }),
+                  case .object(var zip) = first[z].1 else { return }
+            for k in zip.indices where zip[k].0 == "header_offset" || zip[k].0 == "data_offset" {
+                if let v = zip[k].1.int64 { zip[k].1 = .int(v + 1) }
+            }
+            first[z].1 = .object(zip)
+            items[0] = .object(first)
+            pairs[i].1 = .array(items)
+        }
+        let c2 = try Client(dataDir: data2.path, bundleDir: nil)
+        try c2.set("manifest_url", url)
+        #expect(statusOf { _ = try c2.update(progress: nil) } == .manifest)
+        #expect(c2.currentVersion == 0)
+    }
+
     @Test func downgradeExpiryAndAppVersionGates() throws {
         let repo = TempDir(), data = TempDir()
         defer { repo.cleanup(); data.cleanup() }

@@ -19,6 +19,35 @@ import Testing
         #expect(!m.signatureVerified)
     }
 
+    func located(_ zips: [String]) -> String {
+        "[" + zips.enumerated().map { i, z in #"{"path": "f\#(i)", "size": 3, "sha256": "\#(sha)", "zip": \#(z)}"# }.joined(separator: ", ") + "]"
+    }
+
+    /// A manifest of a 100-byte archive whose files have these `zip` objects.
+    func locatedManifest(_ zips: [String]) -> [UInt8] {
+        Array(#"{"format": 1, "package": "g", "version": 1, "archive": {"url": "a.zip", "size": 100, "sha256": "\#(sha)"}, "files": \#(located(zips))}"#.utf8)
+    }
+
+    @Test func decodesZipLocations() throws {
+        let m = try Manifest.decode(locatedManifest([#"{"header_offset": 0, "data_offset": 32, "compressed_size": 3, "method": 0}"#]))
+        #expect(m.files[0].location == ArchiveLocation(headerOffset: 0, dataOffset: 32, compressedSize: 3, method: 0))
+        #expect(try Manifest.decode(manifest()).files[0].location == nil, "locations are optional")
+    }
+
+    @Test(arguments: [
+        [#"{"header_offset": 0, "data_offset": 32, "compressed_size": 3, "method": 14}"#],              // unknown method
+        [#"{"header_offset": 0, "data_offset": 20, "compressed_size": 3, "method": 8}"#],              // no room for the header
+        [#"{"header_offset": 0, "data_offset": 32, "compressed_size": 3000, "method": 8}"#],           // past the archive's end
+        [#"{"header_offset": 0, "data_offset": 32, "compressed_size": 2, "method": 0}"#],              // stored, sizes differ
+        [#"{"header_offset": -1, "data_offset": 32, "compressed_size": 3, "method": 0}"#],             // negative
+        [#"{"header_offset": 0, "data_offset": 32, "compressed_size": 3, "method": 0}"#,
+         #"{"header_offset": 34, "data_offset": 66, "compressed_size": 3, "method": 0}"#],            // overlapping files
+        [#"{"header_offset": 0, "data_offset": 32, "compressed_size": 3, "method": 0}"#, "null"],       // some located, some not
+    ])
+    func refusesBadZipLocations(_ zips: [String]) {
+        #expect(statusOf { _ = try Manifest.decode(locatedManifest(zips)) } == .manifest)
+    }
+
     @Test func decodesTheLegacySeedManifest() throws {
         let m = try Manifest.decode(Array(#"{"url": "https://example.com/patch.zip", "md5": "E963ED645C50A004697530FA596F180B"}"#.utf8))
         #expect(m.kind == .legacy)

@@ -40,20 +40,23 @@ func noise(_ count: Int, seed: UInt64 = 42) -> [UInt8] {
 /// manifest's file:// URL. `mutate` may edit the manifest JSON before it is written.
 @discardableResult
 func publishRelease(_ files: [(String, [UInt8])], version: Int64, repo: TempDir, package: String = "test",
-                    seed: [UInt8]? = nil, mutate: ((inout [(String, JSON)]) -> Void)? = nil) throws -> String {
+                    seed: [UInt8]? = nil, locations: Bool = true,
+                    mutate: ((inout [(String, JSON)]) -> Void)? = nil) throws -> String {
     let staging = TempDir()
     defer { staging.cleanup() }
     for (p, b) in files { try staging.write(p, b) }
     try FS.makeDirectories(repo.path + "/archives")
     let tmp = repo.path + "/archives/tmp.zip"
     let w = try ZipWriter(path: tmp)
-    for (p, _) in files { try w.add(name: p, sourcePath: staging.path + "/" + p) }
+    var written: [ManifestFile] = []
+    for (p, _) in files { written.append(try w.add(name: p, sourcePath: staging.path + "/" + p)) }
     try w.finish()
+    if !locations { for i in written.indices { written[i].location = nil } }
     let sha = try Digest.hexOfFile(tmp)
     try FS.rename(tmp, repo.path + "/archives/\(sha).zip")
     let m = Manifest(kind: .format1, package: package, version: version, label: nil, created: nil, expires: nil,
                      minAppVersion: nil, archiveURL: "archives/\(sha).zip", archiveSize: FS.fileSize(repo.path + "/archives/\(sha).zip"),
-                     archiveDigest: sha, files: files.map { ManifestFile(path: $0.0, size: UInt64($0.1.count), sha256: Digest.sha256Hex($0.1)) },
+                     archiveDigest: sha, files: written,
                      plugins: [], signatureVerified: false, payload: [])
     guard case var .object(pairs) = m.toJSON() else { fatalError("manifest is an object") }
     mutate?(&pairs)

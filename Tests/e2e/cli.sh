@@ -40,6 +40,18 @@ assert "refusal names the versions" grep -q "not above" "$work/err"
 expect "verify a good repository" 0 "$cli" verify "$repo"
 expect "inspect --json" 0 "$cli" inspect "$repo" --json
 assert "inspect --json prints the manifest" python3 -c "import json,sys; m=json.load(open('$work/out')); sys.exit(m['version']!=1 or m['package']!='demo')"
+assert "files are in byte order and each zip location is the entry's (Python's zipfile agrees)" python3 - "$work/out" "$repo" <<'PY'
+import json, os, sys, zipfile
+m = json.load(open(sys.argv[1]))
+paths = [f["path"] for f in m["files"]]
+assert paths == sorted(paths, key=lambda p: p.encode()), paths
+with zipfile.ZipFile(os.path.join(sys.argv[2], m["archive"]["url"])) as z:
+    for f in m["files"]:
+        info, loc = z.getinfo(f["path"]), f["zip"]
+        assert loc["header_offset"] == info.header_offset, f
+        assert loc["data_offset"] == info.header_offset + 30 + len(info.filename.encode()) + len(info.extra), f
+        assert (loc["compressed_size"], loc["method"]) == (info.compress_size, info.compress_type), f
+PY
 expect "check finds version 1" 0 "$cli" check --data-dir "$work/data" --url "$url"
 expect "update installs it" 0 "$cli" update --data-dir "$work/data" --bundle-dir "$work/bundle" --url "$url"
 assert "update without a terminal prints one line per phase" bash -c "grep -q '^download' '$work/err' && grep -q '^install' '$work/err'"

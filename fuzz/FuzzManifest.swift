@@ -1,6 +1,7 @@
 // libFuzzer target: manifest and DSSE envelope decoding, and the JSON parser under it.
 // Invariants: never crash; a parsed JSON value survives a serialise/parse round trip; a
-// decoded manifest only ever holds safe, unique paths.
+// decoded manifest only ever holds safe, unique paths, and zip locations that are all there or
+// all absent, inside the archive and disjoint.
 
 private let trustedKey: [UInt8] = (try? Ed25519.publicKey(fromSeed: [UInt8](repeating: 7, count: 32))) ?? []
 
@@ -19,6 +20,11 @@ public func fuzzManifest(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
                 precondition(ResourceName.isValid(f.path), "unsafe path accepted: \(f.path)")
                 precondition(seen.insert(f.path).inserted, "duplicate path accepted")
             }
+            let located = m.files.compactMap { $0.location }
+            precondition(located.isEmpty || located.count == m.files.count, "some files located, some not")
+            let ranges = located.map(\.range).sorted { $0.lowerBound < $1.lowerBound }
+            for r in ranges { precondition(r.upperBound <= (m.archiveSize ?? 0), "location past the archive") }
+            for k in 1..<max(1, ranges.count) { precondition(ranges[k - 1].upperBound <= ranges[k].lowerBound, "overlapping locations") }
             precondition(m.kind == .legacy || m.version >= 1)
             precondition(keys.isEmpty || m.signatureVerified, "unsigned manifest accepted with keys set")
         }

@@ -206,21 +206,22 @@ public enum FS {
 
     /// fsync of a directory, making a rename or creation inside it durable.
     public static func syncDirectory(_ path: String) throws {
-        let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if fd < 0 { throw ioError("open", path) }
-        defer { close(fd) }
-        if let e = FaultInjection.check("fsync") { throw ioError("fsync", path, e) }
-        if fsync(fd) != 0 { throw ioError("fsync", path) }
+        try sync(directory: path, "fsync") { fsync($0) }
     }
 
     /// syncfs(2) of the filesystem holding `path`: every file and directory written there
     /// becomes durable at once.
     public static func syncFilesystem(containing path: String) throws {
+        try sync(directory: path, "syncfs") { csystem_syncfs($0) }
+    }
+
+    /// Opens `directory` and runs the sync call `operation` on it (a fault-injection point).
+    private static func sync(directory path: String, _ operation: String, _ call: (Int32) -> Int32) throws {
         let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if fd < 0 { throw ioError("open", path) }
         defer { close(fd) }
-        if let e = FaultInjection.check("syncfs") { throw ioError("syncfs", path, e) }
-        if csystem_syncfs(fd) != 0 { throw ioError("syncfs", path) }
+        if let e = FaultInjection.check(operation) { throw ioError(operation, path, e) }
+        if call(fd) != 0 { throw ioError(operation, path) }
     }
 
     /// Names in a directory, without "." and "..", unsorted.

@@ -2,15 +2,19 @@ import Glibc
 
 /// Extracts a downloaded archive into `staging/<id>/`, checking every entry against the
 /// manifest (names, sizes, sha256 as each file is written), and seals the staging directory
-/// (release record, names file, one syncfs). Runs on the updating thread.
+/// (release record, names file, one syncfs). A file whose sha256 an installed release already
+/// has is hard-linked from it instead (release files are read-only, so sharing them is safe):
+/// two kept releases take about one release's disk plus the changes. Runs on the updating thread.
 struct Installer {
     let store: Store
     let config: ClientConfig
     let cancel: CancelToken
     let progress: ProgressReporter
 
-    /// Installs `archive` (a verified download) for `c`; returns the release record.
-    func install(_ c: Candidate, archive: String) throws -> ReleaseInfo {
+    /// Installs `archive` (a verified download) for `c`; returns the release record. `state`
+    /// names the installed releases whose files may be linked.
+    func install(_ c: Candidate, archive: String, state: StoreState) throws -> ReleaseInfo {
+        let reusable = c.manifest.kind == .format1 ? installedFiles(state) : [:]
         try store.prepareStaging(c.releaseID)
         let filesDir = store.stagingFilesDir(c.releaseID)
         let shown = c.archive.shown
@@ -31,6 +35,13 @@ struct Installer {
             if let dir = e.name.beforeLastSlash, !madeDirs.contains(dir) {
                 try FS.makeDirectories(filesDir + "/" + dir)
                 madeDirs.insert(dir)
+            }
+            if let f = expected[e.name], let source = reusable[f.sha256], link(source, to: filesDir + "/" + e.name, size: f.size) {
+                bytesDone += f.size
+                files.append(f)
+                progress.report(Progress(phase: .install, bytesDone: bytesDone, bytesTotal: totalBytes,
+                                         filesDone: UInt64(i + 1), filesTotal: UInt64(entries.count)))
+                continue
             }
             // O_EXCL|O_NOFOLLOW: never write through something already there.
             let out = try File.open(filesDir + "/" + e.name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o444)
@@ -58,6 +69,28 @@ struct Installer {
                                archiveDigest: c.manifest.archiveDigest, label: c.manifest.label)
         try store.sealStaging(c.releaseID, info)
         return info
+    }
+
+    /// The files of the installed releases (active, pending, kept) by sha256: their records were
+    /// written after every byte was verified.
+    private func installedFiles(_ state: StoreState) -> [String: String] {
+        var found: [String: String] = [:]
+        for ref in [state.active, state.pending].compactMap({ $0 }) + state.kept {
+            guard let info = try? store.loadRelease(ref.id) else { continue }
+            let dir = store.filesDir(ref.id)
+            for f in info.files where found[f.sha256] == nil { found[f.sha256] = dir + "/" + f.path }
+        }
+        return found
+    }
+
+    /// Hard-links an installed file into the staging release. False (the entry is extracted from
+    /// the archive instead) when the link fails (another filesystem, EMLINK) or the file is not
+    /// the regular, read-only file of the recorded size it should be.
+    private func link(_ source: String, to target: String, size: UInt64) -> Bool {
+        var st = stat()
+        guard lstat(source, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, (st.st_mode & 0o222) == 0,
+              UInt64(st.st_size) == size else { return false }
+        return Glibc.link(source, target) == 0
     }
 
     /// The entries to extract, in data order. Format 1: exactly the manifest's files. Legacy:

@@ -62,7 +62,7 @@ final class Updater {
         try cancel.check()
         let info: ReleaseInfo
         do {
-            info = try Installer(store: store, config: config, cancel: cancel, progress: progress).install(candidate, archive: archive)
+            info = try Installer(store: store, config: config, cancel: cancel, progress: progress).install(candidate, archive: archive, state: state)
             try cancel.check()
             try activate(candidate, state: &state)
         } catch {

@@ -59,6 +59,29 @@ import Testing
         #expect(try FS.readFile(oldPath) == Array("one".utf8))  // kept: keep_versions=1
     }
 
+    @Test func unchangedFilesAreHardLinkedFromTheInstalledRelease() throws {
+        let repo = TempDir(), data = TempDir()
+        defer { repo.cleanup(); data.cleanup() }
+        func inode(_ path: String) -> UInt64? {
+            var st = stat()
+            return lstat(path, &st) == 0 ? UInt64(st.st_ino) : nil
+        }
+        let shared = noise(40_000, seed: 1), kept = noise(30_000, seed: 2)
+        let c = try Client(dataDir: data.path, bundleDir: nil)
+        try c.set("manifest_url", try publishRelease([("same.bin", shared), ("also.bin", kept), ("v.txt", Array("one".utf8))], version: 1, repo: repo))
+        #expect(try c.update(progress: nil))
+        let v1Same = try c.resolve("same.bin"), v1Also = try c.resolve("also.bin")
+        // A file of the installed release that is no longer read-only is not trusted: extracted.
+        #expect(chmod(v1Also, 0o644) == 0)
+        try c.set("manifest_url", try publishRelease([("same.bin", shared), ("also.bin", kept), ("v.txt", Array("two".utf8))], version: 2, repo: repo))
+        #expect(try c.update(progress: nil))
+        let v2Same = try c.resolve("same.bin"), v2Also = try c.resolve("also.bin")
+        #expect(v2Same != v1Same && inode(v2Same) == inode(v1Same), "linked, not extracted again")
+        #expect(inode(v2Also) != inode(v1Also), "a writable file is extracted instead")
+        #expect(try FS.readFile(v2Same) == shared && FS.readFile(v2Also) == kept)
+        #expect(try FS.readFile(try c.resolve("v.txt")) == Array("two".utf8))
+    }
+
     @Test func zipLocationsAreCheckedAgainstTheArchiveAndOptional() throws {
         let repo = TempDir(), data = TempDir(), data2 = TempDir()
         defer { repo.cleanup(); data.cleanup(); data2.cleanup() }

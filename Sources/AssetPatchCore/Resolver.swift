@@ -81,7 +81,10 @@ final class ResolveView: @unchecked Sendable {  // immutable after init; the suf
             if length == 0 {
                 candidate = name
             } else {
-                if at < 0 { at = ResourceName.suffixInsertionPoint(name) }
+                if at < 0 {
+                    at = ResourceName.suffixInsertionPoint(name)
+                    ResourceName.beginVariants(of: name, at: at, into: scratch)
+                }
                 let suffix = UnsafeRawBufferPointer(rebasing: suffixes[offset..<offset + length])
                 candidate = ResourceName.variant(of: name, at: at, suffix: suffix, into: scratch)
             }

@@ -73,16 +73,21 @@ public enum ResourceName {
         return bytes.count
     }
 
-    /// Writes `name` with the variant `suffix` inserted at `at` (its `suffixInsertionPoint`) into
-    /// `out`, which has room for `name.count + suffix.count` bytes; returns the candidate. This
-    /// is the rule resolving runs, for every variant of every lookup.
+    /// Variant candidates of one name share the bytes before the insertion point `at` (its
+    /// `suffixInsertionPoint`): written once into `out`, then each `variant` writes only the
+    /// suffix and the rest. Together they are the rule resolving runs for every lookup.
+    @inline(__always)
+    public static func beginVariants(of name: UnsafeRawBufferPointer, at: Int, into out: UnsafeMutableRawPointer) {
+        if let n = name.baseAddress { out.copyMemory(from: n, byteCount: at) }
+    }
+
+    /// Completes the candidate in `out` (which `beginVariants` started, with room for
+    /// `name.count + suffix.count` bytes): `suffix`, then the rest of `name`.
     @inline(__always)
     public static func variant(of name: UnsafeRawBufferPointer, at: Int, suffix: UnsafeRawBufferPointer,
                                into out: UnsafeMutableRawPointer) -> UnsafeRawBufferPointer {
-        guard let n = name.baseAddress else { return UnsafeRawBufferPointer(start: out, count: 0) }
-        out.copyMemory(from: n, byteCount: at)
         if let s = suffix.baseAddress { (out + at).copyMemory(from: s, byteCount: suffix.count) }
-        (out + at + suffix.count).copyMemory(from: n + at, byteCount: name.count - at)
+        if let n = name.baseAddress { (out + at + suffix.count).copyMemory(from: n + at, byteCount: name.count - at) }
         return UnsafeRawBufferPointer(start: out, count: name.count + suffix.count)
     }
 
@@ -93,8 +98,9 @@ public enum ResourceName {
         return bytes.withUnsafeBytes { n in
             suffixBytes.withUnsafeBytes { s in
                 withUnsafeTemporaryAllocation(byteCount: n.count + s.count + 1, alignment: 1) { buffer in
-                    let candidate = variant(of: n, at: suffixInsertionPoint(n), suffix: s, into: buffer.baseAddress!)
-                    return String(decoding: candidate, as: UTF8.self)
+                    let at = suffixInsertionPoint(n)
+                    beginVariants(of: n, at: at, into: buffer.baseAddress!)
+                    return String(decoding: variant(of: n, at: at, suffix: s, into: buffer.baseAddress!), as: UTF8.self)
                 }
             }
         }

@@ -171,8 +171,10 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
 
     public func releaseDir(_ id: String) -> String { releasesDir + "/" + id }
     public func filesDir(_ id: String) -> String { releaseDir(id) + "/files" }
-    func releaseRecordPath(_ id: String) -> String { releaseDir(id) + "/release.json" }
-    func namesPath(_ id: String) -> String { releaseDir(id) + "/names" }
+    func releaseRecordPath(_ id: String) -> String { releaseDir(id) + "/" + Store.recordName }
+    func namesPath(_ id: String) -> String { releaseDir(id) + "/" + Store.namesName }
+    /// A release directory's own files, the same in staging and in place.
+    private static let recordName = "release.json", namesName = "names"
 
     public func stagingDir(_ id: String) -> String { stagingRoot + "/" + id }
     func stagingFilesDir(_ id: String) -> String { stagingDir(id) + "/files" }
@@ -221,13 +223,15 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
 
     /// Writes the release's record and names file into its staging directory, then makes every
     /// file and directory there durable with one syncfs (far cheaper than an fsync per file)
-    /// before the state may name the release.
+    /// before the state may name the release. The writes need no fsync or rename of their own:
+    /// the syncfs covers them, and an interrupted staging directory is never used.
     func sealStaging(_ id: String, _ info: ReleaseInfo) throws {
         let stage = stagingDir(id)
-        try FS.writeAtomically(stage + "/release.json", Array(info.toJSON().serialized().utf8))
         var names: [UInt8] = []
         for f in info.files { names += f.path.utf8; names.append(0) }
-        try FS.writeAtomically(stage + "/names", names)
+        for (name, bytes) in [(Store.recordName, Array(info.toJSON().serialized().utf8)), (Store.namesName, names)] {
+            try File.open(stage + "/" + name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o444).write(bytes)
+        }
         try FS.syncFilesystem(containing: stage)
     }
 

@@ -331,8 +331,7 @@ enum ContentRange {
 }
 
 /// Decodes a response body sent with a gzip or deflate Content-Encoding (RFC 9110 section
-/// 8.4.1), for requests that take the bytes as sent (`ContentCodings.identity`). The z_stream
-/// and the output buffer live on the C heap: zlib keeps pointers into the stream.
+/// 8.4.1), for requests that take the bytes as sent (`ContentCodings.identity`).
 final class ContentDecoder {
     /// The response's content coding, nil for identity. Throws for codings this decoder lacks.
     static func coding(of head: ResponseHead, _ what: String) throws -> String? {
@@ -345,53 +344,22 @@ final class ContentDecoder {
         return codings[0]
     }
 
-    private let stream: UnsafeMutablePointer<z_stream>
-    private let output: UnsafeMutableRawBufferPointer
-    private(set) var ended = false
+    private let inflater: Inflater
+    var ended: Bool { inflater.ended }
     let what: String
 
     init(coding: String, what: String) throws {
         self.what = what
-        stream = .allocate(capacity: 1)
-        stream.initialize(to: z_stream())
-        output = .allocate(byteCount: 256 << 10, alignment: 16)
-        // 15 + 32: zlib detects a gzip or a zlib header ("deflate" in HTTP is the zlib format).
-        guard czlib_inflate_init_auto(stream) == Z_OK else {
-            stream.deallocate()
-            output.deallocate()
-            throw AssetPatchError(.internal, "inflateInit2 failed")
-        }
-    }
-
-    deinit {
-        inflateEnd(stream)
-        stream.deallocate()
-        output.deallocate()
+        inflater = try Inflater(.zlibOrGzip)
     }
 
     /// Feeds encoded bytes, passing what they decode to `sink`.
     func decode(_ chunk: UnsafeRawBufferPointer, _ sink: (UnsafeRawBufferPointer) throws -> Void) throws {
-        guard chunk.count > 0, let base = chunk.baseAddress else { return }
-        if ended { throw AssetPatchError(.http, "\(what): data after the end of the encoded body") }
-        stream.pointee.next_in = UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: Bytef.self))
-        stream.pointee.avail_in = UInt32(chunk.count)
-        while stream.pointee.avail_in > 0 && !ended {
-            stream.pointee.next_out = output.baseAddress!.assumingMemoryBound(to: Bytef.self)
-            stream.pointee.avail_out = UInt32(output.count)
-            let rc = inflate(stream, Z_NO_FLUSH)
-            let n = output.count - Int(stream.pointee.avail_out)
-            if n > 0 { try sink(UnsafeRawBufferPointer(rebasing: output[0..<n])) }
-            switch rc {
-            case Z_STREAM_END: ended = true
-            case Z_OK, Z_BUF_ERROR: break
-            default:
-                let msg = stream.pointee.msg.map { String(cString: $0) } ?? "error \(rc)"
-                throw AssetPatchError(.http, "\(what): the encoded body does not decode (\(msg))")
+        do { try inflater.push(chunk, sink) } catch let f as InflateFailure {
+            switch f {
+            case let .corrupt(m): throw AssetPatchError(.http, "\(what): the encoded body does not decode (\(m))")
+            case .trailing, .overrun: throw AssetPatchError(.http, "\(what): data after the end of the encoded body")
             }
         }
-        if ended && stream.pointee.avail_in > 0 {
-            throw AssetPatchError(.http, "\(what): data after the end of the encoded body")
-        }
-        stream.pointee.next_in = nil
     }
 }

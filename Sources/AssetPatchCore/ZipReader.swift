@@ -268,82 +268,44 @@ public final class ZipReader {
     /// `entry.uncompressedSize` bytes (inflation stops there: `ERR_ARCHIVE`), and checks the
     /// CRC-32 (`ERR_INTEGRITY`). `buffers` are reused across calls.
     public func extract(_ entry: ZipEntry, buffers: ZipBuffers, sink: (UnsafeRawBufferPointer) throws -> Void) throws {
-        var crc: UInt = crc32(0, nil, 0)
-        var produced: UInt64 = 0
+        let decoder = try EntryDecoder(method: entry.method, size: entry.uncompressedSize)
         var offset = entry.dataOffset
         var remaining = entry.compressedSize
-        let input = buffers.input, output = buffers.output
-
-        if entry.method == 0 {
+        let input = buffers.input
+        let crc: UInt32
+        do {
             while remaining > 0 {
                 let want = Int(min(UInt64(input.count), remaining))
                 let n = try file.pread(into: UnsafeMutableRawBufferPointer(rebasing: input[0..<want]), at: offset)
                 if n != want { throw fail("entry \"\(entry.name)\" is truncated") }
-                let chunk = UnsafeRawBufferPointer(rebasing: input[0..<n])
-                crc = crc32(crc, chunk.baseAddress!.assumingMemoryBound(to: Bytef.self), UInt32(n))
-                try sink(chunk)
                 offset += UInt64(n)
                 remaining -= UInt64(n)
-                produced += UInt64(n)
+                try decoder.push(UnsafeRawBufferPointer(rebasing: input[0..<n]), sink)
             }
-        } else {
-            let z = buffers.stream
-            z.initialize(to: z_stream())
-            guard czlib_inflate_init_raw(z) == Z_OK else { throw AssetPatchError(.internal, "inflateInit2 failed") }
-            defer { inflateEnd(z) }
-            var finished = false
-            while !finished {
-                if z.pointee.avail_in == 0 && remaining > 0 {
-                    let want = Int(min(UInt64(input.count), remaining))
-                    let n = try file.pread(into: UnsafeMutableRawBufferPointer(rebasing: input[0..<want]), at: offset)
-                    if n != want { throw fail("entry \"\(entry.name)\" is truncated") }
-                    offset += UInt64(n)
-                    remaining -= UInt64(n)
-                    z.pointee.next_in = input.baseAddress!.assumingMemoryBound(to: Bytef.self)
-                    z.pointee.avail_in = UInt32(n)
-                }
-                // Never let zlib write past the declared size (+1 byte to detect the overrun).
-                let room = min(UInt64(output.count), entry.uncompressedSize - produced + 1)
-                z.pointee.next_out = output.baseAddress!.assumingMemoryBound(to: Bytef.self)
-                z.pointee.avail_out = UInt32(room)
-                let hadInput = z.pointee.avail_in
-                let rc = inflate(z, Z_NO_FLUSH)
-                let n = Int(room) - Int(z.pointee.avail_out)
-                switch rc {
-                case Z_STREAM_END: finished = true
-                case Z_OK: break
-                case Z_BUF_ERROR:
-                    if hadInput == 0 && remaining == 0 { throw fail("entry \"\(entry.name)\" has a truncated deflate stream") }
-                default:
-                    let msg = z.pointee.msg.map { String(cString: $0) } ?? "error \(rc)"
-                    throw fail("entry \"\(entry.name)\" has corrupt deflate data (\(msg))")
-                }
-                if n > 0 {
-                    produced += UInt64(n)
-                    if produced > entry.uncompressedSize {
-                        throw fail("entry \"\(entry.name)\" inflates past its declared size of \(entry.uncompressedSize) bytes")
-                    }
-                    let chunk = UnsafeRawBufferPointer(rebasing: output[0..<n])
-                    crc = crc32(crc, chunk.baseAddress!.assumingMemoryBound(to: Bytef.self), UInt32(n))
-                    try sink(chunk)
-                } else if rc == Z_OK && hadInput == 0 && remaining == 0 {
-                    throw fail("entry \"\(entry.name)\" has a truncated deflate stream")
-                }
-            }
-            if remaining != 0 || z.pointee.avail_in != 0 {
-                throw fail("entry \"\(entry.name)\" has data after the end of its deflate stream")
-            }
+            crc = try decoder.finish()
+        } catch let f as EntryDecoder.Failure {
+            throw fail("entry \"\(entry.name)\" " + f.describe(size: entry.uncompressedSize))
         }
-        if produced != entry.uncompressedSize {
-            throw fail("entry \"\(entry.name)\" inflates to \(produced) bytes, not its declared \(entry.uncompressedSize)")
-        }
-        if UInt32(truncatingIfNeeded: crc) != entry.crc32 {
+        if crc != entry.crc32 {
             throw AssetPatchError(.integrity, "\(source): entry \"\(entry.name)\" fails its CRC-32 check")
         }
     }
 }
 
-/// Reusable buffers and a heap-allocated z_stream (zlib keeps pointers into it).
+extension EntryDecoder.Failure {
+    /// The failure as the rest of a sentence that starts with the entry's name.
+    func describe(size: UInt64) -> String {
+        switch self {
+        case let .corrupt(m): return "has corrupt deflate data (\(m))"
+        case .overrun: return "inflates past its declared size of \(size) bytes"
+        case .trailing: return "has data after the end of its deflate stream"
+        case let .short(n): return n < size ? "has a truncated deflate stream (\(n) of \(size) bytes)" : "inflates to \(n) bytes, not its declared \(size)"
+        }
+    }
+}
+
+/// Buffers reused across entries, and a heap-allocated z_stream for the writer's deflate (zlib
+/// keeps pointers into it).
 public final class ZipBuffers {
     let input: UnsafeMutableRawBufferPointer
     let output: UnsafeMutableRawBufferPointer

@@ -1,0 +1,129 @@
+internal import CZlib
+
+/// What went wrong inside a compressed stream; the caller names the stream in its message.
+enum InflateFailure: Error, Equatable {
+    /// The data does not decode (zlib's message).
+    case corrupt(String)
+    /// More output than allowed.
+    case overrun
+    /// Bytes after the end of the stream.
+    case trailing
+}
+
+/// A zlib inflate stream fed in chunks: raw deflate (zip entries) or a zlib/gzip stream (HTTP
+/// content codings). The z_stream and the output buffer live on the C heap: zlib keeps pointers
+/// into the stream.
+final class Inflater {
+    enum Format { case raw, zlibOrGzip }
+
+    private let stream: UnsafeMutablePointer<z_stream>
+    private let output: UnsafeMutableRawBufferPointer
+    private(set) var ended = false
+    /// Output produced so far.
+    private(set) var produced: UInt64 = 0
+
+    init(_ format: Format, outputBytes: Int = 256 << 10) throws {
+        stream = .allocate(capacity: 1)
+        stream.initialize(to: z_stream())
+        output = .allocate(byteCount: outputBytes, alignment: 16)
+        let rc = format == .raw ? czlib_inflate_init_raw(stream) : czlib_inflate_init_auto(stream)
+        guard rc == Z_OK else {
+            stream.deallocate()
+            output.deallocate()
+            throw AssetPatchError(.internal, "inflateInit2 failed")
+        }
+    }
+
+    deinit {
+        inflateEnd(stream)
+        stream.deallocate()
+        output.deallocate()
+    }
+
+    /// Decodes `chunk`, passing the output to `sink`. No more than `limit` bytes are produced in
+    /// all: zlib is never given room for more than one byte past it, so a bomb stops at once.
+    func push(_ chunk: UnsafeRawBufferPointer, limit: UInt64 = .max,
+              _ sink: (UnsafeRawBufferPointer) throws -> Void) throws {
+        guard chunk.count > 0, let base = chunk.baseAddress else { return }
+        if ended { throw InflateFailure.trailing }
+        stream.pointee.next_in = UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: Bytef.self))
+        stream.pointee.avail_in = UInt32(chunk.count)
+        defer { stream.pointee.next_in = nil; stream.pointee.avail_in = 0 }
+        while stream.pointee.avail_in > 0 && !ended {
+            let room = limit == .max ? UInt64(output.count) : min(UInt64(output.count), limit - min(produced, limit) + 1)
+            stream.pointee.next_out = output.baseAddress!.assumingMemoryBound(to: Bytef.self)
+            stream.pointee.avail_out = UInt32(room)
+            let rc = inflate(stream, Z_NO_FLUSH)
+            let n = Int(room) - Int(stream.pointee.avail_out)
+            switch rc {
+            case Z_STREAM_END: ended = true
+            case Z_OK, Z_BUF_ERROR: break
+            default: throw InflateFailure.corrupt(stream.pointee.msg.map { String(cString: $0) } ?? "error \(rc)")
+            }
+            if n > 0 {
+                produced += UInt64(n)
+                if produced > limit { throw InflateFailure.overrun }
+                try sink(UnsafeRawBufferPointer(rebasing: output[0..<n]))
+            } else if rc == Z_BUF_ERROR {
+                break  // no progress possible: needs more input
+            }
+        }
+        if ended && stream.pointee.avail_in > 0 { throw InflateFailure.trailing }
+    }
+}
+
+/// One zip entry's data pushed in chunks as it is read or arrives: stored or deflated, never
+/// more than the declared size, its CRC-32 computed on the way. `finish` checks the ending.
+final class EntryDecoder {
+    enum Failure: Error, Equatable {
+        case corrupt(String), overrun, trailing
+        /// The data ended before the stream did, or produced fewer bytes than declared.
+        case short(UInt64)
+    }
+
+    let method: UInt16
+    let size: UInt64
+    private let inflater: Inflater?
+    private var storedBytes: UInt64 = 0
+    private var crc: UInt = crc32(0, nil, 0)
+
+    init(method: UInt16, size: UInt64) throws {
+        self.method = method
+        self.size = size
+        inflater = method == 8 ? try Inflater(.raw) : nil
+    }
+
+    var produced: UInt64 { inflater?.produced ?? storedBytes }
+
+    /// Feeds compressed bytes; the decoded bytes go to `sink`.
+    func push(_ chunk: UnsafeRawBufferPointer, _ sink: (UnsafeRawBufferPointer) throws -> Void) throws {
+        guard chunk.count > 0 else { return }
+        try withoutActuallyEscaping(sink) { sink in
+            let crcSink: (UnsafeRawBufferPointer) throws -> Void = { out in
+                self.crc = crc32(self.crc, out.baseAddress!.assumingMemoryBound(to: Bytef.self), UInt32(out.count))
+                try sink(out)
+            }
+            if let inflater {
+                do { try inflater.push(chunk, limit: size, crcSink) } catch let f as InflateFailure {
+                    switch f {
+                    case let .corrupt(m): throw Failure.corrupt(m)
+                    case .overrun: throw Failure.overrun
+                    case .trailing: throw Failure.trailing
+                    }
+                }
+            } else {
+                if storedBytes + UInt64(chunk.count) > size { throw Failure.overrun }
+                storedBytes += UInt64(chunk.count)
+                try crcSink(chunk)
+            }
+        }
+    }
+
+    /// After the last compressed byte: the stream ended with exactly `size` bytes. Returns the
+    /// CRC-32 of the output.
+    func finish() throws -> UInt32 {
+        if let inflater, !inflater.ended { throw Failure.short(inflater.produced) }
+        if produced != size { throw Failure.short(produced) }
+        return UInt32(truncatingIfNeeded: crc)
+    }
+}

@@ -9,6 +9,8 @@ public struct HTTPSettings: Sendable {
     public var caFile: String?
     public var headers: [String] = []
     public var userAgent: String = "assetpatch/\(AssetPatchVersion.string)"
+    /// TCP_QUICKACK on every connection and after every response head (see `tcp_quickack`).
+    public var quickAck = true
 
     public init() {}
 }
@@ -53,6 +55,8 @@ final class TransferContext {
     var error: (any Error)?
     var bodyBytes: UInt64 = 0
     var lastActivity = monotonicMillis()
+    var easy: UnsafeMutableRawPointer?
+    var quickAck = false
 
     func begin() -> Bool {
         if started { return true }
@@ -88,6 +92,11 @@ private let headerCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, I
     ctx.lastActivity = monotonicMillis()
     let line = String(decoding: UnsafeRawBufferPointer(start: ptr, count: n), as: UTF8.self)
         .trimmingCharacters(in: " \t\r\n")
+    if line.isEmpty, ctx.quickAck, let easy = ctx.easy {
+        // The head is complete: acknowledge it now rather than after the delayed-ACK timer, so a
+        // server that holds the body back until its head is acknowledged (Nagle) sends it at once.
+        ccurl_quickack(easy)
+    }
     if line.hasPrefix("HTTP/") {
         // A new response (a redirect's target, or after a 1xx): forget the previous head.
         let parts = line.split(separator: " ", maxSplits: 2)
@@ -107,6 +116,96 @@ extension String {
         while let f = scalars.first, chars.contains(f) { scalars.removeFirst() }
         while let l = scalars.last, chars.contains(l) { scalars.removeLast() }
         return String(String.UnicodeScalarView(scalars))
+    }
+}
+
+/// One configured libcurl easy handle and the state its callbacks share.
+final class Transfer {
+    let easy: UnsafeMutableRawPointer
+    let ctx = TransferContext()
+    let what: String
+    let url: String
+    private let errorBuffer: UnsafeMutablePointer<CChar>
+    private var list: UnsafeMutablePointer<curl_slist>?
+    private let onEnd: () throws -> Void
+
+    init(_ method: String, _ url: String, settings: HTTPSettings, extraHeaders: [String], codings: ContentCodings,
+         onHead: @escaping (ResponseHead) throws -> Void, sink: @escaping (UnsafeRawBufferPointer) throws -> Void,
+         onEnd: @escaping () throws -> Void = {}) throws {
+        what = "\(method) \(URLs.redacted(url))"
+        self.url = url
+        self.onEnd = onEnd
+        guard let easy = curl_easy_init() else { throw AssetPatchError(.internal, "curl_easy_init failed") }
+        self.easy = easy
+        errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+        ctx.onHead = onHead
+        ctx.sink = sink
+        ctx.easy = easy
+        ctx.quickAck = settings.quickAck
+
+        var headers = settings.headers + extraHeaders
+        // Without Accept-Encoding any coding is acceptable (RFC 9110 section 12.5.3): ask for identity.
+        if codings == .identity { headers.append("Accept-Encoding: identity") }
+        for h in headers {
+            guard let appended = curl_slist_append(list, h) else { throw AssetPatchError(.internal, "curl_slist_append failed") }
+            list = appended
+        }
+        let ctxPointer = Unmanaged.passUnretained(ctx).toOpaque()
+        var rc = CURLE_OK
+        func set(_ r: CURLcode) { if rc == CURLE_OK { rc = r } }
+        set(ccurl_setopt_ptr(easy, CURLOPT_URL, url))
+        set(ccurl_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer))
+        set(ccurl_setopt_long(easy, CURLOPT_NOSIGNAL, 1))
+        // Only http(s), also after redirects: a redirect to file:// must not read local files.
+        set(ccurl_setopt_ptr(easy, CURLOPT_PROTOCOLS_STR, "http,https"))
+        set(ccurl_setopt_ptr(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https"))
+        set(ccurl_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1))
+        set(ccurl_setopt_long(easy, CURLOPT_MAXREDIRS, 5))
+        set(ccurl_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 1))
+        set(ccurl_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 2))
+        if let ca = settings.caFile { set(ccurl_setopt_ptr(easy, CURLOPT_CAINFO, ca)) }
+        set(ccurl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, settings.connectTimeoutMs))
+        set(ccurl_setopt_ptr(easy, CURLOPT_USERAGENT, settings.userAgent))
+        switch codings {
+        case .identity: set(ccurl_setopt_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 0))
+        case .decoded: set(ccurl_setopt_ptr(easy, CURLOPT_ACCEPT_ENCODING, ""))  // "": every coding libcurl has
+        }
+        if method == "HEAD" { set(ccurl_setopt_long(easy, CURLOPT_NOBODY, 1)) }
+        if let list { set(ccurl_setopt_ptr(easy, CURLOPT_HTTPHEADER, list)) }
+        if settings.quickAck { set(ccurl_setopt_quickack_sockets(easy)) }
+        set(ccurl_setopt_write(easy, writeCallback))
+        set(ccurl_setopt_ptr(easy, CURLOPT_WRITEDATA, ctxPointer))
+        set(ccurl_setopt_header(easy, headerCallback))
+        set(ccurl_setopt_ptr(easy, CURLOPT_HEADERDATA, ctxPointer))
+        guard rc == CURLE_OK else {
+            throw AssetPatchError(.internal, "\(what): curl option rejected: \(String(cString: curl_easy_strerror(rc)))")
+        }
+    }
+
+    deinit {
+        curl_easy_cleanup(easy)
+        curl_slist_free_all(list)
+        errorBuffer.deallocate()
+    }
+
+    /// Judges a finished transfer: a callback's own error (a refused response, a full disk)
+    /// says more than curl's "failed writing received data"; then curl's result; then the
+    /// head of an empty body, which never reached the write callback; then `onEnd`.
+    func conclude(_ result: CURLcode) throws {
+        if let error = ctx.error { throw error }
+        if result != CURLE_OK {
+            let detail = errorBuffer.pointee != 0 ? String(cString: errorBuffer) : String(cString: curl_easy_strerror(result))
+            throw AssetPatchError(.network, "\(what): \(detail)", transient: HTTPClient.isTransient(result))
+        }
+        if !ctx.begin(), let error = ctx.error { throw error }
+        var code = 0
+        _ = ccurl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &code)
+        ctx.head.status = code
+        var effective: UnsafeMutablePointer<CChar>?
+        _ = ccurl_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &effective)
+        ctx.head.effectiveURL = effective.map { String(cString: $0) } ?? url
+        try onEnd()
     }
 }
 
@@ -147,103 +246,104 @@ public final class HTTPClient {
                          onHead: @escaping (ResponseHead) throws -> Void,
                          sink: @escaping (UnsafeRawBufferPointer) throws -> Void,
                          progress: ((UInt64) -> Void)?) throws -> ResponseHead {
-        let what = "\(method) \(URLs.redacted(url))"
-        guard let easy = curl_easy_init() else { throw AssetPatchError(.internal, "curl_easy_init failed") }
-        defer { curl_easy_cleanup(easy) }
-        let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
-        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
-        defer { errorBuffer.deallocate() }
+        let t = try Transfer(method, url, settings: settings, extraHeaders: extraHeaders, codings: codings, onHead: onHead, sink: sink)
+        try run([t], parallel: 1) { if let progress { progress(t.ctx.bodyBytes) } }
+        return t.ctx.head
+    }
 
-        let ctx = TransferContext()
-        ctx.onHead = onHead
-        ctx.sink = sink
-        let ctxPointer = Unmanaged.passUnretained(ctx).toOpaque()
+    /// One request of a batch: the headers to add, and what to do with the response.
+    public struct Request {
+        public var extraHeaders: [String]
+        /// Sees the final response head before any body byte; throws to refuse the body.
+        public var onHead: (ResponseHead) throws -> Void
+        public var sink: (UnsafeRawBufferPointer) throws -> Void
+        /// Called when the response ended without an error.
+        public var onEnd: () throws -> Void
 
-        var list: UnsafeMutablePointer<curl_slist>?
-        defer { curl_slist_free_all(list) }
-        var headers = settings.headers + extraHeaders
-        // Without Accept-Encoding any coding is acceptable (RFC 9110 section 12.5.3): ask for identity.
-        if codings == .identity { headers.append("Accept-Encoding: identity") }
-        for h in headers {
-            guard let appended = curl_slist_append(list, h) else { throw AssetPatchError(.internal, "curl_slist_append failed") }
-            list = appended
+        public init(extraHeaders: [String], onHead: @escaping (ResponseHead) throws -> Void,
+                    sink: @escaping (UnsafeRawBufferPointer) throws -> Void, onEnd: @escaping () throws -> Void) {
+            self.extraHeaders = extraHeaders
+            self.onHead = onHead
+            self.sink = sink
+            self.onEnd = onEnd
         }
+    }
 
-        var rc = CURLE_OK
-        func set(_ r: CURLcode) { if rc == CURLE_OK { rc = r } }
-        set(ccurl_setopt_ptr(easy, CURLOPT_URL, url))
-        set(ccurl_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer))
-        set(ccurl_setopt_long(easy, CURLOPT_NOSIGNAL, 1))
-        // Only http(s), also after redirects: a redirect to file:// must not read local files.
-        set(ccurl_setopt_ptr(easy, CURLOPT_PROTOCOLS_STR, "http,https"))
-        set(ccurl_setopt_ptr(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https"))
-        set(ccurl_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1))
-        set(ccurl_setopt_long(easy, CURLOPT_MAXREDIRS, 5))
-        set(ccurl_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 1))
-        set(ccurl_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 2))
-        if let ca = settings.caFile { set(ccurl_setopt_ptr(easy, CURLOPT_CAINFO, ca)) }
-        set(ccurl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, settings.connectTimeoutMs))
-        set(ccurl_setopt_ptr(easy, CURLOPT_USERAGENT, settings.userAgent))
-        switch codings {
-        case .identity: set(ccurl_setopt_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 0))
-        case .decoded: set(ccurl_setopt_ptr(easy, CURLOPT_ACCEPT_ENCODING, ""))  // "": every coding libcurl has
+    /// Performs GETs of `url`, up to `parallel` at once over reused connections (one libcurl
+    /// multi handle: its connection cache keeps connections open between requests). The first
+    /// failure stops the batch and is thrown; requests that ended before it have had `onEnd`.
+    /// `progress` is called from the loop, at least every 50 ms.
+    public func getBatch(_ url: String, _ requests: [Request], parallel: Int, progress: () -> Void) throws {
+        var next = 0
+        try run(parallel: parallel, progress: progress) {
+            guard next < requests.count else { return nil }
+            let r = requests[next]
+            next += 1
+            return try Transfer("GET", url, settings: settings, extraHeaders: r.extraHeaders, codings: .identity,
+                                onHead: r.onHead, sink: r.sink, onEnd: r.onEnd)
         }
-        if method == "HEAD" { set(ccurl_setopt_long(easy, CURLOPT_NOBODY, 1)) }
-        if let list { set(ccurl_setopt_ptr(easy, CURLOPT_HTTPHEADER, list)) }
-        set(ccurl_setopt_write(easy, writeCallback))
-        set(ccurl_setopt_ptr(easy, CURLOPT_WRITEDATA, ctxPointer))
-        set(ccurl_setopt_header(easy, headerCallback))
-        set(ccurl_setopt_ptr(easy, CURLOPT_HEADERDATA, ctxPointer))
-        guard rc == CURLE_OK else {
-            throw AssetPatchError(.internal, "\(what): curl option rejected: \(String(cString: curl_easy_strerror(rc)))")
-        }
+    }
 
+    private func run(_ transfers: [Transfer], parallel: Int, progress: () -> Void) throws {
+        var i = 0
+        try run(parallel: parallel, progress: progress) {
+            defer { i += 1 }
+            return i < transfers.count ? transfers[i] : nil
+        }
+    }
+
+    /// The multi loop: keeps up to `parallel` transfers from `next` running, wakes at least every
+    /// 50 ms for cancellation, stall detection and `progress`.
+    private func run(parallel: Int, progress: () -> Void, next: () throws -> Transfer?) throws {
         guard let multi = curl_multi_init() else { throw AssetPatchError(.internal, "curl_multi_init failed") }
         defer { curl_multi_cleanup(multi) }
-        curl_multi_add_handle(multi, easy)
-        defer { curl_multi_remove_handle(multi, easy) }
-
-        var result = CURLE_OK
-        var done = false
-        ctx.lastActivity = monotonicMillis()
-        while !done {
+        _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(1, parallel))
+        var active: [UnsafeMutableRawPointer: Transfer] = [:]
+        defer { for t in active.values { curl_multi_remove_handle(multi, t.easy) } }
+        var exhausted = false
+        func fill() throws {
+            while !exhausted && active.count < max(1, parallel) {
+                guard let t = try next() else { exhausted = true; return }
+                t.ctx.lastActivity = monotonicMillis()
+                let rc = curl_multi_add_handle(multi, t.easy)
+                if rc != CURLM_OK { throw AssetPatchError(.internal, "\(t.what): curl_multi_add_handle: \(String(cString: curl_multi_strerror(rc)))") }
+                active[t.easy] = t
+            }
+        }
+        try fill()
+        while !active.isEmpty {
             var running: Int32 = 0
             let mrc = curl_multi_perform(multi, &running)
-            if mrc != CURLM_OK { throw AssetPatchError(.internal, "\(what): curl_multi_perform: \(String(cString: curl_multi_strerror(mrc)))") }
+            if mrc != CURLM_OK { throw AssetPatchError(.internal, "curl_multi_perform: \(String(cString: curl_multi_strerror(mrc)))") }
             var queued: Int32 = 0
+            var ended = false
             while let msg = curl_multi_info_read(multi, &queued) {
-                if msg.pointee.msg == CURLMSG_DONE {
-                    result = msg.pointee.data.result
-                    done = true
-                }
+                guard msg.pointee.msg == CURLMSG_DONE, let easy = msg.pointee.easy_handle, let t = active[easy] else { continue }
+                let result = msg.pointee.data.result
+                curl_multi_remove_handle(multi, easy)
+                active[easy] = nil
+                try t.conclude(result)
+                ended = true
             }
-            if done || running == 0 { done = true; break }
-            if let progress { progress(ctx.bodyBytes) }
-            if cancel.isCancelled { throw AssetPatchError(.cancelled, "\(what): cancelled") }
-            if settings.stallTimeoutMs > 0, monotonicMillis() - ctx.lastActivity > UInt64(settings.stallTimeoutMs) {
-                throw AssetPatchError(.network, "\(what): stalled, no data for \(settings.stallTimeoutMs) ms (after \(ctx.bodyBytes) body bytes)",
-                                      transient: true)
+            if ended {
+                try fill()
+                progress()
+                continue  // start the next requests at once
+            }
+            progress()
+            if cancel.isCancelled {
+                throw AssetPatchError(.cancelled, "\(active.values.first?.what ?? "transfer"): cancelled")
+            }
+            if settings.stallTimeoutMs > 0 {
+                let now = monotonicMillis()
+                for t in active.values where now - t.ctx.lastActivity > UInt64(settings.stallTimeoutMs) {
+                    throw AssetPatchError(.network, "\(t.what): stalled, no data for \(settings.stallTimeoutMs) ms (after \(t.ctx.bodyBytes) body bytes)",
+                                          transient: true)
+                }
             }
             var fds: Int32 = 0
             curl_multi_poll(multi, nil, 0, 50, &fds)
         }
-        if let progress { progress(ctx.bodyBytes) }
-        // A callback's own error (a refused response, a full disk) says more than curl's
-        // "failed writing received data".
-        if let error = ctx.error { throw error }
-        if result != CURLE_OK {
-            let detail = errorBuffer.pointee != 0 ? String(cString: errorBuffer) : String(cString: curl_easy_strerror(result))
-            throw AssetPatchError(.network, "\(what): \(detail)", transient: HTTPClient.isTransient(result))
-        }
-        // An empty body never reached the write callback: let onHead judge the response now.
-        if !ctx.begin(), let error = ctx.error { throw error }
-        var code = 0
-        _ = ccurl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &code)
-        ctx.head.status = code
-        var effective: UnsafeMutablePointer<CChar>?
-        _ = ccurl_getinfo_str(easy, CURLINFO_EFFECTIVE_URL, &effective)
-        ctx.head.effectiveURL = effective.map { String(cString: $0) } ?? url
-        return ctx.head
     }
 
     /// libcurl failures a retry can't fix: the request or the server's configuration is wrong.

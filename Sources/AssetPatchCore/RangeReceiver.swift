@@ -1,0 +1,155 @@
+import Glibc
+
+/// A differential update can't go on, but the whole archive may still work: a server that
+/// ignores or answers ranges wrongly, locations that disagree with the archive, a local file
+/// that changed under the update. The update falls back to the whole archive in the same call,
+/// whose own checks then tell a lying server from a wrong manifest.
+struct DeltaFallback: Error {
+    let message: String
+}
+
+/// Turns the bytes of one `FetchRange`, pushed as they arrive, into verified files: for each
+/// entry it checks the local header against the manifest's location and name, inflates the data
+/// while hashing it, and, when size, CRC-32 and sha256 match the manifest, renames the file to
+/// `<dir>/<sha256>` (read-only) and reports it. Bytes between entries are passed over; more
+/// bytes than the range holds are refused.
+final class RangeReceiver {
+    let range: FetchRange
+    let dir: String
+    let shown: String
+    /// Called for each verified file with its path.
+    let onFile: (ManifestFile, String) throws -> Void
+
+    /// Archive offset of the next byte.
+    private(set) var offset: UInt64
+    private var index = 0
+    private var header: [UInt8] = []
+    private var headerCRC: UInt32?
+    private var decoder: EntryDecoder?
+    private var digest: Digest?
+    private var out: File?
+    private var tempPath: String?
+
+    init(_ range: FetchRange, dir: String, shown: String, onFile: @escaping (ManifestFile, String) throws -> Void) {
+        self.range = range
+        self.dir = dir
+        self.shown = shown
+        self.onFile = onFile
+        offset = range.start
+    }
+
+    deinit { abandon() }
+
+    /// Bytes received so far.
+    var received: UInt64 { offset - range.start }
+
+    /// Removes the file being written, if any (a failed or cancelled transfer).
+    func abandon() {
+        out = nil
+        if let tempPath { try? FS.unlink(tempPath) }
+        tempPath = nil
+        decoder = nil
+    }
+
+    private func mismatch(_ what: String) -> DeltaFallback {
+        let name = index < range.entries.count ? "\"\(range.entries[index].path)\"" : "the range"
+        return DeltaFallback(message: "\(shown): bytes \(range.start)-\(range.end - 1): \(name) \(what)")
+    }
+
+    func push(_ chunk: UnsafeRawBufferPointer) throws {
+        if UInt64(chunk.count) > range.end - offset {
+            throw DeltaFallback(message: "\(shown): more than the \(range.count) bytes of range \(range.start)-\(range.end - 1) arrived")
+        }
+        var rest = chunk
+        try settle()
+        while !rest.isEmpty {
+            let l = range.entries[index].location!
+            let take: Int
+            if offset < l.headerOffset {
+                take = Int(min(UInt64(rest.count), l.headerOffset - offset))          // between entries
+            } else if offset < l.dataOffset {
+                take = Int(min(UInt64(rest.count), l.dataOffset - offset))            // local header
+                header.append(contentsOf: UnsafeRawBufferPointer(rebasing: rest[0..<take]))
+            } else {
+                take = Int(min(UInt64(rest.count), l.dataOffset + l.compressedSize - offset))
+                try feed(UnsafeRawBufferPointer(rebasing: rest[0..<take]))
+            }
+            offset += UInt64(take)
+            rest = UnsafeRawBufferPointer(rebasing: rest[take...])
+            try settle()
+        }
+    }
+
+    /// After the last byte: every entry was completed.
+    func finish() throws {
+        try settle()
+        if offset != range.end || index != range.entries.count {
+            throw mismatch("ended early: \(received) of \(range.count) bytes arrived")
+        }
+    }
+
+    /// Moves through the entry boundaries the offset has reached: a complete header is checked
+    /// and the file opened, complete data is verified and the file kept. Empty data (an empty
+    /// file) completes without any byte.
+    private func settle() throws {
+        while index < range.entries.count {
+            let f = range.entries[index], l = f.location!
+            if decoder == nil {
+                guard offset == l.dataOffset else { return }
+                try begin(f, l)
+            }
+            guard offset == l.dataOffset + l.compressedSize else { return }
+            try complete(f)
+            index += 1
+        }
+    }
+
+    private func begin(_ f: ManifestFile, _ l: ArchiveLocation) throws {
+        let h = header
+        header = []
+        let name = Array(f.path.utf8)
+        guard h.count >= 30, le32(h, 0) == 0x0403_4b50 else { throw mismatch("has no local header where the manifest says") }
+        let flags = le16(h, 6), method = le16(h, 8), nameLength = Int(le16(h, 26)), extraLength = Int(le16(h, 28))
+        guard flags & 0x0041 == 0 else { throw mismatch("is encrypted") }
+        guard method == l.method, 30 + nameLength + extraLength == h.count, Array(h[30..<(30 + nameLength)]) == name else {
+            throw mismatch("has a local header that disagrees with the manifest's location")
+        }
+        headerCRC = flags & 0x0008 == 0 ? le32(h, 14) : nil
+        decoder = try EntryDecoder(method: method, size: f.size)
+        digest = try Digest(.sha256)
+        let temp = dir + "/." + f.sha256 + ".part"
+        try? FS.unlink(temp)
+        out = try File.open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o444)
+        tempPath = temp
+    }
+
+    private func feed(_ bytes: UnsafeRawBufferPointer) throws {
+        guard let decoder, let out, let digest else { return }
+        do {
+            try decoder.push(bytes) { chunk in
+                try out.write(chunk)
+                digest.update(chunk)
+            }
+        } catch let failure as EntryDecoder.Failure {
+            throw mismatch(failure.describe(size: decoder.size))
+        }
+    }
+
+    private func complete(_ f: ManifestFile) throws {
+        guard let decoder, let digest, let tempPath else { return }
+        let crc: UInt32
+        do { crc = try decoder.finish() } catch let failure as EntryDecoder.Failure {
+            throw mismatch(failure.describe(size: f.size))
+        }
+        if let headerCRC, headerCRC != crc { throw mismatch("fails its CRC-32 check") }
+        let sha = digest.finalHex()
+        if sha != f.sha256 { throw mismatch("has sha256 \(sha), the manifest says \(f.sha256)") }
+        out = nil
+        let path = dir + "/" + f.sha256
+        try FS.rename(tempPath, path)
+        self.tempPath = nil
+        self.decoder = nil
+        self.digest = nil
+        try onFile(f, path)
+    }
+}

@@ -120,7 +120,7 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Mut
     }
 
     private func makeUpdater(progress: ProgressHandler?) -> Updater {
-        Updater(store: store, config: configuration, cancel: cancelToken, progress: progress) { [weak self] level, message in
+        Updater(store: store, config: configuration, bundleDir: bundleDir, cancel: cancelToken, progress: progress) { [weak self] level, message in
             self?.log(level, message)
         }
     }

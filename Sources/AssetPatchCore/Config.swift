@@ -14,6 +14,10 @@ public struct ClientConfig: Sendable {
     public var maxReleaseBytes: UInt64 = 4 << 30
     /// A legacy manifest declares no sizes: this bounds its archive's download.
     public var maxLegacyArchiveBytes: UInt64 = 5 << 30
+    /// Concurrent range requests of a differential update.
+    public var parallelDownloads = 4
+    /// false: always download the whole archive.
+    public var differential = true
 
     public init() {}
 
@@ -74,6 +78,19 @@ public struct ClientConfig: Sendable {
         case "max_manifest_bytes": maxManifestBytes = Int(try ClientConfig.number(option, value, 1...(1 << 30)))
         case "max_release_bytes": maxReleaseBytes = UInt64(try ClientConfig.number(option, value, 1...Int64.max))
         case "max_legacy_archive_bytes": maxLegacyArchiveBytes = UInt64(try ClientConfig.number(option, value, 1...Int64.max))
+        case "parallel_downloads": parallelDownloads = Int(try ClientConfig.number(option, value, 1...16))
+        case "differential":
+            switch value {
+            case "auto": differential = true
+            case "off": differential = false
+            default: throw AssetPatchError(.argument, "option differential: \"\(value)\" is neither auto nor off")
+            }
+        case "tcp_quickack":
+            switch value {
+            case "1": http.quickAck = true
+            case "0": http.quickAck = false
+            default: throw AssetPatchError(.argument, "option tcp_quickack: \"\(value)\" is neither 1 nor 0")
+            }
         case "ca_file":
             http.caFile = value.isEmpty ? nil : value
         case "header":

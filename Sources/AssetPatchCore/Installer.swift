@@ -14,7 +14,7 @@ struct Installer {
     /// Installs `archive` (a verified download) for `c`; returns the release record. `state`
     /// names the installed releases whose files may be linked.
     func install(_ c: Candidate, archive: String, state: StoreState) throws -> ReleaseInfo {
-        let reusable = c.manifest.kind == .format1 ? installedFiles(state) : [:]
+        let reusable = c.manifest.kind == .format1 ? store.installedFiles(state).mapValues(\.path) : [:]
         try store.prepareStaging(c.releaseID)
         let filesDir = store.stagingFilesDir(c.releaseID)
         let shown = c.archive.shown
@@ -71,22 +71,81 @@ struct Installer {
         return info
     }
 
-    /// The files of the installed releases (active, pending, kept) by sha256: their records were
-    /// written after every byte was verified.
-    private func installedFiles(_ state: StoreState) -> [String: String] {
-        var found: [String: String] = [:]
-        for ref in [state.active, state.pending].compactMap({ $0 }) + state.kept {
-            guard let info = try? store.loadRelease(ref.id) else { continue }
-            let dir = store.filesDir(ref.id)
-            for f in info.files where found[f.sha256] == nil { found[f.sha256] = dir + "/" + f.path }
+    /// Builds the staging release of a differential update from files on disk: installed and
+    /// fetched files are hard-linked (copied where a link fails), bundle files copied (cloned
+    /// where the filesystem shares extents); every copy is hashed and must match. `fetched`
+    /// maps the sha256 of the files this update fetched to their paths. A local file that does
+    /// not match throws `DeltaFallback`.
+    func assemble(_ c: Candidate, _ plan: DeltaPlan, fetched: [String: String]) throws -> ReleaseInfo {
+        let filesDir = store.stagingFilesDir(c.releaseID)
+        let totalBytes = plan.files.reduce(UInt64(0)) { $0 + $1.file.size }
+        let filesTotal = UInt64(plan.files.count)
+        var bytesDone: UInt64 = 0
+        var madeDirs = Set<String>()
+        progress.report(Progress(phase: .install, bytesDone: 0, bytesTotal: totalBytes, filesDone: 0, filesTotal: filesTotal))
+        for (i, (f, source)) in plan.files.enumerated() {
+            try cancel.check()
+            if let dir = f.path.beforeLastSlash, !madeDirs.contains(dir) {
+                try FS.makeDirectories(filesDir + "/" + dir)
+                madeDirs.insert(dir)
+            }
+            let target = filesDir + "/" + f.path
+            switch source {
+            case let .installed(path), let .fetched(path):
+                if !link(path, to: target, size: f.size) { try copyVerified(path, to: target, f) }
+            case .archive:
+                guard let path = fetched[f.sha256] else { throw AssetPatchError(.internal, "\"\(f.path)\" was planned but not fetched") }
+                if !link(path, to: target, size: f.size) { try copyVerified(path, to: target, f) }
+            case let .bundle(path):
+                try copyVerified(path, to: target, f)
+            }
+            bytesDone += f.size
+            progress.report(Progress(phase: .install, bytesDone: bytesDone, bytesTotal: totalBytes,
+                                     filesDone: UInt64(i + 1), filesTotal: filesTotal))
         }
-        return found
+        progress.report(Progress(phase: .install, bytesDone: bytesDone, bytesTotal: totalBytes,
+                                 filesDone: filesTotal, filesTotal: filesTotal), final: true)
+        let info = ReleaseInfo(version: c.version, files: c.manifest.files, plugins: c.manifest.plugins,
+                               signatureVerified: c.manifest.signatureVerified, archiveDigest: c.manifest.archiveDigest,
+                               label: c.manifest.label)
+        try store.sealStaging(c.releaseID, info)
+        return info
+    }
+
+    /// Copies `source` to `target` (read-only), sharing extents where the filesystem can
+    /// (FICLONE: btrfs, XFS), and checks size and sha256 of what was written.
+    private func copyVerified(_ source: String, to target: String, _ f: ManifestFile) throws {
+        let mismatch = { (what: String) in DeltaFallback(message: "\(source): \(what), expected for \"\(f.path)\"") }
+        guard let input = try? File.openRead(source) else { throw mismatch("can't be read") }
+        let out = try File.open(target, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o444)
+        let digest = try Digest(.sha256)
+        var size: UInt64 = 0
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        // FICLONE = _IOW(0x94, 9, int): the copy shares the source's extents (copy on write).
+        let cloned = ioctl(out.fd, 0x4004_9409, input.fd) == 0
+        let reader = cloned ? out : input
+        while true {
+            try cancel.check()
+            let n = try reader.pread(into: buffer, at: size)
+            if n == 0 { break }
+            let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
+            if !cloned { try out.pwrite(chunk, at: size) }
+            digest.update(chunk)
+            size += UInt64(n)
+            if size > f.size { break }
+        }
+        let sha = digest.finalHex()
+        if size != f.size || sha != f.sha256 {
+            try? FS.unlink(target)
+            throw mismatch(size != f.size ? "has another size" : "has sha256 \(sha)")
+        }
     }
 
     /// Hard-links an installed file into the staging release. False (the entry is extracted from
     /// the archive instead) when the link fails (another filesystem, EMLINK) or the file is not
     /// the regular, read-only file of the recorded size it should be.
-    private func link(_ source: String, to target: String, size: UInt64) -> Bool {
+    func link(_ source: String, to target: String, size: UInt64) -> Bool {
         var st = stat()
         guard lstat(source, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, (st.st_mode & 0o222) == 0,
               UInt64(st.st_size) == size else { return false }

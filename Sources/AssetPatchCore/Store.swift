@@ -179,6 +179,12 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
     public func stagingDir(_ id: String) -> String { stagingRoot + "/" + id }
     func stagingFilesDir(_ id: String) -> String { stagingDir(id) + "/files" }
 
+    /// Files a differential update of the archive with this digest fetched and verified, each
+    /// named by its sha256; kept across attempts until an update succeeds.
+    func fetchedDir(_ digest: String) -> String { downloadsDir + "/" + digest + ".files" }
+    /// Where the bundle's file digests are cached (`BundleDigests`).
+    var bundleDigestsPath: String { root + "/bundle-digests" }
+
     /// The partial download of the archive with this digest, and its record.
     func partialPath(_ digest: String) -> String { downloadsDir + "/" + digest + ".part" }
     func partialMetaPath(_ digest: String) -> String { downloadsDir + "/" + digest + ".meta" }
@@ -251,6 +257,37 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
         }
         try FS.rename(stagingDir(id), target)
         try FS.syncDirectory(releasesDir)
+    }
+
+    /// Every file fetched by differential updates so far, by sha256 (any archive's).
+    func fetchedFiles() -> [String: String] {
+        var out: [String: String] = [:]
+        for name in (try? FS.list(downloadsDir)) ?? [] where name.hasSuffix(".files") {
+            let dir = downloadsDir + "/" + name
+            for sha in (try? FS.list(dir)) ?? [] where Hex.isHex(sha, length: 64) {
+                out[sha] = dir + "/" + sha
+            }
+        }
+        return out
+    }
+
+    /// Drops what differential updates fetched (after an update succeeded).
+    func discardFetched() {
+        for name in (try? FS.list(downloadsDir)) ?? [] where name.hasSuffix(".files") {
+            try? FS.removeTree(downloadsDir + "/" + name)
+        }
+    }
+
+    /// The files of the installed releases (active, pending, kept) by sha256, with their sizes:
+    /// their records were written after every byte was verified.
+    func installedFiles(_ state: StoreState) -> [String: (path: String, size: UInt64)] {
+        var found: [String: (path: String, size: UInt64)] = [:]
+        for ref in [state.active, state.pending].compactMap({ $0 }) + state.kept {
+            guard let info = try? loadRelease(ref.id) else { continue }
+            let dir = filesDir(ref.id)
+            for f in info.files where found[f.sha256] == nil { found[f.sha256] = (dir + "/" + f.path, f.size) }
+        }
+        return found
     }
 
     func discardPartial(_ digest: String) {

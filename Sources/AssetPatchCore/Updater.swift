@@ -24,13 +24,18 @@ final class Updater {
     let progress: ProgressReporter
     let log: (Int, String) -> Void
     let http: HTTPClient
+    let bundleDir: String?
+    /// Fetched files verified by this updater (its retries trust them without hashing again).
+    private var verifiedFetched = Set<String>()
 
     static let maxRetries = 3
     /// The longest Retry-After waited for; a server asking for more fails the update at once.
     static let maxRetryAfterMs: UInt64 = 30_000
 
-    init(store: Store, config: ClientConfig, cancel: CancelToken, progress: ProgressHandler?, log: @escaping (Int, String) -> Void) {
+    init(store: Store, config: ClientConfig, bundleDir: String?, cancel: CancelToken, progress: ProgressHandler?,
+         log: @escaping (Int, String) -> Void) {
         self.store = store
+        self.bundleDir = bundleDir
         self.config = config
         self.cancel = cancel
         self.progress = ProgressReporter(progress, cancel: cancel)
@@ -57,12 +62,13 @@ final class Updater {
         progress.report(Progress(phase: .check), final: true)
         log(1, "updating to version \(candidate.version) from \(candidate.archive.shown)")
 
-        let download = try plan(candidate)
-        let archive = try fetch(candidate, download)
-        try cancel.check()
         let info: ReleaseInfo
         do {
-            info = try Installer(store: store, config: config, cancel: cancel, progress: progress).install(candidate, archive: archive, state: state)
+            if let delta = try planDelta(candidate, state), let done = try differential(candidate, delta) {
+                info = done
+            } else {
+                info = try whole(candidate, state)
+            }
             try cancel.check()
             try activate(candidate, state: &state)
         } catch {
@@ -82,7 +88,83 @@ final class Updater {
     /// would transfer from now. `state` gets the manifest's acceptance (package pin, mark).
     func check(_ state: inout StoreState) throws -> (version: Int64, downloadBytes: UInt64)? {
         guard let candidate = try evaluate(&state) else { return nil }
+        if let delta = try planDelta(candidate, state) { return (candidate.version, delta.fetchBytes) }
         return (candidate.version, try transferEstimate(plan(candidate)))
+    }
+
+    /// The whole-archive path: download (resumable), then extract.
+    private func whole(_ c: Candidate, _ state: StoreState) throws -> ReleaseInfo {
+        let archive = try fetch(c, try plan(c))
+        try cancel.check()
+        return try Installer(store: store, config: config, cancel: cancel, progress: progress).install(c, archive: archive, state: state)
+    }
+
+    // MARK: Differential
+
+    /// The differential plan for `c`, or nil when the whole archive is the way: a legacy
+    /// manifest or one without per-file locations, `differential=off`, or ranges that would
+    /// transfer more than `DeltaPlan.maxShareOfArchive` of the archive. A file's content is
+    /// looked for in the installed releases, in what earlier attempts fetched (hashed again
+    /// unless this updater verified it), then in the bundle (digests cached).
+    func planDelta(_ c: Candidate, _ state: StoreState) throws -> DeltaPlan? {
+        guard config.differential, c.manifest.kind == .format1, let archiveSize = c.manifest.archiveSize,
+              !c.manifest.files.isEmpty, c.manifest.files.allSatisfy({ $0.location != nil }) else { return nil }
+        let installed = store.installedFiles(state)
+        var fetched: [String: String] = [:]
+        for (sha, path) in store.fetchedFiles() {
+            if verifiedFetched.contains(path) { fetched[sha] = path; continue }
+            if (try? Digest.hexOfFile(path)) == sha {
+                verifiedFetched.insert(path)
+                fetched[sha] = path
+            } else {
+                try? FS.unlink(path)
+            }
+        }
+        var bundle: [String: String] = [:]
+        if let bundleDir {
+            let missing = Set(c.manifest.files.filter { installed[$0.sha256]?.size != $0.size && fetched[$0.sha256] == nil }.map(\.size))
+            var digests = BundleDigests(bundleDir: bundleDir, cachePath: store.bundleDigestsPath)
+            bundle = try digests.digests(sizes: missing, cancel: cancel)
+            if digests.hashedCount > 0 { log(1, "hashed \(digests.hashedCount) bundle files (cached for later updates)") }
+        }
+        guard let delta = DeltaPlan.make(c.manifest.files, local: { f in
+            if let i = installed[f.sha256], i.size == f.size { return .installed(i.path) }
+            if let p = fetched[f.sha256] { return .fetched(p) }
+            if let p = bundle[f.sha256] { return .bundle(p) }
+            return nil
+        }) else { return nil }
+        guard delta.paysOff(archiveSize: archiveSize) else {
+            log(1, "differential update would fetch \(delta.fetchBytes) of the archive's \(archiveSize) bytes; downloading the whole archive")
+            return nil
+        }
+        return delta
+    }
+
+    /// Fetches the plan's ranges (retrying transient failures; files verified by one attempt
+    /// are not fetched again), then builds the release from files on disk. nil: the update
+    /// must fall back to the whole archive (`DeltaFallback`); the staging release is gone then.
+    private func differential(_ c: Candidate, _ plan: DeltaPlan) throws -> ReleaseInfo? {
+        log(1, "differential update: \(plan.fetchEntries) files in \(plan.ranges.count) ranges, \(plan.fetchBytes) of \(c.manifest.archiveSize ?? 0) archive bytes")
+        let fetch = DeltaFetch(source: c.archive, archiveSize: c.manifest.archiveSize ?? 0,
+                               dir: store.fetchedDir(c.manifest.archiveDigest), http: http, parallel: config.parallelDownloads,
+                               cancel: cancel, progress: progress, log: log)
+        do {
+            try store.prepareStaging(c.releaseID)
+            progress.report(Progress(phase: .download, bytesDone: 0, bytesTotal: plan.fetchBytes,
+                                     filesDone: 0, filesTotal: UInt64(plan.fetchEntries)))
+            if c.archive.isFile { try fetch.attempt(plan) } else { try withRetries { try fetch.attempt(plan) } }
+            progress.report(Progress(phase: .download, bytesDone: plan.fetchBytes, bytesTotal: plan.fetchBytes,
+                                     filesDone: UInt64(plan.fetchEntries), filesTotal: UInt64(plan.fetchEntries)), final: true)
+            for path in fetch.fetched.values { verifiedFetched.insert(path) }
+            try cancel.check()
+            return try Installer(store: store, config: config, cancel: cancel, progress: progress)
+                .assemble(c, plan, fetched: fetch.fetched)
+        } catch let f as DeltaFallback {
+            for path in fetch.fetched.values { verifiedFetched.insert(path) }
+            store.discardStaging(c.releaseID)
+            log(2, "\(f.message); downloading the whole archive instead")
+            return nil
+        }
     }
 
     // MARK: Manifest
@@ -258,6 +340,7 @@ final class Updater {
         try store.save(next)
         state = next
         store.discardPartial(c.manifest.archiveDigest)
+        store.discardFetched()
         do { try store.collectGarbage(state) } catch let e as AssetPatchError {
             log(2, "cleaning up old releases: \(e.message)")
         }

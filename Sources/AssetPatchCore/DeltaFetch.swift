@@ -1,0 +1,124 @@
+import Glibc
+
+/// Fetches a differential plan's ranges of the archive into `downloads/<digest>.files/`: from
+/// the file for file:// archives, with up to `parallel_downloads` range requests at once over
+/// HTTP(S). Each range's bytes go through a `RangeReceiver` as they arrive, so every file is
+/// inflated, hashed and kept (or refused) on the way. Nothing the server says about lengths is
+/// trusted: a 206 must carry exactly the range asked for, and a receiver takes no byte beyond it.
+final class DeltaFetch {
+    let source: Location
+    let archiveSize: UInt64
+    let dir: String
+    let http: HTTPClient
+    let parallel: Int
+    let cancel: CancelToken
+    let progress: ProgressReporter
+    let log: (Int, String) -> Void
+
+    /// Bytes received in this attempt, and what was left of the plan when it started: progress.
+    private var received: UInt64 = 0
+    private var base: UInt64 = 0
+    /// What was fetched and verified, by sha256.
+    private(set) var fetched: [String: String] = [:]
+
+    init(source: Location, archiveSize: UInt64, dir: String, http: HTTPClient, parallel: Int, cancel: CancelToken,
+         progress: ProgressReporter, log: @escaping (Int, String) -> Void) {
+        self.source = source
+        self.archiveSize = archiveSize
+        self.dir = dir
+        self.http = http
+        self.parallel = parallel
+        self.cancel = cancel
+        self.progress = progress
+        self.log = log
+    }
+
+    /// The plan's ranges still to fetch: entries fetched by earlier attempts are left out and the
+    /// rest coalesced again.
+    func remaining(_ plan: DeltaPlan) -> [FetchRange] {
+        let left = plan.ranges.flatMap(\.entries).filter { fetched[$0.sha256] == nil }
+        return DeltaPlan.coalesce(left, gap: DeltaPlan.coalesceGap, maxRequest: DeltaPlan.maxRequestBytes)
+    }
+
+    /// One attempt at the ranges not fetched yet.
+    func attempt(_ plan: DeltaPlan) throws {
+        try FS.makeDirectories(dir)
+        let ranges = remaining(plan)
+        guard !ranges.isEmpty else { return }
+        received = 0
+        base = plan.fetchBytes - min(plan.fetchBytes, ranges.reduce(0) { $0 + $1.count })
+        let report = {
+            self.progress.report(Progress(phase: .download, bytesDone: min(self.base + self.received, plan.fetchBytes), bytesTotal: plan.fetchBytes,
+                                          filesDone: UInt64(self.fetched.count), filesTotal: UInt64(plan.fetchEntries)))
+        }
+        let receivers = ranges.map { r in
+            RangeReceiver(r, dir: dir, shown: source.shown) { f, path in self.fetched[f.sha256] = path }
+        }
+        defer { for r in receivers { r.abandon() } }
+        switch source {
+        case let .file(path, _):
+            try readLocal(path, receivers, report)
+        case let .http(url):
+            let requests = receivers.map { r in
+                HTTPClient.Request(extraHeaders: ["Range: bytes=\(r.range.start)-\(r.range.end - 1)"],
+                                   onHead: { head in try self.judge(head, r.range) },
+                                   sink: { chunk in
+                                       try r.push(chunk)
+                                       self.received += UInt64(chunk.count)
+                                   },
+                                   onEnd: { try r.finish() })
+            }
+            try http.getBatch(url, requests, parallel: parallel, progress: report)
+        }
+        report()
+    }
+
+    private func readLocal(_ path: String, _ receivers: [RangeReceiver], _ report: () -> Void) throws {
+        let file = try File.openRead(path)
+        let size = try file.size()
+        if size != archiveSize {
+            throw DeltaFallback(message: "\(source.shown): archive is \(size) bytes, the manifest says \(archiveSize)")
+        }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        for r in receivers {
+            var offset = r.range.start
+            while offset < r.range.end {
+                try cancel.check()
+                let want = Int(min(UInt64(buffer.count), r.range.end - offset))
+                let n = try file.pread(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: offset)
+                if n == 0 { break }
+                try r.push(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+                offset += UInt64(n)
+                received += UInt64(n)
+                report()
+            }
+            try r.finish()
+        }
+    }
+
+    /// A range response must be a 206 of exactly the bytes asked for, of an archive of the
+    /// manifest's size, without a content coding. A 200 means the server ignores ranges.
+    private func judge(_ head: ResponseHead, _ r: FetchRange) throws {
+        let what = "GET \(source.shown) bytes \(r.start)-\(r.end - 1)"
+        switch head.status {
+        case 206:
+            if let coding = head.header("Content-Encoding"), coding.lowercased() != "identity" {
+                throw DeltaFallback(message: "\(what): the range came with Content-Encoding \(coding)")
+            }
+            guard let cr = head.header("Content-Range"), let range = ContentRange.parse(cr),
+                  range.start == r.start, range.end == r.end - 1, range.total == archiveSize else {
+                throw DeltaFallback(message: "\(what): HTTP 206 with Content-Range \(head.header("Content-Range") ?? "(none)")")
+            }
+            if let length = head.contentLength, length != r.count {
+                throw DeltaFallback(message: "\(what): HTTP 206 with Content-Length \(length)")
+            }
+        case 200:
+            throw DeltaFallback(message: "\(what): the server ignores ranges (HTTP 200)")
+        case 416:
+            throw DeltaFallback(message: "\(what): HTTP 416 (the archive is shorter than the manifest says)")
+        default:
+            throw HTTPClient.statusError(head, what)
+        }
+    }
+}

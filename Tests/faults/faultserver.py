@@ -9,17 +9,22 @@ and, for archive requests (*.zip), injects the fault set through the control end
     GET /_reset                                            zero the counters, mode=normal
 
 Modes: normal, reset (RST at file offset N), cut (close cleanly at file offset N: every byte
-before it arrives), stall (stop at file offset N, keep the socket open), ignore-range (always
-200), wrong-range (206 with a Content-Range start off by 1000), etag-change (a new ETag per
-request), 416 (refuse every range), 503 (answer 503), 404, 429 (with Retry-After: N if N > 0),
-long-length (announce 1000 bytes more than sent, then close), portal (200 text/html login
-page), endless (the archive over and over, never ending), gzip (Content-Encoding: gzip, the
-range asked for gzipped: a 200 or a 206), gzip-cut (a gzip 200 closed after N encoded bytes).
+before it arrives), stall (stop at file offset N, keep the socket open) (these three leave
+requests that end before N alone), ignore-range (always 200), wrong-range (206 with a
+Content-Range start off by 1000), etag-change (a new ETag per request), 416 (refuse every
+range), corrupt (a 206 whose last byte is flipped), 503 (answer 503), 404, 429 (with
+Retry-After: N if N > 0), long-length (announce 1000 bytes more than sent, then close), portal
+(200 text/html login page), endless (the archive over and over, never ending), gzip
+(Content-Encoding: gzip, the range asked for gzipped: a 200 or a 206), gzip-cut (a gzip 200
+closed after N encoded bytes).
 /_endless/* is a body without end; /_loop/* redirects to itself.
 `rate` throttles every archive response (bytes per second), whatever the mode.
 
+Ranges may be open (`bytes=N-`) or closed (`bytes=N-M`, one range per request).
+
 /_stats has `archive_log`: per archive request, in order, the start offset asked for (0 without
-a Range), the status, the bytes written and the X-Client header: what the client asked for, to
+a Range), the end asked for (inclusive; the last byte without a Range or for an open one), the
+status, the bytes written and the X-Client header: what the client asked for, to
 be asserted on, unlike bytes_sent, which counts what sat in socket buffers too.
 
 Usage: faultserver.py ROOT PORT_FILE   (binds 127.0.0.1 on a free port, writes it to PORT_FILE)
@@ -41,6 +46,12 @@ STATE = {"mode": "normal", "n": 0, "times": 0, "rate": 0, "generation": 0}
 STATS = {"requests": 0, "archive_requests": 0, "range_requests": 0, "bytes_sent": 0, "statuses": {}, "archive_log": [],
          "loop_requests": 0}
 STOP = threading.Event()
+
+
+def parse_range(header, size):
+    """`bytes=N-` or `bytes=N-M` (the end capped at the last byte) -> (start, end inclusive)."""
+    a, _, b = header.split("=", 1)[1].partition("-")
+    return int(a), min(int(b), size - 1) if b.strip() else size - 1
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -114,11 +125,21 @@ class Handler(BaseHTTPRequestHandler):
             STATS["requests"] += 1
         archive = path.endswith(".zip")
         mode, n, rate = "normal", 0, 0
+        st = os.stat(path)
+        size = st.st_size
         if archive:
+            rng_asked = self.headers.get("Range") or ""
+            try:
+                asked, asked_end = parse_range(rng_asked, size) if rng_asked.startswith("bytes=") else (0, size - 1)
+            except (IndexError, ValueError):
+                asked, asked_end = 0, size - 1
             with LOCK:
                 STATS["archive_requests"] += 1
                 rate = STATE["rate"]
-                if STATE["times"] > 0 and STATE["mode"] != "normal":
+                # reset, cut and stall act at file offset N: a request that ends before it
+                # passes untouched and does not count against `times`.
+                passes = STATE["mode"] in ("reset", "cut", "stall") and asked_end < STATE["n"]
+                if STATE["times"] > 0 and STATE["mode"] != "normal" and not passes:
                     STATE["times"] -= 1
                     mode, n = STATE["mode"], STATE["n"]
                 if STATE["mode"] == "etag-change":
@@ -127,16 +148,12 @@ class Handler(BaseHTTPRequestHandler):
         else:
             generation = 0
 
-        st = os.stat(path)
-        size = st.st_size
         etag = '"%x-%x-%d"' % (st.st_mtime_ns, size, generation)
         last_modified = email.utils.formatdate(st.st_mtime, usegmt=True)
 
         entry = None
         if archive:
-            rng_asked = self.headers.get("Range") or ""
-            asked = int(rng_asked.split("=", 1)[1].split("-", 1)[0]) if rng_asked.startswith("bytes=") else 0
-            entry = {"start": asked, "status": 0, "sent": 0, "client": self.headers.get("X-Client", "")}
+            entry = {"start": asked, "end": asked_end, "status": 0, "sent": 0, "client": self.headers.get("X-Client", "")}
             with LOCK:
                 STATS["archive_log"].append(entry)
 
@@ -163,7 +180,7 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
             return
 
-        start = 0
+        start, end = 0, size - 1
         status = 200
         rng = self.headers.get("Range")
         if rng and archive:
@@ -173,11 +190,10 @@ class Handler(BaseHTTPRequestHandler):
             if_range = self.headers.get("If-Range")
             if if_range is None or if_range == etag or if_range == last_modified:
                 try:
-                    spec = rng.split("=", 1)[1]
-                    start = int(spec.split("-", 1)[0])
+                    start, end = parse_range(rng, size)
                     status = 206
                 except (IndexError, ValueError):
-                    start = 0
+                    start, end = 0, size - 1
                 if mode == "416" or start >= size:
                     self.count(416)
                     if entry:
@@ -187,7 +203,7 @@ class Handler(BaseHTTPRequestHandler):
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
-        length = size - start
+        length = end - start + 1
         self.count(status)
         if entry:
             entry["status"] = status
@@ -205,7 +221,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(announced))
         if status == 206:
             shown = start + (1000 if mode == "wrong-range" else 0)
-            self.send_header("Content-Range", f"bytes {shown}-{size - 1}/{size}")
+            self.send_header("Content-Range", f"bytes {shown}-{end}/{size}")
         if mode == "long-length":
             self.send_header("Connection", "close")
         self.end_headers()
@@ -231,6 +247,8 @@ class Handler(BaseHTTPRequestHandler):
                 chunk = f.read(min(65536, min(limit, length) - sent))
                 if not chunk:
                     break
+                if mode == "corrupt" and sent + len(chunk) == length:
+                    chunk = chunk[:-1] + bytes([chunk[-1] ^ 0xFF])
                 try:
                     self.wfile.write(chunk)
                 except OSError:

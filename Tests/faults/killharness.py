@@ -7,7 +7,11 @@ makes starts exactly where the bytes it found on disk end (0 when they can't be 
 is what the client asked for, whatever the scheduler did; the bytes the server wrote (they
 include what sat in socket buffers at each kill) are reported, not asserted.
 
-    killharness.py [--kills 50] [--seed 1] [--rate BYTES_PER_S] [--soak]
+With --differential, v2 changes a tenth of v1's files, so updates fetch only those entries'
+byte ranges; then no restarted updater may ask for an entry whose file an earlier one verified
+(the files kept under downloads/<archive>.files/), and every request must be a range.
+
+    killharness.py [--kills 50] [--seed 1] [--rate BYTES_PER_S] [--soak] [--differential]
 
 Needs build/prefix (scripts/build.sh). Prints a report and "N passed, N failed"."""
 import argparse
@@ -30,8 +34,16 @@ import assetpatch  # noqa: E402
 PHASES = {0: "start", 1: "check", 2: "download", 3: "install", 4: "activate", 5: "cleanup/done"}
 
 
-def publish(base):
-    v1, v2 = release_files(1, 8, 20_000), release_files(2, 120, 100_000)
+def publish(base, differential=False):
+    if differential:
+        v1 = release_files(1, 120, 100_000)
+        v2 = dict(v1)
+        rnd = random.Random(2)
+        for name in sorted(v1)[::10]:
+            v2[name] = rnd.randbytes(len(v1[name]))
+        v2["added.bin"] = rnd.randbytes(100_000)
+    else:
+        v1, v2 = release_files(1, 8, 20_000), release_files(2, 120, 100_000)
     for name, files, version in (("v1", v1, 1), ("v2", v2, 2)):
         make_tree(os.path.join(base, "src-" + name), files)
         if name == "v2":
@@ -60,6 +72,18 @@ def consistent(data, repos, while_updating=False):
             return None
     except assetpatch.AssetPatchError as e:
         return f"open/resolve failed: {e}"
+
+
+def verified_ranges(data, repo):
+    """The archive ranges of the entries whose files a differential updater finds verified on
+    disk (named by sha256 under downloads/*.files/): none of them may be asked for again."""
+    have = set()
+    downloads = os.path.join(data, "downloads")
+    for d in (os.listdir(downloads) if os.path.isdir(downloads) else []):
+        if d.endswith(".files"):
+            have.update(n for n in os.listdir(os.path.join(downloads, d)) if len(n) == 64)
+    return [(f["zip"]["header_offset"], f["zip"]["data_offset"] + f["zip"]["compressed_size"] - 1)
+            for f in repo.manifest["files"] if f["sha256"] in have]
 
 
 def resumable_bytes(data, digest):
@@ -120,6 +144,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--rate", type=int, default=12_000_000, help="archive bytes per second the server sends")
     ap.add_argument("--soak", action="store_true", help="500 kills")
+    ap.add_argument("--differential", action="store_true", help="v2 changes a tenth of v1: range requests")
     a = ap.parse_args()
     if a.soak:
         a.kills = max(a.kills, 500)
@@ -128,7 +153,7 @@ def main():
     server = None
     try:
         base = os.path.join(work, "repos")
-        r1, r2 = publish(base)
+        r1, r2 = publish(base, a.differential)
         repos = {1: r1, 2: r2}
         digest = r2.manifest["archive"]["sha256"]
         server = FaultServer(base, work)
@@ -179,9 +204,11 @@ def main():
             server.control("normal", rate=a.rate)
             seq_kills = 0
             expected_starts = {}  # client id -> where its first archive request must start
+            verified = {}  # client id -> ranges of entries verified on disk when it started
             while True:
                 client_id = f"{len(sequences)}-{seq_kills}"
                 expected_starts[client_id] = resumable_bytes(data, digest)
+                verified[client_id] = verified_ranges(data, r2)
                 child = Child(data, server.url("v2"), client_id)
                 if rnd.random() < 0.5:
                     time.sleep(rnd.uniform(0, full * 1.1))
@@ -214,6 +241,18 @@ def main():
             stats = server.stats()
             sent = stats["bytes_sent"]
             sequences.append((seq_kills, sent))
+            if a.differential:
+                for entry in stats["archive_log"]:
+                    asked = (entry["start"], entry["end"])
+                    if entry["end"] == r2.archive_size - 1 and entry["start"] == 0:
+                        failures.append(f"sequence {len(sequences)}, updater {entry['client']}: asked for the whole archive")
+                    again = [r for r in verified.get(entry["client"], []) if r[0] <= asked[1] and asked[0] <= r[1]]
+                    if again:
+                        failures.append(f"sequence {len(sequences)}, updater {entry['client']}: asked for {asked}, "
+                                        f"which holds entries verified before it started: {again}")
+                with swap:
+                    shutil.rmtree(data)
+                continue
             by_client = collections.defaultdict(list)
             for entry in stats["archive_log"]:
                 by_client[entry["client"]].append(entry["start"])
@@ -231,9 +270,15 @@ def main():
         print(f"kills: {total_kills} over {len(sequences)} sequences; by phase: " +
               ", ".join(f"{p} {kills_by_phase[p]}" for p in PHASES.values() if kills_by_phase[p]))
         sent_total = sum(s for _, s in sequences)
-        ideal = r2.archive_size * len(sequences)
+        # What one uninterrupted update transfers: the archive, or the changed entries' ranges.
+        old = {f["sha256"] for f in r1.manifest["files"]}
+        one = r2.archive_size if not a.differential else sum(
+            f["zip"]["data_offset"] + f["zip"]["compressed_size"] - f["zip"]["header_offset"]
+            for f in r2.manifest["files"] if f["sha256"] not in old)
+        ideal = one * len(sequences)
         print(f"archive bytes the server wrote: {sent_total} for {len(sequences)} completed updates "
-              f"({sent_total / ideal:.3f}x the archive; worst sequence {max(s / r2.archive_size for _, s in sequences):.3f}x; "
+              f"({sent_total / ideal:.3f}x {'the archive' if not a.differential else 'the changed entries'}; "
+              f"worst sequence {max(s / one for _, s in sequences):.3f}x; "
               "the excess is what sat in socket buffers at the kills)")
         print(f"concurrent reader: {reader_checks[0]} full checks while updates ran and were killed")
         print(f"consistency failures: {len(failures)}")

@@ -7,6 +7,25 @@ public struct CheckResult: Sendable {
     public var downloadBytes: UInt64
 }
 
+/// What an update would do now: the release, how its files would arrive, what it would transfer.
+public struct UpdatePreview: Sendable {
+    public var version: Int64
+    /// nil: a differential update; otherwise why the whole archive would be downloaded.
+    public var wholeArchiveReason: String?
+    /// Bytes still to transfer (resumable bytes already on disk not counted).
+    public var transferBytes: UInt64
+    /// The archive's size as the manifest says (0 for a legacy manifest).
+    public var archiveBytes: UInt64
+    /// Requests: range requests of a differential update, 1 for the whole archive.
+    public var requests: Int
+    /// Files that would come from the archive.
+    public var fetchedFiles: [String] = []
+    /// Files that would be linked from installed releases or earlier attempts.
+    public var linkedFiles = 0
+    /// Files that would be copied from the bundle.
+    public var bundleFiles = 0
+}
+
 /// One client of a data directory. It coordinates threads and state: the options, the snapshot
 /// resolving reads (`ResolveView`), one update at a time (blocking or on a background thread,
 /// run by an `Updater` under the data directory's lock), cancellation and logging. Every
@@ -94,12 +113,19 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Mut
 
     /// Fetches and judges the manifest only. nil: no update.
     public func check() throws -> CheckResult? {
+        try preview().map { CheckResult(version: $0.version, downloadBytes: $0.transferBytes) }
+    }
+
+    /// Fetches and judges the manifest and plans the update without transferring any file. nil:
+    /// no update. `recordAcceptance`: pin the package and move the downgrade mark as a check
+    /// does; false leaves the data directory as it was (an inspection).
+    public func preview(recordAcceptance: Bool = true) throws -> UpdatePreview? {
         do {
             var state = try store.loadState()
             let before = state
-            let found = try makeUpdater(progress: nil).check(&state)
-            persistAcceptance(before, state)
-            return found.map { CheckResult(version: $0.version, downloadBytes: $0.downloadBytes) }
+            let found = try makeUpdater(progress: nil).preview(&state)
+            if recordAcceptance { persistAcceptance(before, state) }
+            return found
         } catch let e as AssetPatchError {
             log(3, e.message)
             throw e

@@ -322,10 +322,17 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
         }
     }
 
-    /// Bytes used under the data directory.
+    /// Bytes of the files under the data directory; a file hard-linked into several releases
+    /// counts once.
     public func diskUsage() -> UInt64 {
         var total: UInt64 = 0
-        for rel in (try? FS.walkFiles(root)) ?? [] { total += FS.fileSize(root + "/" + rel) ?? 0 }
+        var seen = Set<[UInt64]>()
+        for rel in (try? FS.walkFiles(root)) ?? [] {
+            var st = stat()
+            guard lstat(root + "/" + rel, &st) == 0 else { continue }
+            if st.st_nlink > 1, !seen.insert([UInt64(st.st_dev), UInt64(st.st_ino)]).inserted { continue }
+            total += UInt64(st.st_size)
+        }
         return total
     }
 }

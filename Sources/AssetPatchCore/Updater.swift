@@ -64,7 +64,7 @@ final class Updater {
 
         let info: ReleaseInfo
         do {
-            if let delta = try planDelta(candidate, state), let done = try differential(candidate, delta) {
+            if case let .differential(delta) = try choosePath(candidate, state), let done = try differential(candidate, delta) {
                 info = done
             } else {
                 info = try whole(candidate, state)
@@ -84,12 +84,29 @@ final class Updater {
         return .installed(candidate, info)
     }
 
-    /// What `assetpatch_check` reports: the release an update would install and the bytes it
-    /// would transfer from now. `state` gets the manifest's acceptance (package pin, mark).
-    func check(_ state: inout StoreState) throws -> (version: Int64, downloadBytes: UInt64)? {
+    /// What an update would do now (`assetpatch_check`, `assetpatch status`): the release it
+    /// would install, how, and the bytes it would transfer. `state` gets the manifest's
+    /// acceptance (package pin, mark).
+    func preview(_ state: inout StoreState) throws -> UpdatePreview? {
         guard let candidate = try evaluate(&state) else { return nil }
-        if let delta = try planDelta(candidate, state) { return (candidate.version, delta.fetchBytes) }
-        return (candidate.version, try transferEstimate(plan(candidate)))
+        let archiveBytes = candidate.manifest.archiveSize ?? 0
+        switch try choosePath(candidate, state) {
+        case let .differential(plan):
+            var p = UpdatePreview(version: candidate.version, wholeArchiveReason: nil, transferBytes: plan.fetchBytes,
+                                  archiveBytes: archiveBytes, requests: plan.ranges.count)
+            for (f, source) in plan.files {
+                switch source {
+                case .installed, .fetched: p.linkedFiles += 1
+                case .bundle: p.bundleFiles += 1
+                case .archive: p.fetchedFiles.append(f.path)
+                }
+            }
+            return p
+        case let .whole(reason):
+            let transfer = try transferEstimate(plan(candidate))
+            return UpdatePreview(version: candidate.version, wholeArchiveReason: reason, transferBytes: transfer,
+                                 archiveBytes: archiveBytes, requests: 1, fetchedFiles: candidate.manifest.files.map(\.path))
+        }
     }
 
     /// The whole-archive path: download (resumable), then extract.
@@ -101,14 +118,24 @@ final class Updater {
 
     // MARK: Differential
 
-    /// The differential plan for `c`, or nil when the whole archive is the way: a legacy
-    /// manifest or one without per-file locations, `differential=off`, or ranges that would
-    /// transfer more than `DeltaPlan.maxShareOfArchive` of the archive. A file's content is
-    /// looked for in the installed releases, in what earlier attempts fetched (hashed again
-    /// unless this updater verified it), then in the bundle (digests cached).
-    func planDelta(_ c: Candidate, _ state: StoreState) throws -> DeltaPlan? {
-        guard config.differential, c.manifest.kind == .format1, let archiveSize = c.manifest.archiveSize,
-              !c.manifest.files.isEmpty, c.manifest.files.allSatisfy({ $0.location != nil }) else { return nil }
+    /// How an update gets its files.
+    enum Path {
+        case differential(DeltaPlan)
+        /// The whole archive, and why.
+        case whole(String)
+    }
+
+    /// The differential plan for `c`, or the whole archive: for a legacy manifest or one without
+    /// per-file locations, with `differential=off`, or when ranges would transfer more than
+    /// `DeltaPlan.maxShareOfArchive` of the archive. A file's content is looked for in the
+    /// installed releases, in what earlier attempts fetched (hashed again unless this updater
+    /// verified it), then in the bundle (digests cached).
+    func choosePath(_ c: Candidate, _ state: StoreState) throws -> Path {
+        guard config.differential else { return .whole("differential=off") }
+        guard c.manifest.kind == .format1, let archiveSize = c.manifest.archiveSize else { return .whole("a legacy manifest") }
+        guard !c.manifest.files.isEmpty, c.manifest.files.allSatisfy({ $0.location != nil }) else {
+            return .whole("the manifest has no per-file locations")
+        }
         let installed = store.installedFiles(state)
         var fetched: [String: String] = [:]
         for (sha, path) in store.fetchedFiles() {
@@ -132,12 +159,12 @@ final class Updater {
             if let p = fetched[f.sha256] { return .fetched(p) }
             if let p = bundle[f.sha256] { return .bundle(p) }
             return nil
-        }) else { return nil }
+        }) else { return .whole("the manifest has no per-file locations") }
         guard delta.paysOff(archiveSize: archiveSize) else {
-            log(1, "differential update would fetch \(delta.fetchBytes) of the archive's \(archiveSize) bytes; downloading the whole archive")
-            return nil
+            let percent = Int((DeltaPlan.maxShareOfArchive * 100).rounded())
+            return .whole("ranges would transfer \(delta.fetchBytes) of the archive's \(archiveSize) bytes (more than \(percent)%)")
         }
-        return delta
+        return .differential(delta)
     }
 
     /// Fetches the plan's ranges (retrying transient failures; files verified by one attempt

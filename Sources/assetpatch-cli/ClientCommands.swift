@@ -13,12 +13,22 @@ struct ClientOptions: ParsableArguments {
 
 struct SourceOptions: ParsableArguments {
     @Option(name: .long, help: "The manifest URL (https://, http:// or file://).") var url: String
+
+    func configure(_ client: Client) throws {
+        try client.set("manifest_url", url)
+        try trust.configure(client)
+    }
+
+    @OptionGroup var trust: TrustOptions
+}
+
+/// What a manifest is judged with: keys, the app's version, the CA bundle.
+struct TrustOptions: ParsableArguments {
     @Option(name: .customLong("public-key"), help: "Trusted base64 Ed25519 public key (repeatable).") var publicKey: [String] = []
     @Option(name: .customLong("app-version"), help: "This app's version, for min_app_version.") var appVersion: String?
     @Option(name: .customLong("ca-file"), help: "PEM bundle of trusted CAs.") var caFile: String?
 
     func configure(_ client: Client) throws {
-        try client.set("manifest_url", url)
         if !publicKey.isEmpty { try client.set("public_keys", publicKey.joined(separator: ",")) }
         if let appVersion { try client.set("app_version", appVersion) }
         if let caFile { try client.set("ca_file", caFile) }
@@ -142,8 +152,13 @@ struct Resolve: ParsableCommand {
 }
 
 struct StatusCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "status", abstract: "Show the active, kept and pending releases.")
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Show the active, kept and pending releases; with --url, what an update would fetch.")
     @Option(name: .customLong("data-dir"), help: "The client's data directory.") var dataDir: String
+    @Option(name: .customLong("bundle-dir"), help: "The app's shipped resources (files an update can take from it).") var bundleDir: String?
+    @Option(name: .long, help: "A manifest URL: also show what an update from it would do (nothing is downloaded).") var url: String?
+    @OptionGroup var trust: TrustOptions
     @Flag(name: .long, help: "Print JSON.") var json = false
 
     func run() throws {
@@ -151,15 +166,26 @@ struct StatusCommand: ParsableCommand {
             let store = try Store(root: dataDir)
             let s = try store.loadState()
             let bytes = store.diskUsage()
+            var next: UpdatePreview?
+            var checked = false
+            if let url {
+                let c = try Client(dataDir: dataDir, bundleDir: bundleDir)
+                defer { c.close() }
+                try c.set("manifest_url", url)
+                try trust.configure(c)
+                next = try c.preview(recordAcceptance: false)
+                checked = true
+            }
             if json {
-                let out = JSON.object([
+                var pairs: [(String, JSON)] = [
                     ("active", .int(s.active?.version ?? 0)),
                     ("kept", .array(s.kept.map { .int($0.version) })),
                     ("pending", s.pending.map { .int($0.version) } ?? .null),
                     ("bad", .array(s.bad.map { .int($0) })),
                     ("data_bytes", .int(Int64(bytes))),
-                ])
-                print(out.serialized())
+                ]
+                if checked { pairs.append(("next", next.map(previewJSON) ?? .null)) }
+                print(JSON.object(pairs).serialized())
                 return
             }
             print("active:   \(s.active.map { "version \($0.version)" } ?? "bundle only")")
@@ -168,6 +194,35 @@ struct StatusCommand: ParsableCommand {
             if !s.bad.isEmpty { print("bad:      \(s.bad.map(String.init).joined(separator: ", "))") }
             if let p = s.package { print("package:  \(p) (highest accepted version \(s.highestVersion))") }
             print("disk:     \(formatBytes(bytes))")
+            if checked {
+                if let next { printPreview(next) } else { print("next:     no update") }
+            }
         }
     }
+}
+
+/// The preview's lines as `status` and `inspect` print them.
+func printPreview(_ p: UpdatePreview) {
+    print("next:     version \(p.version)")
+    if let reason = p.wholeArchiveReason {
+        print("fetch:    the whole archive, \(formatBytes(p.transferBytes)) (\(reason))")
+        return
+    }
+    var share = ""
+    if p.archiveBytes > 0 {
+        let permille = p.transferBytes * 1000 / p.archiveBytes
+        share = " (\(permille / 10).\(permille % 10)% of the \(formatBytes(p.archiveBytes)) archive)"
+    }
+    print("fetch:    differential, \(p.fetchedFiles.count) files in \(p.requests) range requests, \(formatBytes(p.transferBytes))\(share)")
+    print("reuse:    \(p.linkedFiles) files linked from installed releases, \(p.bundleFiles) copied from the bundle")
+    for f in p.fetchedFiles.prefix(50) { print("  \(f)") }
+    if p.fetchedFiles.count > 50 { print("  ... \(p.fetchedFiles.count - 50) more") }
+}
+
+func previewJSON(_ p: UpdatePreview) -> JSON {
+    .object([("version", .int(p.version)), ("method", .string(p.wholeArchiveReason == nil ? "differential" : "whole")),
+             ("reason", p.wholeArchiveReason.map { .string($0) } ?? .null),
+             ("transfer_bytes", .int(Int64(p.transferBytes))), ("archive_bytes", .int(Int64(p.archiveBytes))),
+             ("requests", .int(Int64(p.requests))), ("fetch", .array(p.fetchedFiles.map { .string($0) })),
+             ("linked_files", .int(Int64(p.linkedFiles))), ("bundle_files", .int(Int64(p.bundleFiles)))])
 }

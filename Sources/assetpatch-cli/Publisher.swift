@@ -179,6 +179,9 @@ struct Inspect: ParsableCommand {
 
     @Argument(help: "A release repository directory or a manifest URL.") var target: String
     @Flag(name: .long, help: "Print the decoded manifest as JSON.") var json = false
+    @Option(name: .customLong("data-dir"), help: "A client's data directory: also show what an update of it would fetch (nothing is downloaded or changed).")
+    var dataDir: String?
+    @Option(name: .customLong("bundle-dir"), help: "With --data-dir: the app's shipped resources.") var bundleDir: String?
 
     func run() throws {
         try cli {
@@ -195,7 +198,21 @@ struct Inspect: ParsableCommand {
                 source = path
             }
             let m = try Manifest.decode(bytes, source: source)
+            var preview: UpdatePreview?
+            if let dataDir {
+                let c = try Client(dataDir: dataDir, bundleDir: bundleDir)
+                defer { c.close() }
+                let url = URLs.scheme(target) == .http || URLs.scheme(target) == .https ? target : URLs.fileURL(forPath: FS.absolute(source))
+                try c.set("manifest_url", url)
+                preview = try c.preview(recordAcceptance: false)
+            }
             if json {
+                if dataDir != nil {
+                    let manifest = m.kind == .legacy ? JSON.object([("url", .string(m.archiveURL)), ("md5", .string(m.archiveDigest))])
+                        : (try? JSONParser.parse(m.payload)) ?? .null
+                    print(JSON.object([("manifest", manifest), ("update", preview.map(previewJSON) ?? .null)]).serialized(indent: 2))
+                    return
+                }
                 if m.kind == .legacy {
                     print(JSON.object([("url", .string(m.archiveURL)), ("md5", .string(m.archiveDigest))]).serialized(indent: 2))
                 } else {
@@ -217,6 +234,11 @@ struct Inspect: ParsableCommand {
             for f in m.files.prefix(50) { print("  \(f.size)\t\(f.path)") }
             if m.files.count > 50 { print("  ... \(m.files.count - 50) more") }
             for p in m.plugins { print("plugin:   \(p.name) = \(p.path) : \(p.entry)") }
+            let located = m.files.contains { $0.location != nil }
+            print("ranges:   \(located ? "every file's location is listed (differential updates possible)" : "no file locations (updates download the whole archive)")")
+            if dataDir != nil {
+                if let preview { printPreview(preview) } else { print("next:     no update for this data directory") }
+            }
         }
     }
 }

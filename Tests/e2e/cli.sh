@@ -64,6 +64,35 @@ assert "failure names the status" grep -q ASSETPATCH_ERR_NOT_FOUND "$work/err"
 expect "status --json" 0 "$cli" status --data-dir "$work/data" --json
 assert "status reports version 1" python3 -c "import json,sys; s=json.load(open('$work/out')); sys.exit(s['active']!=1 or s['pending'] is not None or s['data_bytes']<=0)"
 
+# Differential updates: status --url and inspect --data-dir show what an update would fetch,
+# without changing the data directory; check counts the same bytes; the update fetches them.
+cp -r "$work/src" "$work/dsrc"
+expect "publish d1" 0 "$cli" publish "$work/dsrc" --repo "$work/drepo"
+expect "update to d1" 0 "$cli" update --data-dir "$work/ddata" --url "file://$work/drepo/manifest.json"
+seq 2 50001 >"$work/dsrc/sub/numbers.txt"
+printf 'added\n' >"$work/dsrc/added.txt"
+expect "publish d2" 0 "$cli" publish "$work/dsrc" --repo "$work/drepo"
+cp "$work/ddata/state.json" "$work/state.before"
+expect "status --url --json" 0 "$cli" status --data-dir "$work/ddata" --url "file://$work/drepo/manifest.json" --json
+assert "status shows the differential fetch" python3 -c "import json,sys; n=json.load(open('$work/out'))['next']; sys.exit(n['method']!='differential' or sorted(n['fetch'])!=['added.txt','sub/numbers.txt'] or n['linked_files']!=2 or not 0<n['transfer_bytes']<n['archive_bytes'])"
+python3 -c "import json; print(json.load(open('$work/out'))['next']['transfer_bytes'])" >"$work/planned"
+expect "inspect --data-dir" 0 "$cli" inspect "$work/drepo" --data-dir "$work/ddata"
+assert "inspect shows the same fetch" bash -c "grep -q '^fetch:    differential, 2 files' '$work/out' && grep -q '^ranges:   every file' '$work/out'"
+assert "status and inspect changed nothing" cmp -s "$work/ddata/state.json" "$work/state.before"
+expect "check" 0 "$cli" check --data-dir "$work/ddata" --url "file://$work/drepo/manifest.json"
+assert "check counts the planned bytes" grep -q " $(cat "$work/planned") bytes to download" "$work/out"
+expect "differential update" 0 "$cli" update --data-dir "$work/ddata" --url "file://$work/drepo/manifest.json"
+assert "download phase moved the planned bytes" bash -c "grep -q '^download .* 2/2 files' '$work/err'"
+expect "resolve after the differential update" 0 "$cli" resolve --data-dir "$work/ddata" sub/numbers.txt sub/noise.bin added.txt
+assert "changed file is the new one" cmp -s "$(sed -n 1p "$work/out")" "$work/dsrc/sub/numbers.txt"
+assert "unchanged file shares its inode with the kept release" bash -c "[[ \$(stat -c %h '$(sed -n 2p "$work/out")') -ge 2 ]]"
+expect "status after" 0 "$cli" status --data-dir "$work/ddata" --json
+assert "linked files count once in data_bytes" python3 -c "
+import json, os, sys
+s = json.load(open('$work/out'))
+every = sum(os.path.getsize(os.path.join(d, n)) for d, _, ns in os.walk('$work/ddata/releases') for n in ns)
+sys.exit(not s['data_bytes'] < every - 200000 + 4096)"
+
 # --base leaves out files identical to the shipped bundle.
 printf 'changed\n' >"$work/src/hello2.txt"
 expect "publish v2 with --base" 0 "$cli" publish "$work/src" --repo "$repo" --base "$work/src"

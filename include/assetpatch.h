@@ -133,6 +133,12 @@ int assetpatch_client_open(const char *data_dir, const char *bundle_dir, assetpa
  *   ca_file             PEM bundle for TLS verification (peer verification is never off)
  *   header              one extra request header "Name: value"; repeatable; "" clears
  *   user_agent          default "assetpatch/VERSION"
+ *   parallel_downloads  concurrent range requests of a differential update, 1..16; default 4
+ *   differential        "auto" (default): differential updates whenever they pay off (see
+ *                       assetpatch_update); "off": always the whole archive
+ *   tcp_quickack        "1" (default): acknowledge each response head at once (Linux
+ *                       TCP_QUICKACK), which keeps servers that hold a body back until its head is
+ *                       acknowledged from adding a delayed-ACK wait to every small range; "0": off
  * @return ASSETPATCH_OK; ERR_ARGUMENT (NULL pointer, unknown option, bad value, a manifest_url
  *         that is empty or not http/https/file). */
 ASSETPATCH_WARN_UNUSED_RESULT
@@ -150,7 +156,7 @@ void assetpatch_client_close(assetpatch_client *c);
 typedef enum assetpatch_phase {
     ASSETPATCH_PHASE_CHECK = 1,     /* fetching and verifying the manifest */
     ASSETPATCH_PHASE_DOWNLOAD = 2,  /* transferring bytes */
-    ASSETPATCH_PHASE_INSTALL = 3,   /* verifying and extracting files into the new release */
+    ASSETPATCH_PHASE_INSTALL = 3,   /* verifying, extracting and linking files into the new release */
     ASSETPATCH_PHASE_ACTIVATE = 4,  /* switching the active release */
     ASSETPATCH_PHASE_DONE = 5
 } assetpatch_phase;
@@ -194,6 +200,19 @@ int assetpatch_check(assetpatch_client *c, int64_t *version, uint64_t *download_
  * 30 s; a longer one fails the call at once. What a retry cannot change fails at once: more
  * than 5 redirects, a redirect to a scheme other than http(s), TLS verification, any other 4xx,
  * and bytes that do not match the manifest.
+ *
+ * Differential updates: when the manifest lists where each file lies in the archive (publish
+ * writes it), every file whose sha256 an installed release (active, pending, kept) has is
+ * hard-linked from it, a file the bundle has is copied from the bundle (its digests are cached
+ * in data_dir), and only the other files are fetched: byte ranges of the archive, neighbours
+ * coalesced, up to parallel_downloads requests at once over reused connections (file:// reads
+ * the ranges from the archive). Each file is inflated and its sha256 checked as it arrives;
+ * verified files are kept across failures and restarts and never fetched again. The whole
+ * archive is downloaded instead, in the same call and without fetching the manifest again,
+ * when ranges would transfer more than 75% of it, when the manifest lists no locations, or when
+ * a range fails in a way a retry can't fix: a server that ignores ranges (200), answers another
+ * range or an encoded one, or sends bytes that don't match the manifest. The progress of the
+ * download phase then counts the planned bytes and files.
  *
  * Content codings: the manifest request accepts compressed codings (gzip, deflate and what
  * libcurl offers) and decodes them; max_manifest_bytes counts decoded bytes. Archive requests

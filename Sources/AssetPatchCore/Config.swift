@@ -18,6 +18,8 @@ public struct ClientConfig: Sendable {
     public var parallelDownloads = 4
     /// false: always download the whole archive.
     public var differential = true
+    /// Ranges that would transfer more than this percentage of the archive: the whole archive.
+    public var differentialMaxPercent = 75
 
     public init() {}
 
@@ -85,6 +87,7 @@ public struct ClientConfig: Sendable {
             case "off": differential = false
             default: throw AssetPatchError(.argument, "option differential: \"\(value)\" is neither auto nor off")
             }
+        case "differential_max_percent": differentialMaxPercent = Int(try ClientConfig.number(option, value, 1...100))
         case "tcp_quickack":
             switch value {
             case "1": http.quickAck = true

@@ -29,15 +29,14 @@ struct DeltaPlan: Equatable {
     var files: [(file: ManifestFile, source: FileSource)]
     var ranges: [FetchRange]
 
-    /// Neighbouring entries closer than this are fetched with one request, gap and all: on any
-    /// real link a request costs a round trip, and a round trip moves far more than this.
+    /// Neighbouring entries at most this far apart may share one request, gap and all: on any
+    /// real link a request costs a round trip, and a round trip moves far more than this. A gap
+    /// is joined only while the gaps stay within 1/20 of the wanted bytes (at least 512 bytes, a
+    /// request's own headers), so coalescing never adds more than about 5% to the transfer.
     static let coalesceGap: UInt64 = 32 << 10
     /// A coalesced request stops growing here (one large file may exceed it), so that parallel
     /// transfers share the work and a reset costs at most about this much.
     static let maxRequestBytes: UInt64 = 8 << 20
-    /// Above this share of the archive, the whole-archive download is used instead: one
-    /// resumable stream then costs about what the ranges would (see bench/RESULTS.md).
-    static let maxShareOfArchive = 0.75
 
     /// Bytes the ranges transfer.
     var fetchBytes: UInt64 { ranges.reduce(0) { $0 + $1.count } }
@@ -72,26 +71,34 @@ struct DeltaPlan: Equatable {
     }
 
     /// Groups entries (in archive order, disjoint) into requests: the next entry joins the
-    /// current request when the bytes between them are at most `gap` and the request stays
-    /// within `maxRequest`.
+    /// current request when the bytes between them are at most `gap`, the request's gaps stay
+    /// within 1/20 of its wanted bytes (or 512 bytes), and it stays within `maxRequest`.
     static func coalesce(_ entries: [ManifestFile], gap: UInt64, maxRequest: UInt64) -> [FetchRange] {
         var out: [FetchRange] = []
+        var wanted: UInt64 = 0  // entry bytes in the last request
         for e in entries {
             let r = e.location!.range
-            if var last = out.last, r.lowerBound >= last.end, r.lowerBound - last.end <= gap,
-               r.upperBound - last.start <= maxRequest {
-                last.end = r.upperBound
-                last.entries.append(e)
-                out[out.count - 1] = last
-            } else {
-                out.append(FetchRange(start: r.lowerBound, end: r.upperBound, entries: [e]))
+            if var last = out.last, r.lowerBound >= last.end, r.upperBound - last.start <= maxRequest {
+                let between = r.lowerBound - last.end
+                let joinedWanted = wanted + UInt64(r.count)
+                let joinedGaps = (last.count - wanted) + between
+                if between <= gap && joinedGaps <= max(512, joinedWanted / 20) {
+                    last.end = r.upperBound
+                    last.entries.append(e)
+                    out[out.count - 1] = last
+                    wanted = joinedWanted
+                    continue
+                }
             }
+            out.append(FetchRange(start: r.lowerBound, end: r.upperBound, entries: [e]))
+            wanted = UInt64(r.count)
         }
         return out
     }
 
-    /// Whether ranges pay off against downloading the archive of `archiveSize` bytes.
-    func paysOff(archiveSize: UInt64) -> Bool {
-        Double(fetchBytes) <= Double(archiveSize) * DeltaPlan.maxShareOfArchive
+    /// Whether ranges pay off against downloading the archive of `archiveSize` bytes: they
+    /// transfer at most `maxPercent` of it (the `differential_max_percent` option).
+    func paysOff(archiveSize: UInt64, maxPercent: Int) -> Bool {
+        fetchBytes.multipliedFullWidth(by: 100) <= archiveSize.multipliedFullWidth(by: UInt64(maxPercent))
     }
 }

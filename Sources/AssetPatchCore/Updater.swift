@@ -127,7 +127,7 @@ final class Updater {
 
     /// The differential plan for `c`, or the whole archive: for a legacy manifest or one without
     /// per-file locations, with `differential=off`, or when ranges would transfer more than
-    /// `DeltaPlan.maxShareOfArchive` of the archive. A file's content is looked for in the
+    /// `differential_max_percent` of the archive. A file's content is looked for in the
     /// installed releases, in what earlier attempts fetched (hashed again unless this updater
     /// verified it), then in the bundle (digests cached).
     func choosePath(_ c: Candidate, _ state: StoreState) throws -> Path {
@@ -160,9 +160,8 @@ final class Updater {
             if let p = bundle[f.sha256] { return .bundle(p) }
             return nil
         }) else { return .whole("the manifest has no per-file locations") }
-        guard delta.paysOff(archiveSize: archiveSize) else {
-            let percent = Int((DeltaPlan.maxShareOfArchive * 100).rounded())
-            return .whole("ranges would transfer \(delta.fetchBytes) of the archive's \(archiveSize) bytes (more than \(percent)%)")
+        guard delta.paysOff(archiveSize: archiveSize, maxPercent: config.differentialMaxPercent) else {
+            return .whole("ranges would transfer \(delta.fetchBytes) of the archive's \(archiveSize) bytes (more than \(config.differentialMaxPercent)%)")
         }
         return .differential(delta)
     }

@@ -11,7 +11,7 @@ private func located(_ path: String, sha: String = "", size: UInt64 = 10, at sta
 }
 
 @Suite struct DeltaPlanTests {
-    @Test func neighboursCoalesceUpToTheGapAndTheRequestSize() {
+    @Test func neighboursCoalesceWhileTheGapsStaySmall() {
         let a = located("a", at: 0, compressed: 100)          // 0..<131
         let b = located("b", at: 131 + 10, compressed: 100)   // gap 10
         let c = located("c", at: 5000, compressed: 100)       // gap ~4.7 KB
@@ -20,8 +20,15 @@ private func located(_ path: String, sha: String = "", size: UInt64 = 10, at sta
         #expect(ranges.map(\.entries.count) == [2, 1, 1], "a+b merge (gap 10 <= 64); c alone (gap); d alone (c+d > 2000)")
         #expect(ranges[0].start == 0 && ranges[0].end == b.location!.range.upperBound)
         #expect(ranges.reduce(0) { $0 + $1.count } == a.location!.range.count + 10 + b.location!.range.count + c.location!.range.count + d.location!.range.count)
-        #expect(DeltaPlan.coalesce([a, b, c, d], gap: 10_000, maxRequest: 1 << 20).count == 1)
         #expect(DeltaPlan.coalesce([a, b], gap: 9, maxRequest: 1 << 20).count == 2, "a gap one byte too wide stays two requests")
+        // A wide gap is joined only when it is small next to the wanted bytes: 4.7 KB of gap
+        // for 393 wanted bytes is not, for 100 KB wanted it is.
+        #expect(DeltaPlan.coalesce([a, b, c], gap: 32 << 10, maxRequest: 1 << 20).count == 2)
+        let big = located("big", at: 5000, compressed: 100_000)
+        #expect(DeltaPlan.coalesce([a, b, big], gap: 32 << 10, maxRequest: 1 << 20).count == 1)
+        // Gaps under 512 bytes always join (a request's headers cost about that).
+        let near = located("near", at: 131 + 10 + 131 + 400, compressed: 10)
+        #expect(DeltaPlan.coalesce([a, b, near], gap: 32 << 10, maxRequest: 1 << 20).count == 1)
     }
 
     @Test func sourcesPreferInstalledThenFetchedThenBundleAndFetchEachContentOnce() throws {
@@ -50,7 +57,8 @@ private func located(_ path: String, sha: String = "", size: UInt64 = 10, at sta
         var files = [located("a", at: 0, compressed: 600), located("b", at: 700, compressed: 200)]
         let plan = DeltaPlan.make(files, local: { $0.path == "a" ? .installed("/a") : nil })!
         #expect(plan.fetchBytes == 231)
-        #expect(plan.paysOff(archiveSize: 1000) && plan.paysOff(archiveSize: 308) && !plan.paysOff(archiveSize: 300))
+        #expect(plan.paysOff(archiveSize: 1000, maxPercent: 75) && plan.paysOff(archiveSize: 308, maxPercent: 75))
+        #expect(!plan.paysOff(archiveSize: 307, maxPercent: 75) && plan.paysOff(archiveSize: 231, maxPercent: 100))
         files[1].location = nil
         #expect(DeltaPlan.make(files, local: { _ in nil }) == nil)
     }
@@ -94,7 +102,8 @@ private func located(_ path: String, sha: String = "", size: UInt64 = 10, at sta
         let (path, entries) = try archive(dir, files)
         let bytes = try FS.readFile(path)
         let wanted = entries.filter { $0.path != "skip.bin" }
-        let range = try #require(DeltaPlan.coalesce(wanted, gap: 1 << 20, maxRequest: 1 << 30).first)
+        // One request over all of them, the skipped entry's bytes included.
+        let range = FetchRange(start: wanted.first!.location!.headerOffset, end: wanted.last!.location!.range.upperBound, entries: wanted)
         for step in [1, 7, 4096, 1 << 20] {
             let out = dir.path + "/out\(step)"
             try FS.makeDirectories(out)
@@ -113,7 +122,7 @@ private func located(_ path: String, sha: String = "", size: UInt64 = 10, at sta
         defer { dir.cleanup() }
         let (path, entries) = try archive(dir, [("one.bin", noise(5000, seed: 5)), ("two.txt", Array(String(repeating: "two ", count: 900).utf8))])
         let good = try FS.readFile(path)
-        let range = DeltaPlan.coalesce(entries, gap: 1 << 20, maxRequest: 1 << 30)[0]
+        let range = FetchRange(start: entries[0].location!.headerOffset, end: entries[1].location!.range.upperBound, entries: entries)
         let out = dir.path + "/out"
         try FS.makeDirectories(out)
 

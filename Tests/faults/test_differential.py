@@ -56,13 +56,19 @@ def delta(repos):
             z = f["zip"]
             fetched[f["sha256"]] = (z["header_offset"], z["data_offset"] + z["compressed_size"] - 1, f["path"])
     needed = sorted(fetched.values())
-    # The requests the client is expected to make: neighbours at most 32 KiB apart share one.
-    requests = []
+    # The requests the client is expected to make: neighbours at most 32 KiB apart share one
+    # while the gaps stay within 1/20 of the wanted bytes (or 512 bytes).
+    requests, wanted = [], 0
     for start_, end, _ in needed:
-        if requests and start_ - requests[-1][1] - 1 <= 32 * 1024:
-            requests[-1] = (requests[-1][0], end)
-        else:
-            requests.append((start_, end))
+        if requests:
+            between = start_ - requests[-1][1] - 1
+            gaps = (requests[-1][1] - requests[-1][0] + 1 - wanted) + between
+            if between <= 32 * 1024 and gaps <= max(512, (wanted + end - start_ + 1) // 20):
+                requests[-1] = (requests[-1][0], end)
+                wanted += end - start_ + 1
+                continue
+        requests.append((start_, end))
+        wanted = end - start_ + 1
     return {"v1": r1, "v2": r2, "pristine": pristine, "needed": needed, "requests": requests}
 
 

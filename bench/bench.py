@@ -27,6 +27,8 @@ LIB = os.path.join(PREFIX, "lib", "libassetpatch.so.1")
 MB = 1 << 20
 sys.path.insert(0, os.path.join(ROOT, "Tests", "e2e"))
 from nginxctl import Nginx  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import delta_bench  # noqa: E402
 
 
 def log(*a):
@@ -307,6 +309,9 @@ def write_results(path, r, args):
         f"| curl + sha256sum + unzip + mv | {fmt(fu['shell_wall'])} | {fmt(fu['shell_rss'], digits=0)} |",
         f"| ratio (median) | **{fu['ratio']:.2f}x** | |",
         "",
+    ]
+    lines += delta_bench.result_lines(r["differential"], fmt, fu)
+    lines += [
         "## Resume after a kill at ~50% of the archive",
         "",
         "The resuming update sends `Range` + `If-Range` from the bytes on disk. \"Lost in flight\" are bytes nginx had sent",
@@ -382,6 +387,8 @@ def main():
         r = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine()}
         log("full update")
         r["full_update"] = bench_full_update(tools, nginx, os.path.join(repos, "large"), work, args.runs)
+        log("differential updates")
+        r["differential"] = delta_bench.bench_differential(tools, nginx, repos, work, args.runs, run_measured, stats, CLI, args.quick)
         log("resume")
         r["resume"] = bench_resume(tools, nginx, os.path.join(repos, "large"), work, args.runs)
         log("resolve and open")
@@ -389,7 +396,7 @@ def main():
                                             100_000 if args.quick else 1_000_000, args.runs)
         r["library"] = bench_library(tools, work, args.runs)
         with open(os.path.join(ROOT, "build", "bench-results.json"), "w") as f:
-            json.dump(r, f, indent=1)
+            json.dump(r, f, indent=1, default=str)
         write_results(args.out, r, args)
         print(open(args.out).read())
     finally:

@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # The benchmark: installs what it needs, builds the library (release), runs bench/bench.py and
-# writes bench/RESULTS.md. Not part of CI. Takes about 5-10 minutes.
+# writes bench/RESULTS.md. Not part of CI. Takes about 10-15 minutes.
 #   bash bench/run.sh [--runs N] [--quick]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/deps.sh"
+# The delta tools the differential benchmark compares with (Debian packages).
+tools=(zchunk casync zsync)
+missing=()
+for p in "${tools[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p"); done
+if ((${#missing[@]})); then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
 bash "$root/scripts/build.sh"
 exec python3 "$root/bench/bench.py" "$@"

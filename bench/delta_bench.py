@@ -220,10 +220,14 @@ def bench_delta_tools(nginx, access, repos, work, runs, run_measured, stats, m, 
     # zsync: a control file for v2's archive; the v1 archive is the seed.
     a1 = os.path.join(repos, "d1", m["d1"]["archive"]["url"])
     a2 = os.path.join(repos, "d2", m["d2"]["archive"]["url"])
-    subprocess.run(["zsyncmake", "-u", "../d2/" + m["d2"]["archive"]["url"], "-o", os.path.join(tools_dir, "v2.zip.zsync"), a2],
+    subprocess.run(["zsyncmake", "-u", nginx.url("d2/" + m["d2"]["archive"]["url"]), "-o", os.path.join(tools_dir, "v2.zip.zsync"), a2],
                    check=True, capture_output=True)
+    v2_zck = os.path.join(tools_dir, "v2.tar.zck")
 
-    def measure(label, cmd, match, setup):
+    def same_file(a, b):
+        return subprocess.run(["cmp", "-s", a, b]).returncode == 0
+
+    def measure(label, cmd, match, setup, verify):
         walls, sent, requests = [], [], []
         for _ in range(runs):
             d = os.path.join(work, "toolrun")
@@ -234,6 +238,8 @@ def bench_delta_tools(nginx, access, repos, work, runs, run_measured, stats, m, 
             mk = access.mark()
             w, _ = run_measured(["bash", "-c", 'cd "$1" && shift && exec "$@"', "tool", d, *cmd(d)])
             b, n = access.since(mk, match)
+            if not verify(d):
+                raise RuntimeError(f"{label}: the result is not the new release")
             walls.append(w); sent.append(b); requests.append(n)
         shutil.rmtree(os.path.join(work, "toolrun"), ignore_errors=True)
         results[label] = {"wall": stats(walls), "bytes": statistics.median(sent), "requests": statistics.median(requests),
@@ -243,15 +249,18 @@ def bench_delta_tools(nginx, access, repos, work, runs, run_measured, stats, m, 
 
     measure("zchunk (zckdl -s v1.tar.zck)", lambda d: ["zckdl", "-q", "-s", "v1.tar.zck", nginx.url("tools/v2.tar.zck")],
             lambda uri: uri == "/tools/v2.tar.zck",
-            lambda d: shutil.copy(os.path.join(tools_dir, "v1.tar.zck"), d))
+            lambda d: shutil.copy(os.path.join(tools_dir, "v1.tar.zck"), d),
+            lambda d: same_file(os.path.join(d, "v2.tar.zck"), v2_zck))
     measure("casync (extract --seed=v1 tree)",
             lambda d: ["casync", "extract", "--store=" + nginx.url("tools/castore"), "--seed=" + os.path.join(d, "seed"),
                        "--without=privileged", nginx.url("tools/v2.caidx"), os.path.join(d, "out")],
             lambda uri: uri.startswith("/tools/castore/") or uri == "/tools/v2.caidx",
-            lambda d: shutil.copytree(src1, os.path.join(d, "seed")))
+            lambda d: shutil.copytree(src1, os.path.join(d, "seed")),
+            lambda d: subprocess.run(["diff", "-r", "-q", src2, os.path.join(d, "out")], capture_output=True).returncode == 0)
     measure("zsync (-i v1.zip)", lambda d: ["zsync", "-q", "-i", "v1.zip", "-o", "v2.zip", nginx.url("tools/v2.zip.zsync")],
             lambda uri: uri == "/tools/v2.zip.zsync" or uri.startswith("/d2/archives/"),
-            lambda d: shutil.copy(a1, os.path.join(d, "v1.zip")))
+            lambda d: shutil.copy(a1, os.path.join(d, "v1.zip")),
+            lambda d: same_file(os.path.join(d, "v2.zip"), a2))
     return results
 
 

@@ -125,7 +125,8 @@ int assetpatch_client_open(const char *data_dir, const char *bundle_dir, assetpa
  *   keep_versions       earlier releases kept on disk (default 1)
  *   connect_timeout_ms  default 10000
  *   stall_timeout_ms    abort a transfer that moves no byte for this long; default 30000
- *   max_manifest_bytes  default 16777216
+ *   max_manifest_bytes  default 67108864 (a manifest with per-file locations takes about 230
+ *                       bytes per file: 64 MiB holds some 280,000 files)
  *   max_release_bytes   total unpacked size a release may have (ERR_ARCHIVE); default 4294967296
  *   max_legacy_archive_bytes
  *                       a legacy {url, md5} manifest declares no sizes: its archive download
@@ -136,6 +137,9 @@ int assetpatch_client_open(const char *data_dir, const char *bundle_dir, assetpa
  *   parallel_downloads  concurrent range requests of a differential update, 1..16; default 4
  *   differential        "auto" (default): differential updates whenever they pay off (see
  *                       assetpatch_update); "off": always the whole archive
+ *   differential_max_percent
+ *                       a differential update whose ranges would transfer more than this share
+ *                       of the archive downloads the whole archive instead, 1..100; default 75
  *   tcp_quickack        "1" (default): acknowledge each response head at once (Linux
  *                       TCP_QUICKACK), which keeps servers that hold a body back until its head is
  *                       acknowledged from adding a delayed-ACK wait to every small range; "0": off
@@ -209,7 +213,7 @@ int assetpatch_check(assetpatch_client *c, int64_t *version, uint64_t *download_
  * the ranges from the archive). Each file is inflated and its sha256 checked as it arrives;
  * verified files are kept across failures and restarts and never fetched again. The whole
  * archive is downloaded instead, in the same call and without fetching the manifest again,
- * when ranges would transfer more than 75% of it, when the manifest lists no locations, or when
+ * when ranges would transfer more than differential_max_percent of it, when the manifest lists no locations, or when
  * a range fails in a way a retry can't fix: a server that ignores ranges (200), answers another
  * range or an encoded one, or sends bytes that don't match the manifest. The progress of the
  * download phase then counts the planned bytes and files.

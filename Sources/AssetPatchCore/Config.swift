@@ -10,7 +10,7 @@ public struct ClientConfig: Sendable {
     public var apply: ApplyMode = .immediate
     public var keepVersions = 1
     public var http = HTTPSettings()
-    public var maxManifestBytes = 16 << 20
+    public var maxManifestBytes = 64 << 20
     public var maxReleaseBytes: UInt64 = 4 << 30
     /// A legacy manifest declares no sizes: this bounds its archive's download.
     public var maxLegacyArchiveBytes: UInt64 = 5 << 30

@@ -71,3 +71,17 @@ func statusOf(_ body: () throws -> Void) -> Status? {
     do { try body() } catch let e as AssetPatchError { return e.status } catch { return .internal }
     return nil
 }
+
+/// Moves `files[file].zip` of a manifest being published one byte later (header and data
+/// offsets): still well-formed, no longer true of the archive.
+func shiftLocation(_ pairs: inout [(String, JSON)], file: Int) {
+    guard let i = pairs.firstIndex(where: { $0.0 == "files" }), case .array(var items) = pairs[i].1,
+          case .object(var entry) = items[file], let z = entry.firstIndex(where: { $0.0 == "zip" }),
+          case .object(var zip) = entry[z].1 else { return }
+    for k in zip.indices where zip[k].0 == "header_offset" || zip[k].0 == "data_offset" {
+        if let v = zip[k].1.int64 { zip[k].1 = .int(v + 1) }
+    }
+    entry[z].1 = .object(zip)
+    items[file] = .object(entry)
+    pairs[i].1 = .array(items)
+}

@@ -19,7 +19,7 @@ public struct ClientConfig: Sendable {
     /// false: always download the whole archive.
     public var differential = true
     /// Ranges that would transfer more than this percentage of the archive: the whole archive.
-    public var differentialMaxPercent = 75
+    public var differentialMaxPercent = 90
 
     public init() {}
 

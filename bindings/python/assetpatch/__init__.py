@@ -169,7 +169,7 @@ class Client:
     Options are keyword arguments (any option of the C API by its name) or set(name, value):
     manifest_url, public_keys, app_version, variants, apply, keep_versions, connect_timeout_ms,
     stall_timeout_ms, max_manifest_bytes, max_release_bytes, max_legacy_archive_bytes, ca_file,
-    headers, user_agent.
+    headers, user_agent, parallel_downloads, differential, differential_max_percent, tcp_quickack.
     """
 
     def __init__(self, data_dir: str, bundle_dir: Optional[str] = None, *, manifest_url: Optional[str] = None,

@@ -30,14 +30,14 @@ public struct UpdatePreview: Sendable {
 /// resolving reads (`ResolveView`), one update at a time (blocking or on a background thread,
 /// run by an `Updater` under the data directory's lock), cancellation and logging. Every
 /// method is thread-safe.
-public final class Client: @unchecked Sendable {  // mutable state is behind Mutex/Atomic/Condition
+public final class Client: @unchecked Sendable {  // mutable state is behind Locked/Atomic/Condition
     public let store: Store
     public let bundleDir: String?
-    private let config: Mutex<ClientConfig>
-    private let view: Mutex<ResolveView>
+    private let config: Locked<ClientConfig>
+    private let view: Locked<ResolveView>
     private let cancelToken = CancelToken()
     private let updating = Atomic<Bool>(false)
-    private let logger = Mutex<(@Sendable (Int, String) -> Void)?>(nil)
+    private let logger = Locked<(@Sendable (Int, String) -> Void)?>(nil)
 
     private enum Background { case idle, running, finished(Status, String) }
     private let background = Condition()
@@ -55,8 +55,8 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Mut
             bundle = abs
         }
         self.bundleDir = bundle
-        config = Mutex(ClientConfig())
-        view = Mutex(ResolveView(release: nil, bundle: nil, variants: [[]], activeVersion: 0))
+        config = Locked(ClientConfig())
+        view = Locked(ResolveView(release: nil, bundle: nil, variants: [[]], activeVersion: 0))
 
         // Recovery and next_open activation write the data directory: only under the lock.
         // If another process is updating, it owns that work; serve what the state names.

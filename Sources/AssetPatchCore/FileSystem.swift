@@ -4,14 +4,13 @@ import Glibc
 import Musl
 #endif
 
-import Synchronization
 internal import CSystem
 
 /// A test seam (swift-system's mocking idea): operations named here fail with the given errno
 /// instead of calling the system, on the thread that asked (tests run in parallel). Empty in
 /// production; only tests fill it.
 public enum FaultInjection {
-    static let failures = Mutex<[String: (thread: UInt, errno: Int32)]>([:])
+    static let failures = Locked<[String: (thread: UInt, errno: Int32)]>([:])
 
     public static func fail(_ operation: String, errno code: Int32) {
         let me = UInt(pthread_self())

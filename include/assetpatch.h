@@ -123,6 +123,8 @@ int assetpatch_client_open(const char *data_dir, const char *bundle_dir, assetpa
  *                       (an empty item is the plain name); default "" (plain name only)
  *   apply               "immediate" (default) or "next_open"
  *   keep_versions       earlier releases kept on disk (default 1)
+ *   max_failed_launches opens of a release not marked good after which an open rolls it back
+ *                       (see assetpatch_lifecycle); persisted for the data_dir; 0 (default) never
  *   connect_timeout_ms  default 10000
  *   stall_timeout_ms    abort a transfer that moves no byte for this long; default 30000
  *   max_manifest_bytes  default 67108864 (a manifest with per-file locations takes about 230
@@ -280,6 +282,58 @@ int assetpatch_resolve(assetpatch_client *c, const char *name, char *path, size_
  * @return ASSETPATCH_OK; ERR_ARGUMENT (NULL c or version). */
 ASSETPATCH_WARN_UNUSED_RESULT
 int assetpatch_current(assetpatch_client *c, int64_t *version);
+
+/* Confirms the active release: it stops counting towards max_failed_launches and is never
+ * rolled back automatically. Call it once the app has run well on the release (e.g. after its
+ * first screen). Any thread.
+ * @return ASSETPATCH_OK; ERR_STATE (only the bundle is served); ERR_IO; ERR_ARGUMENT. */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_mark_good(assetpatch_client *c);
+
+/* Goes back to the newest kept release, or to the bundle when none is kept, and serves it at
+ * once. The version rolled back from is remembered as bad: updates skip it until a newer
+ * version is published. Rolling back again goes one kept release further. The files of the
+ * release rolled back from stay on disk until the next assetpatch_client_open, so paths already
+ * handed out from it keep working in this session. Any thread.
+ * @return ASSETPATCH_OK; ERR_STATE (only the bundle is served); ERR_IO; ERR_ARGUMENT. */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_rollback(assetpatch_client *c);
+
+/* Drops every release (active, kept, pending), every partial download and the bad-version
+ * list, and serves the bundle only; paths handed out from releases stop being valid. The
+ * highest accepted manifest version and the pinned package stay, so a reset does not let an
+ * older manifest back in; the next update installs the newest release.
+ * @return ASSETPATCH_OK; ERR_BUSY (an update runs on this data_dir); ERR_IO; ERR_ARGUMENT. */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_reset(assetpatch_client *c);
+
+/* Crash-loop rollback (option max_failed_launches): activation sets a launch count to 0. Each
+ * assetpatch_client_open that finds the active release not marked good adds 1 (the session
+ * that activated with apply=immediate does not count; the open that activates an
+ * apply=next_open release counts as 1). When the count exceeds max_failed_launches, that open
+ * rolls back (as assetpatch_rollback) before returning, records why, and logs it at level 2 to
+ * the first log callback set on the client. Counting is safe with any number of processes
+ * opening one data_dir at once. The value in force is the last one set by any client of the
+ * data_dir (it is persisted): with 2, the first two opens keep the release, the third rolls it
+ * back. */
+typedef struct assetpatch_lifecycle {
+    int64_t  active_version;      /* 0: only the bundle is served */
+    int64_t  pending_version;     /* installed with apply=next_open, activated by the next open; 0: none */
+    int32_t  active_marked_good;  /* 1 when assetpatch_mark_good confirmed the active release */
+    uint32_t launches;            /* opens of the active release since activation without mark_good */
+    uint32_t max_failed_launches; /* in force for this data_dir; 0: never roll back automatically */
+    uint32_t bad_versions;        /* versions rolled back from, skipped by updates */
+    int64_t  rolled_back_from;    /* the last rollback left this version; 0: none happened */
+    int64_t  rolled_back_to;      /* ... and went to this one (0: the bundle) */
+    int64_t  rolled_back_at;      /* ... at this time, Unix seconds */
+    char     rollback_reason[256];/* ... because of this (NUL-terminated, may be truncated) */
+} assetpatch_lifecycle;
+
+/* Fills *out with the data_dir's lifecycle state, read now (another process may have changed
+ * it since this client opened). Any thread.
+ * @return ASSETPATCH_OK; ERR_ARGUMENT (NULL c or out); ERR_IO. */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_lifecycle_get(assetpatch_client *c, assetpatch_lifecycle *out);
 
 /* ------------------------------------------------------------------------------------------
  * Logging

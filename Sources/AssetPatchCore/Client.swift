@@ -38,6 +38,9 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
     private let cancelToken = CancelToken()
     private let updating = Atomic<Bool>(false)
     private let logger = Locked<(@Sendable (Int, String) -> Void)?>(nil)
+    /// What the open did that the host should hear of (a crash-loop rollback): logged to the
+    /// first logger installed, since none can be installed before the open.
+    private var openMessages: [(Int, String)] = []  // written in init, then only under `logger`
 
     private enum Background { case idle, running, finished(Status, String) }
     private let background = Condition()
@@ -46,7 +49,9 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
 
     /// Opens (creating if needed) `dataDir`, recovers from an interrupted update, activates a
     /// release installed with apply=next_open, and indexes the active release and the bundle.
-    public init(dataDir: String, bundleDir: String?) throws {
+    /// `countsLaunch`: false for tools that open the data directory without being the app (the
+    /// command-line tool): no launch is counted and no crash-loop rollback happens.
+    public init(dataDir: String, bundleDir: String?, countsLaunch: Bool = true) throws {
         store = try Store(root: dataDir)
         var bundle: String?
         if let bundleDir {
@@ -58,18 +63,21 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
         config = Locked(ClientConfig())
         view = Locked(ResolveView(release: nil, bundle: nil, variants: [[]], activeVersion: 0))
 
-        // Recovery and next_open activation write the data directory: only under the lock.
-        // If another process is updating, it owns that work; serve what the state names.
-        // The state is read once, after the lock is settled; the lock is released right after.
-        var state: StoreState
+        // The launch count (and a next_open activation, and a crash-loop rollback) go through
+        // the state lock, so concurrent opens never lose a count. Recovery deletes directories:
+        // only under the update lock; if another process is updating, it owns that work.
+        let (rolledBack, state) = try store.modifyState { s -> String? in
+            guard countsLaunch else {
+                _ = s.activatePending()
+                return nil
+            }
+            return try s.countLaunch(now: unixTime())
+        }
         if let lock = try store.tryLock() {
-            state = try store.loadState()
-            if state.activatePending() { try store.save(state) }
             try store.recover(state)
             _ = lock
-        } else {
-            state = try store.loadState()
         }
+        if let rolledBack { openMessages.append((2, rolledBack)) }
         let bundleIndex = try bundle.map { ResolveIndex(root: $0, names: try FS.walkFiles($0).filter(ResourceName.isValid)) }
         let releaseIndex = try loadIndex(state.active)
         view.withLock {
@@ -93,6 +101,11 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
 
     public func set(_ option: String, _ value: String) throws {
         try config.withLock { try $0.set(option, value) }
+        if option == "max_failed_launches" {
+            // In force for every client of this data directory, from the next open on.
+            let n = configuration.maxFailedLaunches
+            try store.modifyState { $0.maxFailedLaunches = n }
+        }
         if option == "variants" {
             let variants = config.withLock { $0.variants.map { Array($0.utf8) } }
             view.withLock { $0 = $0.with(variants: variants) }
@@ -102,7 +115,13 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
     public var configuration: ClientConfig { config.withLock { $0 } }
 
     public func setLogger(_ fn: (@Sendable (Int, String) -> Void)?) {
-        logger.withLock { $0 = fn }
+        let held: [(Int, String)] = logger.withLock {
+            $0 = fn
+            guard fn != nil else { return [] }
+            defer { openMessages = [] }
+            return openMessages
+        }
+        for (level, message) in held { fn?(level, message) }
     }
 
     func log(_ level: Int, _ message: String) {
@@ -133,16 +152,9 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
     }
 
     /// The package pin and downgrade mark move when a manifest is accepted, also by a check.
-    /// A check does not wait for a running update; that update persists them itself.
     private func persistAcceptance(_ before: StoreState, _ after: StoreState) {
         guard after.package != before.package || after.highestVersion != before.highestVersion else { return }
-        guard let lock = try? store.tryLock() else { return }
-        defer { _ = lock }
-        if var fresh = try? store.loadState() {
-            fresh.package = after.package
-            fresh.highestVersion = max(fresh.highestVersion, after.highestVersion)
-            try? store.save(fresh)
-        }
+        try? Updater.recordAcceptance(after, in: store)
     }
 
     private func makeUpdater(progress: ProgressHandler?) -> Updater {
@@ -255,6 +267,78 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
             while case .running = backgroundState { background.wait(until: nil) }
             if let t = backgroundThread { pthread_join(t, nil); backgroundThread = nil }
         }
+    }
+
+    // MARK: The release lifecycle
+
+    /// Confirms the active release: it is no longer counted towards `max_failed_launches` and
+    /// will not be rolled back automatically. `.state` when only the bundle is served.
+    public func markGood() throws {
+        do {
+            try store.modifyState { s in
+                guard let a = s.active else { throw AssetPatchError(.state, "nothing to mark good: only the bundle is served") }
+                if !s.good.contains(a.id) { s.good.append(a.id) }
+                s.launches = 0
+            }
+        } catch let e as AssetPatchError {
+            log(3, e.message)
+            throw e
+        }
+    }
+
+    /// Goes back one kept release (or to the bundle) and serves it at once; the version rolled
+    /// back from is skipped by updates until a newer one is published. Its files stay on disk
+    /// until the next open, so paths already handed out from it keep working this session.
+    /// Returns the version now active (0: the bundle). `.state` when only the bundle is served.
+    @discardableResult
+    public func rollback(reason: String = "rolled back by the app") throws -> Int64 {
+        do {
+            let (_, state) = try store.modifyState { try $0.rollBack(reason: reason, now: unixTime()) }
+            try serve(state.active)
+            log(2, "rolled back to \(state.active.map { "version \($0.version)" } ?? "the bundle"): \(reason)")
+            return state.active?.version ?? 0
+        } catch let e as AssetPatchError {
+            log(3, e.message)
+            throw e
+        }
+    }
+
+    /// Drops every release, partial download and fetched file and the bad-version list, and
+    /// serves the bundle only. The downgrade mark and the pinned package stay (a reset must not
+    /// let an older manifest back in). `.busy` while an update runs on this data directory.
+    public func reset() throws {
+        do {
+            guard !updating.load(ordering: .acquiring), let lock = try store.tryLock() else {
+                throw AssetPatchError(.busy, "an update is running on \(store.root)")
+            }
+            defer { _ = lock }
+            let (_, state) = try store.modifyState { s in
+                s.active = nil
+                s.kept = []
+                s.pending = nil
+                s.bad = []
+                s.good = []
+                s.launches = 0
+                s.activeLegacyDigest = nil
+                s.pendingLegacyDigest = nil
+            }
+            try serve(nil)
+            try store.recover(state)
+            store.discardDownloads()
+            log(1, "reset: serving the bundle only")
+        } catch let e as AssetPatchError {
+            log(3, e.message)
+            throw e
+        }
+    }
+
+    /// What the state says about the lifecycle now (read fresh from the data directory).
+    public func lifecycle() throws -> StoreState { try store.loadState() }
+
+    /// Serves `ref` (nil: the bundle only) from now on.
+    private func serve(_ ref: ReleaseRef?) throws {
+        let index = try loadIndex(ref)
+        view.withLock { $0 = $0.with(release: .some(index), activeVersion: index == nil ? 0 : ref?.version ?? 0) }
     }
 
     // MARK: Resolving

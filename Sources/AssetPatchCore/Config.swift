@@ -9,6 +9,8 @@ public struct ClientConfig: Sendable {
     public var variants: [String] = [""]
     public var apply: ApplyMode = .immediate
     public var keepVersions = 1
+    /// Opens without mark_good after which an open rolls back (persisted in the state); 0 never.
+    public var maxFailedLaunches = 0
     public var http = HTTPSettings()
     public var maxManifestBytes = 64 << 20
     public var maxReleaseBytes: UInt64 = 4 << 30
@@ -75,6 +77,7 @@ public struct ClientConfig: Sendable {
             default: throw AssetPatchError(.argument, "option apply: \"\(value)\" is neither immediate nor next_open")
             }
         case "keep_versions": keepVersions = Int(try ClientConfig.number(option, value, 0...1000))
+        case "max_failed_launches": maxFailedLaunches = Int(try ClientConfig.number(option, value, 0...1000))
         case "connect_timeout_ms": http.connectTimeoutMs = Int(try ClientConfig.number(option, value, 1...3_600_000))
         case "stall_timeout_ms": http.stallTimeoutMs = Int(try ClientConfig.number(option, value, 1...3_600_000))
         case "max_manifest_bytes": maxManifestBytes = Int(try ClientConfig.number(option, value, 1...(1 << 30)))

@@ -6,8 +6,18 @@ public struct ReleaseRef: Sendable, Equatable {
     public var version: Int64
 }
 
-/// The persistent state of a data directory. It changes only by `Store.save`, one atomic
-/// rename, so a crash leaves either the old or the new state.
+/// Why the active release last changed by going back, for the host and `assetpatch status`.
+public struct RollbackRecord: Sendable, Equatable {
+    public var from: Int64
+    /// 0: the bundle.
+    public var to: Int64
+    public var reason: String
+    public var time: Int64
+}
+
+/// The persistent state of a data directory. It changes only by `Store.modifyState` (under
+/// the state lock, one atomic rename), so a crash leaves either the old or the new state and
+/// concurrent writers never lose each other's changes.
 public struct StoreState: Sendable, Equatable {
     public var active: ReleaseRef?
     /// Earlier releases kept for rollback and for paths already handed out, newest first.
@@ -25,8 +35,18 @@ public struct StoreState: Sendable, Equatable {
     /// md5 of the active legacy archive (a legacy manifest with it is "no update").
     public var activeLegacyDigest: String?
     public var pendingLegacyDigest: String?
+    /// Releases confirmed with `assetpatch_mark_good` (ids; only live ones are kept).
+    public var good: [String] = []
+    /// Opens since the active release was activated while it was not marked good.
+    public var launches = 0
+    /// `max_failed_launches` as last set by any client of this data directory; 0 = never.
+    public var maxFailedLaunches = 0
+    public var lastRollback: RollbackRecord?
 
     public init() {}
+
+    /// Whether the active release was confirmed with mark_good.
+    public var activeIsGood: Bool { active.map { good.contains($0.id) } ?? false }
 
     /// Makes a release installed with apply=next_open the active one, keeping the previous
     /// active release first in `kept`. False when none was pending.
@@ -37,8 +57,37 @@ public struct StoreState: Sendable, Equatable {
         activeLegacyDigest = pendingLegacyDigest
         self.pending = nil
         pendingLegacyDigest = nil
+        launches = 0
         return true
     }
+
+    /// Goes back from the active release to the newest kept one, or to the bundle: the release
+    /// rolled back from is remembered as bad (updates skip its version). Throws `.state` when
+    /// only the bundle is served.
+    mutating func rollBack(reason: String, now: Int64) throws {
+        guard let from = active else { throw AssetPatchError(.state, "nothing to roll back: only the bundle is served") }
+        if !bad.contains(from.version) { bad.append(from.version) }
+        active = kept.first
+        if !kept.isEmpty { kept.removeFirst() }
+        activeLegacyDigest = nil
+        launches = 0
+        lastRollback = RollbackRecord(from: from.version, to: active?.version ?? 0, reason: reason, time: now)
+        good.removeAll { $0 == from.id }
+    }
+
+    /// An open of the data directory: activates a pending release (that open counts as the
+    /// first launch), counts a launch of an active release not marked good, and rolls back once
+    /// the count exceeds `maxFailedLaunches`. Returns the rollback's message, if one happened.
+    mutating func countLaunch(now: Int64) throws -> String? {
+        let activated = activatePending()
+        guard let a = active, !good.contains(a.id) else { return nil }
+        launches = activated ? 1 : launches + 1
+        guard maxFailedLaunches > 0, launches > maxFailedLaunches else { return nil }
+        let reason = "crash loop: \(launches) opens of version \(a.version) without mark_good (max_failed_launches \(maxFailedLaunches))"
+        try rollBack(reason: reason, now: now)
+        return "rolled back from version \(a.version) to \(active.map { "version \($0.version)" } ?? "the bundle"): \(reason)"
+    }
+
 
     /// The releases the state names: active, pending and kept.
     var liveReleaseIDs: Set<String> {
@@ -64,6 +113,12 @@ public struct StoreState: Sendable, Equatable {
             ("bad", .array(bad.map { .int($0) })),
             ("active_legacy_md5", activeLegacyDigest.map { .string($0) } ?? .null),
             ("pending_legacy_md5", pendingLegacyDigest.map { .string($0) } ?? .null),
+            ("good", .array(good.map { .string($0) })),
+            ("launches", .int(Int64(launches))),
+            ("max_failed_launches", .int(Int64(maxFailedLaunches))),
+            ("last_rollback", lastRollback.map { r in
+                .object([("from", .int(r.from)), ("to", .int(r.to)), ("reason", .string(r.reason)), ("time", .int(r.time))])
+            } ?? .null),
         ])
     }
 
@@ -88,6 +143,12 @@ public struct StoreState: Sendable, Equatable {
         s.bad = (json["bad"]?.array ?? []).compactMap { $0.int64 }
         s.activeLegacyDigest = json["active_legacy_md5"]?.string
         s.pendingLegacyDigest = json["pending_legacy_md5"]?.string
+        s.good = (json["good"]?.array ?? []).compactMap { $0.string }.filter(Store.isReleaseID)
+        s.launches = Int(max(0, min(json["launches"]?.int64 ?? 0, 1 << 30)))
+        s.maxFailedLaunches = Int(max(0, min(json["max_failed_launches"]?.int64 ?? 0, 1 << 30)))
+        if let r = json["last_rollback"], let from = r["from"]?.int64, let to = r["to"]?.int64, let reason = r["reason"]?.string {
+            s.lastRollback = RollbackRecord(from: from, to: to, reason: reason, time: r["time"]?.int64 ?? 0)
+        }
         return s
     }
 }
@@ -136,6 +197,7 @@ public struct ReleaseInfo: Sendable {
 ///
 ///     state.json                       the state: which release is active, kept, pending (atomic rename)
 ///     lock                             flock(2) target serialising updates across processes
+///     state.lock                       flock(2) target held while the state is read, changed and written
 ///     releases/<id>/files/...          an installed release's resources (read-only files)
 ///     releases/<id>/release.json       what the release holds (files, hashes, plugins)
 ///     releases/<id>/names              its file names, NUL-separated: what an open indexes
@@ -149,6 +211,7 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
     public let root: String
     public var statePath: String { root + "/state.json" }
     var lockPath: String { root + "/lock" }
+    var stateLockPath: String { root + "/state.lock" }
     public var releasesDir: String { root + "/releases" }
     public var stagingRoot: String { root + "/staging" }
     public var downloadsDir: String { root + "/downloads" }
@@ -201,8 +264,28 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
     }
 
     /// Replaces the state: one atomic, durable rename (the switch of the active release).
-    public func save(_ state: StoreState) throws {
+    /// Callers go through `modifyState`.
+    private func save(_ state: StoreState) throws {
         try FS.writeAtomically(statePath, Array(state.toJSON().serialized(indent: 2).utf8 + [0x0A]))
+    }
+
+    /// Reads the state, lets `body` change it and writes it back when it changed, all under the
+    /// state lock (a blocking flock held for this read-modify-write only). Opens counting
+    /// launches in several processes, mark_good, rollback and an update's activation therefore
+    /// never overwrite each other. Returns `body`'s result and the state as written.
+    @discardableResult
+    public func modifyState<T>(_ body: (inout StoreState) throws -> T) throws -> (T, StoreState) {
+        let file = try File.open(stateLockPath, O_RDWR | O_CREAT, mode: 0o644)
+        while flock(file.fd, LOCK_EX) != 0 {
+            if errno != EINTR { throw ioError("flock", file.path) }
+        }
+        defer { flock(file.fd, LOCK_UN) }
+        var state = try loadState()
+        let before = state
+        let result = try body(&state)
+        state.good = state.good.filter(state.liveReleaseIDs.contains)
+        if state != before { try save(state) }
+        return (result, state)
     }
 
     public func loadRelease(_ id: String) throws -> ReleaseInfo {
@@ -269,6 +352,11 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
             }
         }
         return out
+    }
+
+    /// Drops every partial download and fetched file (a reset).
+    func discardDownloads() {
+        for name in (try? FS.list(downloadsDir)) ?? [] { try? FS.removeTree(downloadsDir + "/" + name) }
     }
 
     /// Drops what differential updates fetched (after an update succeeded).

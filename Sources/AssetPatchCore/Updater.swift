@@ -52,13 +52,13 @@ final class Updater {
         let before = state
         progress.report(Progress(phase: .check))
         guard let candidate = try evaluate(&state) else {
-            if state != before { try store.save(state) }
+            if state != before { try Updater.recordAcceptance(state, in: store) }
             progress.report(Progress(phase: .check), final: true)
             progress.report(Progress(phase: .done), final: true)
             log(1, "no update: version \(state.active?.version ?? 0) is current")
             return .noUpdate
         }
-        if state != before { try store.save(state) }
+        if state != before { try Updater.recordAcceptance(state, in: store) }
         progress.report(Progress(phase: .check), final: true)
         log(1, "updating to version \(candidate.version) from \(candidate.archive.shown)")
 
@@ -190,6 +190,15 @@ final class Updater {
             store.discardStaging(c.releaseID)
             log(2, "\(f.message); downloading the whole archive instead")
             return nil
+        }
+    }
+
+    /// Writes what accepting a manifest changed in `accepted` (the package pin and the
+    /// downgrade mark) into the current state.
+    static func recordAcceptance(_ accepted: StoreState, in store: Store) throws {
+        try store.modifyState { s in
+            if s.package == nil { s.package = accepted.package }
+            s.highestVersion = max(s.highestVersion, accepted.highestVersion)
         }
     }
 
@@ -351,20 +360,23 @@ final class Updater {
 
         let ref = ReleaseRef(id: c.releaseID, version: c.version)
         let legacyDigest = c.manifest.kind == .legacy ? c.manifest.archiveDigest : nil
-        var next = state
-        switch config.apply {
-        case .immediate:
-            if let old = next.active { next.kept.insert(old, at: 0) }
-            next.active = ref
-            next.activeLegacyDigest = legacyDigest
-        case .nextOpen:
-            next.pending = ref
-            next.pendingLegacyDigest = legacyDigest
+        let apply = config.apply, keep = config.keepVersions
+        // Applied to the state as it is now: opens, mark_good or a rollback may have changed it
+        // while this update ran.
+        (_, state) = try store.modifyState { s in
+            switch apply {
+            case .immediate:
+                if let old = s.active { s.kept.insert(old, at: 0) }
+                s.active = ref
+                s.activeLegacyDigest = legacyDigest
+                s.launches = 0  // activation restarts the launch count; this session does not count
+            case .nextOpen:
+                s.pending = ref
+                s.pendingLegacyDigest = legacyDigest
+            }
+            s.kept = Array(s.kept.filter { $0.id != ref.id }.prefix(keep))
+            s.highestInstalled = max(s.highestInstalled, c.version)
         }
-        next.kept = Array(next.kept.filter { $0.id != ref.id }.prefix(config.keepVersions))
-        next.highestInstalled = max(next.highestInstalled, c.version)
-        try store.save(next)
-        state = next
         store.discardPartial(c.manifest.archiveDigest)
         store.discardFetched()
         do { try store.collectGarbage(state) } catch let e as AssetPatchError {

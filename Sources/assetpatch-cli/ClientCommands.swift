@@ -6,8 +6,9 @@ struct ClientOptions: ParsableArguments {
     @Option(name: .customLong("data-dir"), help: "The client's data directory.") var dataDir: String
     @Option(name: .customLong("bundle-dir"), help: "The app's shipped resources (fallback).") var bundleDir: String?
 
+    /// The tool is not the app: its opens count no launch towards max_failed_launches.
     func open() throws -> Client {
-        try Client(dataDir: dataDir, bundleDir: bundleDir)
+        try Client(dataDir: dataDir, bundleDir: bundleDir, countsLaunch: false)
     }
 }
 
@@ -151,6 +152,51 @@ struct Resolve: ParsableCommand {
     }
 }
 
+struct MarkGood: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "mark-good",
+                                                    abstract: "Confirm the active release: it is no longer rolled back automatically.")
+    @OptionGroup var client: ClientOptions
+
+    func run() throws {
+        try cli {
+            let c = try client.open()
+            defer { c.close() }
+            try c.markGood()
+            print("version \(c.currentVersion) marked good")
+        }
+    }
+}
+
+struct Rollback: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Go back to the previous kept release (or the bundle); updates skip the version left.")
+    @OptionGroup var client: ClientOptions
+
+    func run() throws {
+        try cli {
+            let c = try client.open()
+            defer { c.close() }
+            let now = try c.rollback(reason: "rolled back with assetpatch rollback")
+            print(now == 0 ? "rolled back: serving the bundle" : "rolled back to version \(now)")
+        }
+    }
+}
+
+struct Reset: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Drop every release and partial download; serve the bundle only (the downgrade mark stays).")
+    @OptionGroup var client: ClientOptions
+
+    func run() throws {
+        try cli {
+            let c = try client.open()
+            defer { c.close() }
+            try c.reset()
+            print("reset: serving the bundle only")
+        }
+    }
+}
+
 struct StatusCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
@@ -169,7 +215,7 @@ struct StatusCommand: ParsableCommand {
             var next: UpdatePreview?
             var checked = false
             if let url {
-                let c = try Client(dataDir: dataDir, bundleDir: bundleDir)
+                let c = try Client(dataDir: dataDir, bundleDir: bundleDir, countsLaunch: false)
                 defer { c.close() }
                 try c.set("manifest_url", url)
                 try trust.configure(c)
@@ -183,15 +229,30 @@ struct StatusCommand: ParsableCommand {
                     ("pending", s.pending.map { .int($0.version) } ?? .null),
                     ("bad", .array(s.bad.map { .int($0) })),
                     ("data_bytes", .int(Int64(bytes))),
+                    ("marked_good", .bool(s.activeIsGood)),
+                    ("launches", .int(Int64(s.launches))),
+                    ("max_failed_launches", .int(Int64(s.maxFailedLaunches))),
+                    ("last_rollback", s.lastRollback.map { r in
+                        JSON.object([("from", .int(r.from)), ("to", .int(r.to)), ("reason", .string(r.reason)),
+                                     ("time", .string(RFC3339.format(r.time)))])
+                    } ?? .null),
                 ]
                 if checked { pairs.append(("next", next.map(previewJSON) ?? .null)) }
                 print(JSON.object(pairs).serialized())
                 return
             }
-            print("active:   \(s.active.map { "version \($0.version)" } ?? "bundle only")")
+            var active = s.active.map { "version \($0.version)" } ?? "bundle only"
+            if s.active != nil {
+                active += s.activeIsGood ? " (marked good)" : " (not marked good; \(s.launches) launch\(s.launches == 1 ? "" : "es") counted"
+                    + (s.maxFailedLaunches > 0 ? ", rolled back after \(s.maxFailedLaunches))" : ")")
+            }
+            print("active:   \(active)")
             print("kept:     \(s.kept.isEmpty ? "none" : s.kept.map { String($0.version) }.joined(separator: ", "))")
             print("pending:  \(s.pending.map { "version \($0.version)" } ?? "none")")
-            if !s.bad.isEmpty { print("bad:      \(s.bad.map(String.init).joined(separator: ", "))") }
+            if !s.bad.isEmpty { print("bad:      \(s.bad.map(String.init).joined(separator: ", ")) (skipped by updates)") }
+            if let r = s.lastRollback {
+                print("rollback: \(RFC3339.format(r.time)) from version \(r.from) to \(r.to == 0 ? "the bundle" : "version \(r.to)"): \(r.reason)")
+            }
             if let p = s.package { print("package:  \(p) (highest accepted version \(s.highestVersion))") }
             print("disk:     \(formatBytes(bytes))")
             if checked {

@@ -200,7 +200,7 @@ struct Inspect: ParsableCommand {
             let m = try Manifest.decode(bytes, source: source)
             var preview: UpdatePreview?
             if let dataDir {
-                let c = try Client(dataDir: dataDir, bundleDir: bundleDir)
+                let c = try Client(dataDir: dataDir, bundleDir: bundleDir, countsLaunch: false)
                 defer { c.close() }
                 let url = URLs.scheme(target) == .http || URLs.scheme(target) == .https ? target : URLs.fileURL(forPath: FS.absolute(source))
                 try c.set("manifest_url", url)

@@ -1,0 +1,129 @@
+import Glibc
+import Testing
+@testable import AssetPatchCore
+
+@Suite struct LifecycleTests {
+    func release(_ v: Int64) -> [(String, [UInt8])] {
+        [("v.txt", Array("version \(v)".utf8)), ("shared.bin", noise(3000, seed: 1))]
+    }
+
+    func served(_ c: Client) throws -> String? {
+        do { return String(decoding: try FS.readFile(try c.resolve("v.txt")), as: UTF8.self) } catch let e as AssetPatchError where e.status == .notFound {
+            return nil
+        }
+    }
+
+    @Test func rollbackGoesBackReleaseByReleaseToTheBundleAndUpdatesSkipTheBadVersions() throws {
+        let repo = TempDir(), data = TempDir()
+        defer { repo.cleanup(); data.cleanup() }
+        let c = try Client(dataDir: data.path, bundleDir: nil)
+        try c.set("keep_versions", "2")
+        for v in Int64(1)...3 {
+            try c.set("manifest_url", try publishRelease(release(v), version: v, repo: repo))
+            #expect(try c.update(progress: nil))
+        }
+        let v3Path = try c.resolve("v.txt")
+        #expect(try c.rollback() == 2 && served(c) == "version 2")
+        #expect(try FS.readFile(v3Path) == Array("version 3".utf8), "a path handed out from the release left stays valid this session")
+        #expect(try c.rollback() == 1 && served(c) == "version 1")
+        #expect(try c.rollback() == 0 && served(c) == nil && c.currentVersion == 0)
+        #expect(statusOf { _ = try c.rollback() } == .state)
+        let s = try c.lifecycle()
+        #expect(s.bad.sorted() == [1, 2, 3] && s.lastRollback?.from == 1 && s.lastRollback?.to == 0)
+        // Version 3 is still what the repository offers: bad, so no update.
+        #expect(try c.update(progress: nil) == false && c.currentVersion == 0)
+        // A newer version is taken.
+        try c.set("manifest_url", try publishRelease(release(4), version: 4, repo: repo))
+        #expect(try c.update(progress: nil) && served(c) == "version 4")
+        // The next open removes what the rollbacks left behind.
+        _ = try Client(dataDir: data.path, bundleDir: nil, countsLaunch: false)
+        #expect(try FS.list(data.path + "/releases").count == 1)
+    }
+
+    @Test func opensWithoutMarkGoodRollBackAfterMaxFailedLaunches() throws {
+        let repo = TempDir(), data = TempDir()
+        defer { repo.cleanup(); data.cleanup() }
+        let first = try Client(dataDir: data.path, bundleDir: nil)
+        try first.set("max_failed_launches", "2")
+        try first.set("manifest_url", try publishRelease(release(1), version: 1, repo: repo))
+        #expect(try first.update(progress: nil))
+        try first.set("manifest_url", try publishRelease(release(2), version: 2, repo: repo))
+        #expect(try first.update(progress: nil))
+        #expect(try first.lifecycle().launches == 0, "the session that activated does not count")
+        first.close()
+        // Version 1 was never marked good either, but it is the kept release to go back to.
+        for n in 1...2 {
+            let c = try Client(dataDir: data.path, bundleDir: nil)
+            #expect(try c.lifecycle().launches == n && c.currentVersion == 2)
+        }
+        let third = try Client(dataDir: data.path, bundleDir: nil)
+        #expect(try served(third) == "version 1" && third.currentVersion == 1)
+        let s = try third.lifecycle()
+        #expect(s.bad == [2] && s.lastRollback?.reason.contains("crash loop") == true && s.maxFailedLaunches == 2)
+        // The open's rollback reaches the first logger installed.
+        let logged = LogLines()
+        third.setLogger { _, m in logged.add(m) }
+        #expect(logged.lines.count == 1 && logged.lines[0].contains("rolled back from version 2 to version 1"))
+        // Marked good, a release is never rolled back automatically.
+        try third.markGood()
+        for _ in 0..<4 { #expect(try Client(dataDir: data.path, bundleDir: nil).currentVersion == 1) }
+        #expect(try third.lifecycle().launches == 0 && third.lifecycle().activeIsGood)
+    }
+
+    @Test func theOpenThatActivatesANextOpenReleaseCountsAsTheFirstLaunch() throws {
+        let repo = TempDir(), data = TempDir()
+        defer { repo.cleanup(); data.cleanup() }
+        let c = try Client(dataDir: data.path, bundleDir: nil)
+        try c.set("apply", "next_open")
+        try c.set("max_failed_launches", "1")
+        try c.set("manifest_url", try publishRelease(release(1), version: 1, repo: repo))
+        #expect(try c.update(progress: nil) && c.currentVersion == 0)
+        let activating = try Client(dataDir: data.path, bundleDir: nil)
+        #expect(try activating.lifecycle().launches == 1 && activating.currentVersion == 1)
+        let next = try Client(dataDir: data.path, bundleDir: nil)
+        #expect(next.currentVersion == 0, "the second launch exceeds 1: back to the bundle")
+    }
+
+    @Test func concurrentOpensNeverLoseALaunch() throws {
+        let repo = TempDir(), data = TempDir()
+        defer { repo.cleanup(); data.cleanup() }
+        let c = try Client(dataDir: data.path, bundleDir: nil)
+        try c.set("max_failed_launches", "1000")
+        try c.set("manifest_url", try publishRelease(release(1), version: 1, repo: repo))
+        #expect(try c.update(progress: nil))
+        let failures = ResolveFailures()
+        var threads: [pthread_t] = []
+        let path = data.path
+        for _ in 0..<8 {
+            threads.append(try startThread {
+                for _ in 0..<20 where (try? Client(dataDir: path, bundleDir: nil)) == nil { failures.add() }
+            })
+        }
+        for t in threads { pthread_join(t, nil) }
+        #expect(failures.count == 0)
+        #expect(try c.lifecycle().launches == 160)
+    }
+
+    @Test func resetDropsEveryReleaseButKeepsTheDowngradeMark() throws {
+        let repo = TempDir(), data = TempDir(), old = TempDir()
+        defer { repo.cleanup(); data.cleanup(); old.cleanup() }
+        let c = try Client(dataDir: data.path, bundleDir: nil)
+        let oldURL = try publishRelease(release(1), version: 1, repo: old)
+        try c.set("manifest_url", try publishRelease(release(1), version: 1, repo: repo))
+        #expect(try c.update(progress: nil))
+        try c.set("manifest_url", try publishRelease(release(2), version: 2, repo: repo))
+        #expect(try c.update(progress: nil))
+        _ = try c.rollback()
+        try c.reset()
+        let s = try c.lifecycle()
+        #expect(c.currentVersion == 0 && s.active == nil && s.kept.isEmpty && s.bad.isEmpty)
+        #expect(s.highestVersion == 2 && s.package == "test")
+        #expect(try FS.list(data.path + "/releases").isEmpty && FS.list(data.path + "/downloads").isEmpty)
+        try c.set("manifest_url", oldURL)
+        #expect(statusOf { _ = try c.update(progress: nil) } == .downgrade)
+        try c.set("manifest_url", URLs.fileURL(forPath: repo.path + "/manifest.json"))
+        #expect(try c.update(progress: nil) && served(c) == "version 2", "the newest release, no longer bad")
+        #expect(statusOf { try c.markGood() } == nil)
+        #expect(try c.lifecycle().activeIsGood)
+    }
+}

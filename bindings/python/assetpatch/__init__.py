@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Type
 from . import _ffi
 
 __all__ = [
-    "Client", "Phase", "Progress", "Status", "AssetPatchError", "ArgumentError", "FilesystemError",
+    "Client", "Phase", "Progress", "Lifecycle", "Rollback", "Status", "AssetPatchError", "ArgumentError", "FilesystemError",
     "NetworkError", "HTTPError", "ManifestError", "SignatureError", "IntegrityError", "ArchiveError",
     "DowngradeError", "ExpiredError", "IncompatibleError", "NotFoundError", "RangeError", "CancelledError",
     "BusyError", "StateError", "InternalError", "LibraryNotFound", "library_version", "__version__",
@@ -73,6 +73,29 @@ class Phase(enum.IntEnum):
     INSTALL = 3
     ACTIVATE = 4
     DONE = 5
+
+
+@dataclass(frozen=True)
+class Rollback:
+    """The last rollback: the version left, the one gone to (0: the bundle), when, and why."""
+    from_version: int
+    to_version: int
+    time: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    """What assetpatch_lifecycle_get reports: versions served and pending (0: none), whether the
+    active release is marked good, launches counted towards max_failed_launches (and the limit in
+    force), how many versions are bad, and the last rollback."""
+    active_version: int
+    pending_version: int
+    marked_good: bool
+    launches: int
+    max_failed_launches: int
+    bad_versions: int
+    last_rollback: Optional[Rollback]
 
 
 @dataclass(frozen=True)
@@ -280,6 +303,34 @@ class Client:
         v = ctypes.c_int64()
         _check(self._lib.assetpatch_current(self._h(), ctypes.byref(v)))
         return v.value
+
+    def mark_good(self) -> None:
+        """Confirms the active release: never rolled back automatically (max_failed_launches).
+        Raises StateError when only the bundle is served."""
+        _check(self._lib.assetpatch_mark_good(self._h()))
+
+    def rollback(self) -> int:
+        """Goes back to the newest kept release, or the bundle; updates skip the version left.
+        Returns the version now served (0: the bundle). StateError when only the bundle is served."""
+        _check(self._lib.assetpatch_rollback(self._h()))
+        return self.current_version
+
+    def reset(self) -> None:
+        """Drops every release and partial download and serves the bundle only; the downgrade
+        mark and the pinned package stay. BusyError while an update runs on the data directory."""
+        _check(self._lib.assetpatch_reset(self._h()))
+
+    @property
+    def lifecycle(self) -> Lifecycle:
+        """The data directory's lifecycle state, read now (see assetpatch_lifecycle_get)."""
+        raw = _ffi.Lifecycle()
+        _check(self._lib.assetpatch_lifecycle_get(self._h(), ctypes.byref(raw)))
+        rollback = None
+        if raw.rolled_back_from:
+            rollback = Rollback(raw.rolled_back_from, raw.rolled_back_to, raw.rolled_back_at,
+                                raw.rollback_reason.decode("utf-8", "replace"))
+        return Lifecycle(raw.active_version, raw.pending_version, bool(raw.active_marked_good), raw.launches,
+                         raw.max_failed_launches, raw.bad_versions, rollback)
 
     def close(self) -> None:
         """Cancels a running update, waits for it, frees the client. Safe to call twice."""

@@ -20,6 +20,21 @@ class Progress(ctypes.Structure):
     ]
 
 
+class Lifecycle(ctypes.Structure):
+    _fields_ = [
+        ("active_version", ctypes.c_int64),
+        ("pending_version", ctypes.c_int64),
+        ("active_marked_good", ctypes.c_int32),
+        ("launches", ctypes.c_uint32),
+        ("max_failed_launches", ctypes.c_uint32),
+        ("bad_versions", ctypes.c_uint32),
+        ("rolled_back_from", ctypes.c_int64),
+        ("rolled_back_to", ctypes.c_int64),
+        ("rolled_back_at", ctypes.c_int64),
+        ("rollback_reason", ctypes.c_char * 256),
+    ]
+
+
 PROGRESS_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(Progress), ctypes.c_void_p)
 LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
 
@@ -78,6 +93,10 @@ def _declare(lib: ctypes.CDLL) -> None:
         "assetpatch_cancel": (None, [client_p]),
         "assetpatch_resolve": (c.c_int, [client_p, c.c_char_p, c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)]),
         "assetpatch_current": (c.c_int, [client_p, c.POINTER(c.c_int64)]),
+        "assetpatch_mark_good": (c.c_int, [client_p]),
+        "assetpatch_rollback": (c.c_int, [client_p]),
+        "assetpatch_reset": (c.c_int, [client_p]),
+        "assetpatch_lifecycle_get": (c.c_int, [client_p, c.POINTER(Lifecycle)]),
         "assetpatch_set_log": (c.c_int, [client_p, LOG_FN, c.c_void_p]),
     }
     for name, (restype, argtypes) in sigs.items():

@@ -131,3 +131,74 @@ def test_example_script_runs(tmp_path, base_url, bundle):
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "readme.txt ->" in r.stdout and "version 2" in r.stdout
+
+
+def test_mark_good_rollback_reset_and_the_lifecycle(tmp_path, base_url, bundle):
+    data = tmp_path / "data"
+    with assetpatch.Client(data, bundle, manifest_url=f"{base_url}/v1/manifest.json") as c:
+        with pytest.raises(assetpatch.StateError):
+            c.mark_good()
+        assert c.update() is True
+        c.set("manifest_url", f"{base_url}/v2/manifest.json")
+        assert c.update() is True
+        life = c.lifecycle
+        assert (life.active_version, life.marked_good, life.launches, life.last_rollback) == (2, False, 0, None)
+        assert c.rollback() == 1 and c.current_version == 1
+        life = c.lifecycle
+        assert life.bad_versions == 1 and life.last_rollback.from_version == 2 and life.last_rollback.to_version == 1
+        assert c.update() is False, "version 2 is bad until a newer one is published"
+        c.mark_good()
+        assert c.lifecycle.marked_good
+        c.reset()
+        assert c.current_version == 0 and c.lifecycle.active_version == 0
+        assert c.update() is True and c.current_version == 2, "after a reset the newest release is installed"
+
+
+CRASHING_APP = """
+import sys
+import assetpatch
+c = assetpatch.Client(sys.argv[1], max_failed_launches=2)
+print(c.current_version, flush=True)
+if sys.argv[2] == "crash":
+    import os, signal
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_an_app_killed_before_mark_good_is_rolled_back_on_the_third_launch(tmp_path, base_url, bundle):
+    data = str(tmp_path / "data")
+    with assetpatch.Client(data, bundle, manifest_url=f"{base_url}/v1/manifest.json") as c:
+        assert c.update() is True
+        c.mark_good()
+        c.set("manifest_url", f"{base_url}/v2/manifest.json")
+        c.set("max_failed_launches", 2)
+        assert c.update() is True
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    served = []
+    for _ in range(3):
+        p = subprocess.run([sys.executable, "-c", CRASHING_APP, data, "crash"], capture_output=True, text=True, env=env)
+        assert p.returncode == -9
+        served.append(int(p.stdout.split()[0]))
+    assert served == [2, 2, 1], "two launches keep version 2, the third rolls back to the good version 1"
+    with assetpatch.Client(data) as c:
+        assert c.current_version == 1 and c.lifecycle.launches == 0
+        assert "crash loop" in c.lifecycle.last_rollback.reason
+
+
+COUNTING_APP = """
+import sys
+import assetpatch
+for _ in range(int(sys.argv[2])):
+    assetpatch.Client(sys.argv[1]).close()
+"""
+
+
+def test_processes_opening_at_once_never_lose_a_launch(tmp_path, base_url):
+    data = str(tmp_path / "data")
+    with assetpatch.Client(data, manifest_url=f"{base_url}/v1/manifest.json", max_failed_launches=1000) as c:
+        assert c.update() is True
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    procs = [subprocess.Popen([sys.executable, "-c", COUNTING_APP, data, "25"], env=env) for _ in range(4)]
+    assert all(p.wait(120) == 0 for p in procs)
+    with assetpatch.Client(data) as c:
+        assert c.lifecycle.launches == 4 * 25 + 1 and c.current_version == 1

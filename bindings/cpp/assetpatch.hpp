@@ -230,6 +230,26 @@ public:
         return v;
     }
 
+    /// Confirms the active release: never rolled back automatically (max_failed_launches).
+    void mark_good() { detail::check(assetpatch_mark_good(get())); }
+
+    /// Goes back to the newest kept release, or the bundle; returns the version now served
+    /// (0: the bundle). Updates skip the version left until a newer one is published.
+    std::int64_t rollback() {
+        detail::check(assetpatch_rollback(get()));
+        return current_version();
+    }
+
+    /// Drops every release and partial download; serves the bundle only.
+    void reset() { detail::check(assetpatch_reset(get())); }
+
+    /// The data directory's lifecycle state, read now (assetpatch_lifecycle_get).
+    assetpatch_lifecycle lifecycle() const {
+        assetpatch_lifecycle out{};
+        detail::check(assetpatch_lifecycle_get(get(), &out));
+        return out;
+    }
+
     /// Routes the library's log lines to `fn` (empty: off). Called from the updating thread.
     void set_log(log_fn fn) {
         std::lock_guard<std::mutex> lock(callbacks_->mutex);

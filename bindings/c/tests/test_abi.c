@@ -370,6 +370,50 @@ static void state_survives_reopen(void) {
     CHECK_RC(assetpatch_update(c, NULL, NULL), ASSETPATCH_ERR_DOWNGRADE);
 }
 
+/* Crash-loop rollback across opens (as an app's launches), then rollback, mark_good, reset. */
+static void lifecycle_crash_loop_rollback_mark_good_reset(void) {
+    assetpatch_client *c = open_fresh("lifecycle");
+    CHECK(c, "open: %s", assetpatch_last_error());
+    CHECK_RC(assetpatch_mark_good(c), ASSETPATCH_ERR_STATE);
+    CHECK_RC(assetpatch_rollback(c), ASSETPATCH_ERR_STATE);
+    CHECK_RC(assetpatch_client_set(c, "max_failed_launches", "1"), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_client_set(c, "manifest_url", url("v1")), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_update(c, NULL, NULL), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_mark_good(c), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_client_set(c, "manifest_url", url("v2")), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_update(c, NULL, NULL), ASSETPATCH_OK);
+    assetpatch_lifecycle l;
+    CHECK_RC(assetpatch_lifecycle_get(c, &l), ASSETPATCH_OK);
+    CHECK(l.active_version == 2 && !l.active_marked_good && l.launches == 0 && l.max_failed_launches == 1,
+          "after the update: version %" PRId64 ", good %d, launches %u", l.active_version, l.active_marked_good, l.launches);
+    assetpatch_client_close(c);
+    /* Launch 1 keeps version 2; launch 2 exceeds max_failed_launches and goes back to 1. */
+    CHECK_RC(assetpatch_client_open(fmt("%s/lifecycle", work), bundle(), &c), ASSETPATCH_OK);
+    CHECK_VERSION(c, 2);
+    assetpatch_client_close(c);
+    CHECK_RC(assetpatch_client_open(fmt("%s/lifecycle", work), bundle(), &c), ASSETPATCH_OK);
+    CHECK_VERSION(c, 1);
+    CHECK_RC(assetpatch_lifecycle_get(c, &l), ASSETPATCH_OK);
+    CHECK(l.rolled_back_from == 2 && l.rolled_back_to == 1 && l.bad_versions == 1 && l.active_marked_good,
+          "after the crash loop: from %" PRId64 " to %" PRId64 ", bad %u", l.rolled_back_from, l.rolled_back_to, l.bad_versions);
+    CHECK(strstr(l.rollback_reason, "crash loop") != NULL, "reason: %s", l.rollback_reason);
+    CHECK_RC(assetpatch_client_set(c, "manifest_url", url("v2")), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_update(c, NULL, NULL), ASSETPATCH_NO_UPDATE); /* version 2 is bad now */
+    CHECK_RC(assetpatch_rollback(c), ASSETPATCH_OK);
+    CHECK_VERSION(c, 0);
+    char path[4096];
+    CHECK_RC(resolve(c, "readme.txt", path), ASSETPATCH_OK);
+    CHECK(same_file(path, fmt("%s/bundle/readme.txt", fixtures)), "after rolling back to the bundle: %s", path);
+    CHECK_RC(assetpatch_reset(c), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_lifecycle_get(c, &l), ASSETPATCH_OK);
+    CHECK(l.bad_versions == 0 && l.active_version == 0, "after reset: bad %u", l.bad_versions);
+    CHECK_RC(assetpatch_update(c, NULL, NULL), ASSETPATCH_OK);
+    CHECK_VERSION(c, 2);
+    CHECK_RC(assetpatch_lifecycle_get(NULL, &l), ASSETPATCH_ERR_ARGUMENT);
+    CHECK_RC(assetpatch_lifecycle_get(c, NULL), ASSETPATCH_ERR_ARGUMENT);
+    assetpatch_client_close(c);
+}
+
 static void background_update_and_wait(void) {
     assetpatch_client *c = open_fresh("background");
     CHECK(c, "open: %s", assetpatch_last_error());
@@ -518,6 +562,7 @@ int main(int argc, char **argv) {
     run("unreachable_host", unreachable_host);
     run("older_release_is_a_downgrade", older_release_is_a_downgrade);
     run("state_survives_reopen", state_survives_reopen);
+    run("lifecycle_crash_loop_rollback_mark_good_reset", lifecycle_crash_loop_rollback_mark_good_reset);
     run("background_update_and_wait", background_update_and_wait);
     run("cancel_from_progress_callback", cancel_from_progress_callback);
     run("legacy_seed_manifest", legacy_seed_manifest);

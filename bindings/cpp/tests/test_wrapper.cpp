@@ -158,6 +158,25 @@ int main(int argc, char** argv) {
         EXPECT(intruder_calls == 0);
         EXPECT(c.current_version() == 2);
     });
+    run("rollback_mark_good_reset_and_the_lifecycle", [&] {
+        assetpatch::client c(fresh("life"), bundle);
+        c.set("manifest_url", url("v1"));
+        EXPECT(c.update());
+        c.mark_good();
+        c.set("manifest_url", url("v2"));
+        EXPECT(c.update());
+        auto life = c.lifecycle();
+        EXPECT(life.active_version == 2 && !life.active_marked_good && life.rolled_back_from == 0);
+        EXPECT(c.rollback() == 1);
+        life = c.lifecycle();
+        EXPECT(life.active_marked_good && life.bad_versions == 1 && life.rolled_back_from == 2 && life.rolled_back_to == 1);
+        EXPECT(!c.update());  // version 2 is bad until a newer one is published
+        EXPECT(c.rollback() == 0);
+        try { c.rollback(); EXPECT(false); } catch (const assetpatch::error& e) { EXPECT(e.status() == ASSETPATCH_ERR_STATE); }
+        c.reset();
+        EXPECT(c.current_version() == 0 && c.lifecycle().bad_versions == 0);
+        EXPECT(c.update() && c.current_version() == 2);
+    });
     run("library_version_matches_header", [&] { EXPECT(assetpatch::library_version() == ASSETPATCH_VERSION_STRING); });
 
     std::cout << passed << " passed, " << failed << " failed\n";

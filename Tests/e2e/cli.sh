@@ -93,6 +93,22 @@ s = json.load(open('$work/out'))
 every = sum(os.path.getsize(os.path.join(d, n)) for d, _, ns in os.walk('$work/ddata/releases') for n in ns)
 sys.exit(not s['data_bytes'] < every - 200000 + 4096)"
 
+# The lifecycle from the command line: rollback, mark-good, reset; the tool's opens count no launch.
+expect "rollback from d2" 0 "$cli" rollback --data-dir "$work/ddata"
+assert "rollback names the version now served" grep -q "rolled back to version 1" "$work/out"
+expect "status after the rollback" 0 "$cli" status --data-dir "$work/ddata" --json
+assert "status shows the bad version, the rollback and no launch counted" python3 -c "import json,sys; s=json.load(open('$work/out')); sys.exit(s['active']!=1 or s['bad']!=[2] or s['last_rollback']['from']!=2 or s['launches']!=0)"
+expect "update skips the bad version" 0 "$cli" update --data-dir "$work/ddata" --url "file://$work/drepo/manifest.json"
+assert "still version 1" grep -q "no update: version 1 is current" "$work/out"
+expect "mark-good" 0 "$cli" mark-good --data-dir "$work/ddata"
+expect "rollback to the bundle" 0 "$cli" rollback --data-dir "$work/ddata"
+expect "rollback with nothing left is a state error" 3 "$cli" rollback --data-dir "$work/ddata"
+assert "the failure names ERR_STATE" grep -q ASSETPATCH_ERR_STATE "$work/err"
+expect "reset" 0 "$cli" reset --data-dir "$work/ddata"
+assert "reset removed every release" bash -c "[[ -z \$(ls '$work/ddata/releases') ]]"
+expect "update after reset installs the newest" 0 "$cli" update --data-dir "$work/ddata" --url "file://$work/drepo/manifest.json"
+assert "version 2 again" grep -q "updated to version 2" "$work/out"
+
 # --base leaves out files identical to the shipped bundle.
 printf 'changed\n' >"$work/src/hello2.txt"
 expect "publish v2 with --base" 0 "$cli" publish "$work/src" --repo "$repo" --base "$work/src"

@@ -307,6 +307,17 @@ int assetpatch_rollback(assetpatch_client *c);
 ASSETPATCH_WARN_UNUSED_RESULT
 int assetpatch_reset(assetpatch_client *c);
 
+/* Bytes data_dir uses: *releases (installed releases; a file hard-linked into several counts
+ * once) and *downloads (partial archives, files fetched by an interrupted differential update,
+ * a release being installed). Either may be NULL. Partial downloads of superseded releases are
+ * removed when an update succeeds, releases beyond keep_versions when a release is activated.
+ * Before downloading, an update checks the filesystem's free space (statvfs) for what it will
+ * write plus a margin (2% and 4 MiB) and fails at once with ERR_IO, giving the numbers, when it
+ * lacks room. Any thread; walks the directory (milliseconds per thousand files).
+ * @return ASSETPATCH_OK; ERR_ARGUMENT (NULL c). */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_disk_usage(assetpatch_client *c, uint64_t *releases, uint64_t *downloads);
+
 /* Crash-loop rollback (option max_failed_launches): activation sets a launch count to 0. Each
  * assetpatch_client_open that finds the active release not marked good adds 1 (the session
  * that activated with apply=immediate does not count; the open that activates an

@@ -71,3 +71,12 @@ public func assetpatch_lifecycle_get(_ c: OpaquePointer?, _ out: UnsafeMutablePo
         return .ok
     }
 }
+
+@_cdecl("assetpatch_disk_usage")
+public func assetpatch_disk_usage(_ c: OpaquePointer?, _ releases: UnsafeMutablePointer<UInt64>?, _ downloads: UnsafeMutablePointer<UInt64>?) -> CInt {
+    guard let h = handle(c) else { return argumentError("assetpatch_disk_usage: client is NULL") }
+    let u = h.client.store.usage()
+    releases?.pointee = u.releases
+    downloads?.pointee = u.downloads
+    return Status.ok.rawValue
+}

@@ -359,13 +359,6 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
         for name in (try? FS.list(downloadsDir)) ?? [] { try? FS.removeTree(downloadsDir + "/" + name) }
     }
 
-    /// Drops what differential updates fetched (after an update succeeded).
-    func discardFetched() {
-        for name in (try? FS.list(downloadsDir)) ?? [] where name.hasSuffix(".files") {
-            try? FS.removeTree(downloadsDir + "/" + name)
-        }
-    }
-
     /// The files of the installed releases (active, pending, kept) by sha256, with their sizes:
     /// their records were written after every byte was verified.
     func installedFiles(_ state: StoreState) -> [String: (path: String, size: UInt64)] {
@@ -413,15 +406,41 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
     /// Bytes of the files under the data directory; a file hard-linked into several releases
     /// counts once.
     public func diskUsage() -> UInt64 {
-        var total: UInt64 = 0
+        let u = usage()
+        return u.releases + u.downloads + u.other
+    }
+
+    /// Bytes used by installed releases, by downloads (partial archives, fetched files, staging),
+    /// and by the rest (state, caches). A file hard-linked into several places counts once.
+    public func usage() -> (releases: UInt64, downloads: UInt64, other: UInt64) {
         var seen = Set<[UInt64]>()
-        for rel in (try? FS.walkFiles(root)) ?? [] {
-            var st = stat()
-            guard lstat(root + "/" + rel, &st) == 0 else { continue }
-            if st.st_nlink > 1, !seen.insert([UInt64(st.st_dev), UInt64(st.st_ino)]).inserted { continue }
-            total += UInt64(st.st_size)
+        func bytes(_ dir: String, _ rels: [String]) -> UInt64 {
+            var total: UInt64 = 0
+            for rel in rels {
+                var st = stat()
+                guard lstat(dir + "/" + rel, &st) == 0 else { continue }
+                if st.st_nlink > 1, !seen.insert([UInt64(st.st_dev), UInt64(st.st_ino)]).inserted { continue }
+                total += UInt64(st.st_size)
+            }
+            return total
         }
-        return total
+        let releases = bytes(releasesDir, (try? FS.walkFiles(releasesDir)) ?? [])
+        let downloads = bytes(downloadsDir, (try? FS.walkFiles(downloadsDir)) ?? []) + bytes(stagingRoot, (try? FS.walkFiles(stagingRoot)) ?? [])
+        let top = ((try? FS.list(root)) ?? []).filter { FS.isRegularFile(root + "/" + $0) }
+        return (releases, downloads, bytes(root, top))
+    }
+
+    /// Fails early, before any byte is written, when the data directory's filesystem lacks room
+    /// for `bytes` more plus a margin (2% and 4 MiB: directories, records, block rounding).
+    /// Unknown free space (statvfs failing) lets the writes themselves tell.
+    func requireFreeSpace(_ bytes: UInt64, for what: String) throws {
+        var st = statvfs()
+        guard statvfs(root, &st) == 0 else { return }
+        let available = UInt64(st.f_bavail) * UInt64(st.f_frsize)
+        let needed = bytes + bytes / 50 + (4 << 20)
+        if needed > available {
+            throw AssetPatchError(.io, "\(root): not enough free space for \(what): \(needed) bytes needed (\(bytes) and a margin), \(available) available")
+        }
     }
 }
 

@@ -64,7 +64,9 @@ final class Updater {
 
         let info: ReleaseInfo
         do {
-            if case let .differential(delta) = try choosePath(candidate, state), let done = try differential(candidate, delta) {
+            let path = try choosePath(candidate, state)
+            try store.requireFreeSpace(try spaceNeeded(path, candidate, state), for: "version \(candidate.version)")
+            if case let .differential(delta) = path, let done = try differential(candidate, delta) {
                 info = done
             } else {
                 info = try whole(candidate, state)
@@ -106,6 +108,32 @@ final class Updater {
             let transfer = try transferEstimate(plan(candidate))
             return UpdatePreview(version: candidate.version, wholeArchiveReason: reason, transferBytes: transfer,
                                  archiveBytes: archiveBytes, requests: 1, fetchedFiles: candidate.manifest.files.map(\.path))
+        }
+    }
+
+    /// Bytes the update will write: the files it extracts, fetches or copies (files linked from
+    /// installed releases cost nothing), 4 KiB per file for block rounding, and for the whole
+    /// archive what is still to download of it. A legacy manifest lists no files: only its
+    /// archive is counted. A fallback from differential to whole is checked again then.
+    func spaceNeeded(_ path: Path, _ c: Candidate, _ state: StoreState) throws -> UInt64 {
+        switch path {
+        case let .differential(plan):
+            var total: UInt64 = 0
+            for (f, source) in plan.files {
+                switch source {
+                case .installed, .fetched: break
+                case .archive, .bundle: total += f.size + 4096
+                }
+            }
+            return total
+        case .whole:
+            let linkable = store.installedFiles(state)
+            var total = c.manifest.files.reduce(UInt64(0)) { sum, f in
+                linkable[f.sha256]?.size == f.size ? sum : sum + f.size + 4096
+            }
+            let d = try plan(c)
+            if let size = c.manifest.archiveSize { total += size - min(size, d.resumableBytes()) }
+            return total
         }
     }
 
@@ -189,6 +217,7 @@ final class Updater {
             for path in fetch.fetched.values { verifiedFetched.insert(path) }
             store.discardStaging(c.releaseID)
             log(2, "\(f.message); downloading the whole archive instead")
+            try store.requireFreeSpace(try spaceNeeded(.whole(f.message), c, store.loadState()), for: "version \(c.version)")
             return nil
         }
     }
@@ -377,8 +406,8 @@ final class Updater {
             s.kept = Array(s.kept.filter { $0.id != ref.id }.prefix(keep))
             s.highestInstalled = max(s.highestInstalled, c.version)
         }
-        store.discardPartial(c.manifest.archiveDigest)
-        store.discardFetched()
+        // Every partial download and fetched file is now superseded (one updater at a time).
+        store.discardDownloads()
         do { try store.collectGarbage(state) } catch let e as AssetPatchError {
             log(2, "cleaning up old releases: \(e.message)")
         }

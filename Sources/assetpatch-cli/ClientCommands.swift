@@ -211,7 +211,8 @@ struct StatusCommand: ParsableCommand {
         try cli {
             let store = try Store(root: dataDir)
             let s = try store.loadState()
-            let bytes = store.diskUsage()
+            let usage = store.usage()
+            let bytes = usage.releases + usage.downloads + usage.other
             var next: UpdatePreview?
             var checked = false
             if let url {
@@ -229,6 +230,8 @@ struct StatusCommand: ParsableCommand {
                     ("pending", s.pending.map { .int($0.version) } ?? .null),
                     ("bad", .array(s.bad.map { .int($0) })),
                     ("data_bytes", .int(Int64(bytes))),
+                    ("release_bytes", .int(Int64(usage.releases))),
+                    ("download_bytes", .int(Int64(usage.downloads))),
                     ("marked_good", .bool(s.activeIsGood)),
                     ("launches", .int(Int64(s.launches))),
                     ("max_failed_launches", .int(Int64(s.maxFailedLaunches))),
@@ -254,7 +257,7 @@ struct StatusCommand: ParsableCommand {
                 print("rollback: \(RFC3339.format(r.time)) from version \(r.from) to \(r.to == 0 ? "the bundle" : "version \(r.to)"): \(r.reason)")
             }
             if let p = s.package { print("package:  \(p) (highest accepted version \(s.highestVersion))") }
-            print("disk:     \(formatBytes(bytes))")
+            print("disk:     \(formatBytes(bytes)): releases \(formatBytes(usage.releases)), downloads \(formatBytes(usage.downloads))")
             if checked {
                 if let next { printPreview(next) } else { print("next:     no update") }
             }

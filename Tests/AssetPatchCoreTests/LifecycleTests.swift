@@ -104,6 +104,28 @@ import Testing
         #expect(try c.lifecycle().launches == 160)
     }
 
+    @Test func aSuccessfulUpdateDropsSupersededDownloadsAndReleasesBeyondKeepVersions() throws {
+        let repo = TempDir(), data = TempDir()
+        defer { repo.cleanup(); data.cleanup() }
+        let c = try Client(dataDir: data.path, bundleDir: nil)
+        try c.set("keep_versions", "1")
+        try c.set("manifest_url", try publishRelease(release(1), version: 1, repo: repo))
+        #expect(try c.update(progress: nil))
+        // A partial archive and fetched files of some superseded release.
+        let stale = String(repeating: "e", count: 64)
+        try FS.makeDirectories(data.path + "/downloads/\(stale).files")
+        try FS.writeAtomically(data.path + "/downloads/\(stale).part", noise(1000))
+        try FS.writeAtomically(data.path + "/downloads/\(stale).files/" + String(repeating: "f", count: 64), noise(10))
+        #expect(c.store.usage().downloads > 0)
+        for v in Int64(2)...3 {
+            try c.set("manifest_url", try publishRelease(release(v), version: v, repo: repo))
+            #expect(try c.update(progress: nil))
+        }
+        #expect(try FS.list(data.path + "/downloads").isEmpty)
+        #expect(try FS.list(data.path + "/releases").sorted() == [c.lifecycle().active!.id, c.lifecycle().kept[0].id].sorted())
+        #expect(try c.lifecycle().kept.map(\.version) == [2])
+    }
+
     @Test func resetDropsEveryReleaseButKeepsTheDowngradeMark() throws {
         let repo = TempDir(), data = TempDir(), old = TempDir()
         defer { repo.cleanup(); data.cleanup(); old.cleanup() }

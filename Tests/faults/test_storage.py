@@ -38,20 +38,60 @@ def staging_is_empty(data):
 
 
 @root_only
-@pytest.mark.parametrize("size, where", [("2m", "download"), ("7m", "extraction")])
-def test_disk_full_keeps_the_active_release(tmpfs, server, repos, size, where):
-    # v1 (about 0.2 MB) fits; v2's 4.5 MB archive does not (2m), or its extraction does not (7m).
-    data = str(tmpfs(size) / "data")
+def test_too_little_free_space_fails_before_any_archive_byte(tmpfs, fault, repos):
+    # v1 (about 0.2 MB) fits; v2 (a 4.5 MB archive, 6 MB unpacked) does not fit in 8 MB.
+    data = str(tmpfs("8m") / "data")
+    with assetpatch.Client(data, manifest_url=fault.url("v1")) as c:
+        assert c.update()
+        fault.reset()
+        c.set("manifest_url", fault.url("v2"))
+        with pytest.raises(assetpatch.FilesystemError) as e:
+            c.update()
+        assert "not enough free space for version 2" in e.value.message and "available" in e.value.message
+        assert fault.stats()["archive_requests"] == 0, "refused before downloading"
+        assert_serves(c, repos["v1"])
+        assert staging_is_empty(data)
+
+
+def fill(directory):
+    """Writes zeros into `directory` until the filesystem is full."""
+    with open(os.path.join(directory, "filler"), "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * (1 << 20))
+                f.flush()
+        except OSError:
+            pass
+
+
+@root_only
+@pytest.mark.parametrize("phase", [assetpatch.Phase.DOWNLOAD, assetpatch.Phase.INSTALL])
+def test_disk_filling_up_mid_update_keeps_the_active_release(tmpfs, server, repos, phase):
+    # Room enough when the update checks; then another program fills the disk as the download
+    # (or the extraction) starts: the write fails with ENOSPC.
+    mount = tmpfs("40m")
+    data = str(mount / "data")
     with assetpatch.Client(data, manifest_url=server.url("v1")) as c:
         assert c.update()
         c.set("manifest_url", server.url("v2"))
+        filled = []
+
+        def progress(p):
+            if p.phase == phase and not filled:
+                fill(str(mount))
+                filled.append(True)
+            return False
+
         with pytest.raises(assetpatch.FilesystemError) as e:
-            c.update()
-        assert "No space left on device" in e.value.message
+            c.update(progress=progress)
+        assert filled and "No space left on device" in e.value.message
         assert_serves(c, repos["v1"])
         assert staging_is_empty(data)
-    with assetpatch.Client(data) as c:  # and after a restart
+    os.remove(os.path.join(str(mount), "filler"))
+    with assetpatch.Client(data, manifest_url=server.url("v2")) as c:  # and after a restart
         assert_serves(c, repos["v1"])
+        assert c.update() is True, "with room again the update completes"
+        assert_serves(c, repos["v2"])
 
 
 def test_file_size_limit_is_an_io_error(tmp_path, server, repos):

@@ -243,6 +243,13 @@ public:
     /// Drops every release and partial download; serves the bundle only.
     void reset() { detail::check(assetpatch_reset(get())); }
 
+    /// Bytes used by installed releases and by downloads (hard links counted once).
+    std::pair<std::uint64_t, std::uint64_t> disk_usage() const {
+        std::uint64_t releases = 0, downloads = 0;
+        detail::check(assetpatch_disk_usage(get(), &releases, &downloads));
+        return {releases, downloads};
+    }
+
     /// The data directory's lifecycle state, read now (assetpatch_lifecycle_get).
     assetpatch_lifecycle lifecycle() const {
         assetpatch_lifecycle out{};

@@ -404,7 +404,12 @@ static void lifecycle_crash_loop_rollback_mark_good_reset(void) {
     char path[4096];
     CHECK_RC(resolve(c, "readme.txt", path), ASSETPATCH_OK);
     CHECK(same_file(path, fmt("%s/bundle/readme.txt", fixtures)), "after rolling back to the bundle: %s", path);
+    uint64_t releases = 0, downloads = 1;
+    CHECK_RC(assetpatch_disk_usage(c, &releases, &downloads), ASSETPATCH_OK);
+    CHECK(releases > 0 && downloads == 0, "disk usage before reset: %" PRIu64 " / %" PRIu64, releases, downloads);
     CHECK_RC(assetpatch_reset(c), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_disk_usage(c, &releases, NULL), ASSETPATCH_OK);
+    CHECK(releases == 0, "disk usage after reset: %" PRIu64, releases);
     CHECK_RC(assetpatch_lifecycle_get(c, &l), ASSETPATCH_OK);
     CHECK(l.bad_versions == 0 && l.active_version == 0, "after reset: bad %u", l.bad_versions);
     CHECK_RC(assetpatch_update(c, NULL, NULL), ASSETPATCH_OK);

@@ -332,6 +332,13 @@ class Client:
         return Lifecycle(raw.active_version, raw.pending_version, bool(raw.active_marked_good), raw.launches,
                          raw.max_failed_launches, raw.bad_versions, rollback)
 
+    @property
+    def disk_usage(self) -> Tuple[int, int]:
+        """(bytes of installed releases, bytes of downloads), hard links counted once."""
+        releases, downloads = ctypes.c_uint64(), ctypes.c_uint64()
+        _check(self._lib.assetpatch_disk_usage(self._h(), ctypes.byref(releases), ctypes.byref(downloads)))
+        return releases.value, downloads.value
+
     def close(self) -> None:
         """Cancels a running update, waits for it, frees the client. Safe to call twice."""
         handle, self._handle = self._handle, None

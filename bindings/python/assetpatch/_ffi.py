@@ -97,6 +97,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "assetpatch_rollback": (c.c_int, [client_p]),
         "assetpatch_reset": (c.c_int, [client_p]),
         "assetpatch_lifecycle_get": (c.c_int, [client_p, c.POINTER(Lifecycle)]),
+        "assetpatch_disk_usage": (c.c_int, [client_p, c.POINTER(c.c_uint64), c.POINTER(c.c_uint64)]),
         "assetpatch_set_log": (c.c_int, [client_p, LOG_FN, c.c_void_p]),
     }
     for name, (restype, argtypes) in sigs.items():

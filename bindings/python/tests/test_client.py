@@ -149,8 +149,11 @@ def test_mark_good_rollback_reset_and_the_lifecycle(tmp_path, base_url, bundle):
         assert c.update() is False, "version 2 is bad until a newer one is published"
         c.mark_good()
         assert c.lifecycle.marked_good
+        releases, downloads = c.disk_usage
+        assert releases > 0 and downloads == 0
         c.reset()
         assert c.current_version == 0 and c.lifecycle.active_version == 0
+        assert c.disk_usage == (0, 0)
         assert c.update() is True and c.current_version == 2, "after a reset the newest release is installed"
 
 

@@ -307,6 +307,38 @@ int assetpatch_rollback(assetpatch_client *c);
 ASSETPATCH_WARN_UNUSED_RESULT
 int assetpatch_reset(assetpatch_client *c);
 
+/* Which release assetpatch_release_get describes. */
+typedef enum assetpatch_release_which {
+    ASSETPATCH_RELEASE_ACTIVE = 1,    /* the release served now */
+    ASSETPATCH_RELEASE_PENDING = 2,   /* installed with apply=next_open, served after the next open */
+    ASSETPATCH_RELEASE_CANDIDATE = 3  /* the newer release the last successful assetpatch_check found */
+} assetpatch_release_which;
+
+/* What an app may show about a release ("what's new") and use to decide when to call
+ * assetpatch_mark_good or whether to insist on an update. */
+typedef struct assetpatch_release_info {
+    int64_t version;
+    int64_t created;            /* Unix seconds, from the manifest's "created"; 0 when absent */
+    int32_t signature_verified; /* 1 when public_keys was set and the manifest's signature checked */
+    int32_t marked_good;        /* 1 when confirmed with assetpatch_mark_good (never for a candidate) */
+    int32_t mandatory;          /* 1 when the manifest says "mandatory": the publisher asks apps to install it */
+    int32_t has_notes;          /* 1 when the manifest has "notes" (read them with assetpatch_release_notes) */
+    char    label[256];         /* the manifest's "label", NUL-terminated, may be truncated; "" when absent */
+} assetpatch_release_info;
+
+/* Fills *out for the release `which` names. Any thread.
+ * @return ASSETPATCH_OK; ERR_NOT_FOUND (no such release: bundle only, nothing pending, or no
+ *         check has found a newer release); ERR_ARGUMENT (NULL c or out, unknown which); ERR_IO. */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_release_get(assetpatch_client *c, int which, assetpatch_release_info *out);
+
+/* Writes the release's "notes" (UTF-8, at most 65536 bytes, NUL-terminated) into buf, as
+ * assetpatch_resolve writes paths: *len (if non-NULL) gets their length without the NUL even
+ * when cap is too small. A release without notes gives "".
+ * @return ASSETPATCH_OK; ERR_RANGE (cap too small; *len set); ERR_NOT_FOUND; ERR_ARGUMENT; ERR_IO. */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_release_notes(assetpatch_client *c, int which, char *buf, size_t cap, size_t *len);
+
 /* Bytes data_dir uses: *releases (installed releases; a file hard-linked into several counts
  * once) and *downloads (partial archives, files fetched by an interrupted differential update,
  * a release being installed). Either may be NULL. Partial downloads of superseded releases are

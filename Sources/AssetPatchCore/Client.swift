@@ -7,8 +7,28 @@ public struct CheckResult: Sendable {
     public var downloadBytes: UInt64
 }
 
+/// What the host may show about a release: "what's new", and whether to insist on it.
+public struct ReleaseSummary: Sendable, Equatable {
+    public var version: Int64
+    /// Unix seconds, from the manifest; nil when it gives none.
+    public var created: Int64?
+    public var label: String?
+    public var notes: String?
+    public var mandatory: Bool
+    public var signatureVerified: Bool
+    /// Confirmed with mark_good (installed releases only).
+    public var markedGood: Bool
+}
+
+/// Which release a summary is asked for (`assetpatch_release_which`).
+public enum WhichRelease: Int32, Sendable {
+    case active = 1, pending = 2, candidate = 3
+}
+
 /// What an update would do now: the release, how its files would arrive, what it would transfer.
 public struct UpdatePreview: Sendable {
+    /// The release an update would install.
+    public var candidate: ReleaseSummary
     public var version: Int64
     /// nil: a differential update; otherwise why the whole archive would be downloaded.
     public var wholeArchiveReason: String?
@@ -41,6 +61,8 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
     /// What the open did that the host should hear of (a crash-loop rollback): logged to the
     /// first logger installed, since none can be installed before the open.
     private var openMessages: [(Int, String)] = []  // written in init, then only under `logger`
+    /// The release the last check found (nil: none, or nothing new).
+    private let lastCandidate = Locked<ReleaseSummary?>(nil)
 
     private enum Background { case idle, running, finished(Status, String) }
     private let background = Condition()
@@ -144,6 +166,7 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
             let before = state
             let found = try makeUpdater(progress: nil).preview(&state)
             if recordAcceptance { persistAcceptance(before, state) }
+            lastCandidate.withLock { $0 = found?.candidate }
             return found
         } catch let e as AssetPatchError {
             log(3, e.message)
@@ -330,6 +353,18 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
             log(3, e.message)
             throw e
         }
+    }
+
+    /// The active or pending release (from its record), or the candidate the last check found.
+    /// nil when there is none.
+    public func release(_ which: WhichRelease) throws -> ReleaseSummary? {
+        if which == .candidate { return lastCandidate.withLock { $0 } }
+        let state = try store.loadState()
+        guard let ref = which == .active ? state.active : state.pending else { return nil }
+        let info = try store.loadRelease(ref.id)
+        return ReleaseSummary(version: ref.version, created: info.created, label: info.label, notes: info.notes,
+                              mandatory: info.mandatory, signatureVerified: info.signatureVerified,
+                              markedGood: state.good.contains(ref.id))
     }
 
     /// What the state says about the lifecycle now (read fresh from the data directory).

@@ -64,9 +64,7 @@ struct Installer {
         progress.report(Progress(phase: .install, bytesDone: bytesDone, bytesTotal: totalBytes,
                                  filesDone: UInt64(entries.count), filesTotal: UInt64(entries.count)), final: true)
 
-        let info = ReleaseInfo(version: c.version, files: c.manifest.kind == .format1 ? c.manifest.files : files,
-                               plugins: c.manifest.plugins, signatureVerified: c.manifest.signatureVerified,
-                               archiveDigest: c.manifest.archiveDigest, label: c.manifest.label)
+        let info = ReleaseInfo(c, files: c.manifest.kind == .format1 ? c.manifest.files : files)
         try store.sealStaging(c.releaseID, info)
         return info
     }
@@ -105,9 +103,7 @@ struct Installer {
         }
         progress.report(Progress(phase: .install, bytesDone: bytesDone, bytesTotal: totalBytes,
                                  filesDone: filesTotal, filesTotal: filesTotal), final: true)
-        let info = ReleaseInfo(version: c.version, files: c.manifest.files, plugins: c.manifest.plugins,
-                               signatureVerified: c.manifest.signatureVerified, archiveDigest: c.manifest.archiveDigest,
-                               label: c.manifest.label)
+        let info = ReleaseInfo(c, files: c.manifest.files)
         try store.sealStaging(c.releaseID, info)
         return info
     }
@@ -169,5 +165,16 @@ struct Installer {
             throw AssetPatchError(.archive, "\(c.archive.shown): \"\(conflict)\" is both a file and a directory")
         }
         return entries
+    }
+}
+
+extension ReleaseInfo {
+    /// The record of candidate `c` installed with `files`.
+    init(_ c: Candidate, files: [ManifestFile]) {
+        self.init(version: c.version, files: files, plugins: c.manifest.plugins, signatureVerified: c.manifest.signatureVerified,
+                  archiveDigest: c.manifest.archiveDigest, label: c.manifest.label)
+        created = c.manifest.created
+        notes = c.manifest.notes
+        mandatory = c.manifest.mandatory
     }
 }

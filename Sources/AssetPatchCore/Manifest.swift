@@ -71,6 +71,10 @@ public struct Manifest: Sendable {
     public var created: Int64?
     public var expires: Int64?
     public var minAppVersion: String?
+    /// What's new, for people (optional, at most 64 KiB of UTF-8).
+    public var notes: String?
+    /// The publisher asks apps to install this release before going on (the app decides).
+    public var mandatory = false
     /// The archive URL as written in the manifest (may be relative).
     public var archiveURL: String
     public var archiveSize: UInt64?
@@ -227,6 +231,13 @@ public struct Manifest: Sendable {
             guard let t = RFC3339.parse(text) else { throw fail("\(source): \"expires\" is not an RFC 3339 time: \(text)") }
             expires = t
         }
+        let notes = try string("notes", required: false)
+        if let notes, notes.utf8.count > 65536 { throw fail("\(source): \"notes\" is longer than 65536 bytes") }
+        var mandatory = false
+        if let m = json["mandatory"], m != .null {
+            guard case let .bool(b) = m else { throw fail("\(source): \"mandatory\" must be true or false") }
+            mandatory = b
+        }
         let minApp = try string("min_app_version", required: false)
         if let minApp, AppVersion.parse(minApp) == nil {
             throw fail("\(source): \"min_app_version\" is not a dotted version: \(minApp)")
@@ -279,9 +290,12 @@ public struct Manifest: Sendable {
             }
         }
 
-        return Manifest(kind: .format1, package: package, version: version, label: label, created: created,
-                        expires: expires, minAppVersion: minApp, archiveURL: archiveURL, archiveSize: archiveSize,
-                        archiveDigest: archiveSHA, files: files, plugins: plugins, signatureVerified: false, payload: [])
+        var m = Manifest(kind: .format1, package: package, version: version, label: label, created: created,
+                         expires: expires, minAppVersion: minApp, archiveURL: archiveURL, archiveSize: archiveSize,
+                         archiveDigest: archiveSHA, files: files, plugins: plugins, signatureVerified: false, payload: [])
+        m.notes = notes
+        m.mandatory = mandatory
+        return m
     }
 
     /// `files[i].zip`: where the file lies in the archive. The local header must fit before the
@@ -327,6 +341,8 @@ public struct Manifest: Sendable {
         if let created { pairs.append(("created", .string(RFC3339.format(created)))) }
         if let expires { pairs.append(("expires", .string(RFC3339.format(expires)))) }
         if let minAppVersion { pairs.append(("min_app_version", .string(minAppVersion))) }
+        if let notes { pairs.append(("notes", .string(notes))) }
+        if mandatory { pairs.append(("mandatory", .bool(true))) }
         pairs.append(("archive", .object([("url", .string(archiveURL)), ("size", .int(Int64(archiveSize ?? 0))), ("sha256", .string(archiveDigest))])))
         pairs.append(("files", .array(files.map { $0.toJSON() })))
         if !plugins.isEmpty {

@@ -161,12 +161,18 @@ public struct ReleaseInfo: Sendable {
     public var signatureVerified: Bool
     public var archiveDigest: String
     public var label: String?
+    public var created: Int64?
+    public var notes: String?
+    public var mandatory = false
 
     func toJSON() -> JSON {
         .object([
             ("format", .int(1)),
             ("version", .int(version)),
             ("label", label.map { .string($0) } ?? .null),
+            ("created", created.map { .int($0) } ?? .null),
+            ("notes", notes.map { .string($0) } ?? .null),
+            ("mandatory", .bool(mandatory)),
             ("archive_digest", .string(archiveDigest)),
             ("signature_verified", .bool(signatureVerified)),
             ("files", .array(files.map { .object([("path", .string($0.path)), ("size", .int(Int64($0.size))), ("sha256", .string($0.sha256))]) })),
@@ -179,6 +185,9 @@ public struct ReleaseInfo: Sendable {
               let files = json["files"]?.array else { return nil }
         var info = ReleaseInfo(version: version, files: [], plugins: [], signatureVerified: json["signature_verified"] == .bool(true),
                                archiveDigest: digest, label: json["label"]?.string)
+        info.created = json["created"]?.int64
+        info.notes = json["notes"]?.string
+        info.mandatory = json["mandatory"] == .bool(true)
         info.files.reserveCapacity(files.count)
         for f in files {
             guard let p = f["path"]?.string, ResourceName.isValid(p), let size = f["size"]?.int64, size >= 0,

@@ -92,9 +92,12 @@ final class Updater {
     func preview(_ state: inout StoreState) throws -> UpdatePreview? {
         guard let candidate = try evaluate(&state) else { return nil }
         let archiveBytes = candidate.manifest.archiveSize ?? 0
+        let m = candidate.manifest
+        let summary = ReleaseSummary(version: candidate.version, created: m.created, label: m.label, notes: m.notes,
+                                     mandatory: m.mandatory, signatureVerified: m.signatureVerified, markedGood: false)
         switch try choosePath(candidate, state) {
         case let .differential(plan):
-            var p = UpdatePreview(version: candidate.version, wholeArchiveReason: nil, transferBytes: plan.fetchBytes,
+            var p = UpdatePreview(candidate: summary, version: candidate.version, wholeArchiveReason: nil, transferBytes: plan.fetchBytes,
                                   archiveBytes: archiveBytes, requests: plan.ranges.count)
             for (f, source) in plan.files {
                 switch source {
@@ -106,7 +109,7 @@ final class Updater {
             return p
         case let .whole(reason):
             let transfer = try transferEstimate(plan(candidate))
-            return UpdatePreview(version: candidate.version, wholeArchiveReason: reason, transferBytes: transfer,
+            return UpdatePreview(candidate: summary, version: candidate.version, wholeArchiveReason: reason, transferBytes: transfer,
                                  archiveBytes: archiveBytes, requests: 1, fetchedFiles: candidate.manifest.files.map(\.path))
         }
     }

@@ -48,6 +48,8 @@ struct Publish: ParsableCommand {
     @Option(name: .customLong("min-app-version"), help: "Oldest app version this release works with.") var minAppVersion: String?
     @Option(name: .long, help: "RFC 3339 time after which clients refuse the manifest.") var expires: String?
     @Option(name: .long, help: "Plugin declaration NAME=PATH:ENTRY (repeatable).") var plugin: [String] = []
+    @Option(name: .long, help: "A file of release notes for people (UTF-8, at most 64 KiB).") var notes: String?
+    @Flag(name: .long, help: "Ask apps to install this release before going on (the app decides).") var mandatory = false
 
     /// With --base: true when the bundle ships the same bytes under this name (sizes first, then
     /// hashes), so the release leaves the file out.
@@ -115,10 +117,18 @@ struct Publish: ParsableCommand {
             try FS.rename(tmpZip, repoDir + "/" + archiveName)
             try FS.syncDirectory(repoDir + "/archives")
 
-            let manifest = Manifest(kind: .format1, package: pkg, version: newVersion, label: label, created: unixTime(),
+            var manifest = Manifest(kind: .format1, package: pkg, version: newVersion, label: label, created: unixTime(),
                                     expires: expiresAt, minAppVersion: minAppVersion, archiveURL: archiveName,
                                     archiveSize: zipSize, archiveDigest: zipSHA, files: files, plugins: plugins,
                                     signatureVerified: false, payload: [])
+            manifest.mandatory = mandatory
+            if let notes {
+                let bytes = try FS.readFile(notes, limit: 65536, limitStatus: .argument)
+                guard let text = String(validating: bytes, as: UTF8.self) else {
+                    throw AssetPatchError(.argument, "--notes \(notes): not UTF-8 text")
+                }
+                manifest.notes = text
+            }
             let payload = Array((manifest.toJSON().serialized(indent: 2) + "\n").utf8)
             var out = payload
             if let seed { out = Array((try DSSE.seal(payload, seed: seed).serialized(indent: 2) + "\n").utf8) }
@@ -234,6 +244,8 @@ struct Inspect: ParsableCommand {
             for f in m.files.prefix(50) { print("  \(f.size)\t\(f.path)") }
             if m.files.count > 50 { print("  ... \(m.files.count - 50) more") }
             for p in m.plugins { print("plugin:   \(p.name) = \(p.path) : \(p.entry)") }
+            if m.mandatory { print("mandatory: yes") }
+            if let notes = m.notes { print("notes:\n" + notes.split(separator: "\n", omittingEmptySubsequences: false).map { "  " + $0 }.joined(separator: "\n")) }
             let located = m.files.contains { $0.location != nil }
             print("ranges:   \(located ? "every file's location is listed (differential updates possible)" : "no file locations (updates download the whole archive)")")
             if dataDir != nil {

@@ -126,6 +126,33 @@ import Testing
         #expect(try c.lifecycle().kept.map(\.version) == [2])
     }
 
+    @Test func notesAndMandatoryTravelFromTheManifestToTheCandidateAndTheRelease() throws {
+        let repo = TempDir(), data = TempDir()
+        defer { repo.cleanup(); data.cleanup() }
+        let c = try Client(dataDir: data.path, bundleDir: nil)
+        try c.set("manifest_url", try publishRelease(release(1), version: 1, repo: repo) { pairs in
+            pairs.append(("notes", .string("Neue Level ❄")))
+            pairs.append(("mandatory", .bool(true)))
+            pairs.append(("label", .string("winter")))
+        })
+        #expect(try c.release(.candidate) == nil && c.release(.active) == nil)
+        _ = try c.check()
+        let candidate = try #require(try c.release(.candidate))
+        #expect(candidate.version == 1 && candidate.notes == "Neue Level ❄" && candidate.mandatory && candidate.label == "winter")
+        #expect(try c.update(progress: nil))
+        let active = try #require(try c.release(.active))
+        #expect(active.notes == "Neue Level ❄" && active.mandatory && !active.markedGood)
+        try c.markGood()
+        #expect(try c.release(.active)?.markedGood == true)
+        // Wrong types and oversized notes are the manifest's fault.
+        try c.set("manifest_url", try publishRelease(release(2), version: 2, repo: repo) { $0.append(("mandatory", .string("yes"))) })
+        #expect(statusOf { _ = try c.check() } == .manifest)
+        try c.set("manifest_url", try publishRelease(release(2), version: 2, repo: repo) {
+            $0.append(("notes", .string(String(repeating: "x", count: 65537))))
+        })
+        #expect(statusOf { _ = try c.check() } == .manifest)
+    }
+
     @Test func resetDropsEveryReleaseButKeepsTheDowngradeMark() throws {
         let repo = TempDir(), data = TempDir(), old = TempDir()
         defer { repo.cleanup(); data.cleanup(); old.cleanup() }

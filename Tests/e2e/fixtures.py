@@ -168,7 +168,11 @@ def main():
         shutil.rmtree(os.path.join(repos, r), ignore_errors=True)
     publish(a.cli, os.path.join(a.out, "assets-v1"), os.path.join(repos, "v1"), "--label", "first")
     shutil.copytree(os.path.join(repos, "v1"), os.path.join(repos, "v2"))
-    publish(a.cli, os.path.join(a.out, "assets-v2"), os.path.join(repos, "v2"), "--label", "second")
+    notes = os.path.join(a.out, "notes-v2.txt")
+    with open(notes, "w", encoding="utf-8") as f:
+        f.write("Winter event: two new levels.\nÜmlauts and emoji ❄ survive.\n")
+    publish(a.cli, os.path.join(a.out, "assets-v2"), os.path.join(repos, "v2"), "--label", "second", "--notes", notes,
+            "--mandatory")
     make_hostile(a.out)
     make_legacy(a.out, os.path.join(repos, "v1"))
 

@@ -243,6 +243,30 @@ public:
     /// Drops every release and partial download; serves the bundle only.
     void reset() { detail::check(assetpatch_reset(get())); }
 
+    /// The release `which` names (ASSETPATCH_RELEASE_ACTIVE, _PENDING, or _CANDIDATE: what the
+    /// last check found); nullopt when there is none.
+    std::optional<assetpatch_release_info> release(int which = ASSETPATCH_RELEASE_ACTIVE) const {
+        assetpatch_release_info out{};
+        const int rc = assetpatch_release_get(get(), which, &out);
+        if (rc == ASSETPATCH_ERR_NOT_FOUND) return std::nullopt;
+        detail::check(rc);
+        return out;
+    }
+
+    /// The release's notes ("" when it has none).
+    std::string release_notes(int which = ASSETPATCH_RELEASE_ACTIVE) const {
+        std::string notes(1024, '\0');
+        size_t len = 0;
+        int rc = assetpatch_release_notes(get(), which, notes.data(), notes.size(), &len);
+        if (rc == ASSETPATCH_ERR_RANGE) {
+            notes.resize(len + 1);
+            rc = assetpatch_release_notes(get(), which, notes.data(), notes.size(), &len);
+        }
+        detail::check(rc);
+        notes.resize(len);
+        return notes;
+    }
+
     /// Bytes used by installed releases and by downloads (hard links counted once).
     std::pair<std::uint64_t, std::uint64_t> disk_usage() const {
         std::uint64_t releases = 0, downloads = 0;

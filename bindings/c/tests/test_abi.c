@@ -419,6 +419,40 @@ static void lifecycle_crash_loop_rollback_mark_good_reset(void) {
     assetpatch_client_close(c);
 }
 
+/* What the app can show: the candidate after a check, the active release after the update. */
+static void release_info_and_notes(void) {
+    assetpatch_client *c = open_fresh("releaseinfo");
+    CHECK(c, "open: %s", assetpatch_last_error());
+    assetpatch_release_info info;
+    CHECK_RC(assetpatch_release_get(c, ASSETPATCH_RELEASE_ACTIVE, &info), ASSETPATCH_ERR_NOT_FOUND);
+    CHECK_RC(assetpatch_release_get(c, ASSETPATCH_RELEASE_CANDIDATE, &info), ASSETPATCH_ERR_NOT_FOUND);
+    CHECK_RC(assetpatch_release_get(c, 99, &info), ASSETPATCH_ERR_ARGUMENT);
+    CHECK_RC(assetpatch_client_set(c, "manifest_url", url("v2")), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_check(c, NULL, NULL), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_release_get(c, ASSETPATCH_RELEASE_CANDIDATE, &info), ASSETPATCH_OK);
+    CHECK(info.version == 2 && info.mandatory && info.has_notes && !info.marked_good && strcmp(info.label, "second") == 0,
+          "candidate: version %" PRId64 ", mandatory %d, notes %d, label %s", info.version, info.mandatory, info.has_notes, info.label);
+    size_t len = 0;
+    char small[8];
+    CHECK_RC(assetpatch_release_notes(c, ASSETPATCH_RELEASE_CANDIDATE, small, sizeof small, &len), ASSETPATCH_ERR_RANGE);
+    char notes[256];
+    CHECK_RC(assetpatch_release_notes(c, ASSETPATCH_RELEASE_CANDIDATE, notes, sizeof notes, &len), ASSETPATCH_OK);
+    CHECK(len == strlen(notes) && strstr(notes, "Winter event") && strstr(notes, "\xe2\x9d\x84"), "notes: %s", notes);
+    CHECK_RC(assetpatch_update(c, NULL, NULL), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_release_get(c, ASSETPATCH_RELEASE_ACTIVE, &info), ASSETPATCH_OK);
+    CHECK(info.version == 2 && info.created > 1700000000 && !info.signature_verified && !info.marked_good,
+          "active: version %" PRId64 ", created %" PRId64, info.version, info.created);
+    CHECK_RC(assetpatch_mark_good(c), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_release_get(c, ASSETPATCH_RELEASE_ACTIVE, &info), ASSETPATCH_OK);
+    CHECK(info.marked_good, "marked good");
+    CHECK_RC(assetpatch_release_notes(c, ASSETPATCH_RELEASE_ACTIVE, notes, sizeof notes, NULL), ASSETPATCH_OK);
+    CHECK(strstr(notes, "Winter event"), "active notes: %s", notes);
+    CHECK_RC(assetpatch_check(c, NULL, NULL), ASSETPATCH_NO_UPDATE);
+    CHECK_RC(assetpatch_release_get(c, ASSETPATCH_RELEASE_CANDIDATE, &info), ASSETPATCH_ERR_NOT_FOUND);
+    CHECK_RC(assetpatch_release_get(c, ASSETPATCH_RELEASE_PENDING, &info), ASSETPATCH_ERR_NOT_FOUND);
+    assetpatch_client_close(c);
+}
+
 static void background_update_and_wait(void) {
     assetpatch_client *c = open_fresh("background");
     CHECK(c, "open: %s", assetpatch_last_error());
@@ -568,6 +602,7 @@ int main(int argc, char **argv) {
     run("older_release_is_a_downgrade", older_release_is_a_downgrade);
     run("state_survives_reopen", state_survives_reopen);
     run("lifecycle_crash_loop_rollback_mark_good_reset", lifecycle_crash_loop_rollback_mark_good_reset);
+    run("release_info_and_notes", release_info_and_notes);
     run("background_update_and_wait", background_update_and_wait);
     run("cancel_from_progress_callback", cancel_from_progress_callback);
     run("legacy_seed_manifest", legacy_seed_manifest);

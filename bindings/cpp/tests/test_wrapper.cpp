@@ -167,6 +167,10 @@ int main(int argc, char** argv) {
         EXPECT(c.update());
         auto life = c.lifecycle();
         EXPECT(life.active_version == 2 && !life.active_marked_good && life.rolled_back_from == 0);
+        auto info = c.release();
+        EXPECT(info && info->version == 2 && info->mandatory && std::string(info->label) == "second");
+        EXPECT(c.release_notes().find("Winter event") == 0);
+        EXPECT(!c.release(ASSETPATCH_RELEASE_PENDING));
         EXPECT(c.rollback() == 1);
         life = c.lifecycle();
         EXPECT(life.active_marked_good && life.bad_versions == 1 && life.rolled_back_from == 2 && life.rolled_back_to == 1);

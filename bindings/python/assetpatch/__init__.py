@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Type
 from . import _ffi
 
 __all__ = [
-    "Client", "Phase", "Progress", "Lifecycle", "Rollback", "Status", "AssetPatchError", "ArgumentError", "FilesystemError",
+    "Client", "Phase", "Progress", "Lifecycle", "ReleaseInfo", "Rollback", "Status", "AssetPatchError", "ArgumentError", "FilesystemError",
     "NetworkError", "HTTPError", "ManifestError", "SignatureError", "IntegrityError", "ArchiveError",
     "DowngradeError", "ExpiredError", "IncompatibleError", "NotFoundError", "RangeError", "CancelledError",
     "BusyError", "StateError", "InternalError", "LibraryNotFound", "library_version", "__version__",
@@ -73,6 +73,20 @@ class Phase(enum.IntEnum):
     INSTALL = 3
     ACTIVATE = 4
     DONE = 5
+
+
+@dataclass(frozen=True)
+class ReleaseInfo:
+    """What an app may show about a release: version, creation time (Unix seconds, 0 unknown),
+    label, notes, whether the publisher marked it mandatory, whether its signature was verified,
+    whether it is marked good."""
+    version: int
+    created: int
+    label: str
+    notes: str
+    mandatory: bool
+    signature_verified: bool
+    marked_good: bool
 
 
 @dataclass(frozen=True)
@@ -331,6 +345,28 @@ class Client:
                                 raw.rollback_reason.decode("utf-8", "replace"))
         return Lifecycle(raw.active_version, raw.pending_version, bool(raw.active_marked_good), raw.launches,
                          raw.max_failed_launches, raw.bad_versions, rollback)
+
+    _WHICH = {"active": 1, "pending": 2, "candidate": 3}
+
+    def release_info(self, which: str = "active") -> Optional[ReleaseInfo]:
+        """The "active" or "pending" release, or the "candidate" the last check() found; None
+        when there is no such release."""
+        code = self._WHICH.get(which)
+        if code is None:
+            raise ValueError(f"which must be one of {sorted(self._WHICH)}")
+        raw = _ffi.ReleaseInfo()
+        rc = self._lib.assetpatch_release_get(self._h(), code, ctypes.byref(raw))
+        if rc == Status.ERR_NOT_FOUND:
+            return None
+        _check(rc)
+        notes = ""
+        if raw.has_notes:
+            length = ctypes.c_size_t()
+            buf = ctypes.create_string_buffer(65537)
+            _check(self._lib.assetpatch_release_notes(self._h(), code, buf, len(buf), ctypes.byref(length)))
+            notes = buf.raw[:length.value].decode("utf-8")
+        return ReleaseInfo(raw.version, raw.created, raw.label.decode("utf-8", "replace"), notes, bool(raw.mandatory),
+                           bool(raw.signature_verified), bool(raw.marked_good))
 
     @property
     def disk_usage(self) -> Tuple[int, int]:

@@ -35,6 +35,18 @@ class Lifecycle(ctypes.Structure):
     ]
 
 
+class ReleaseInfo(ctypes.Structure):
+    _fields_ = [
+        ("version", ctypes.c_int64),
+        ("created", ctypes.c_int64),
+        ("signature_verified", ctypes.c_int32),
+        ("marked_good", ctypes.c_int32),
+        ("mandatory", ctypes.c_int32),
+        ("has_notes", ctypes.c_int32),
+        ("label", ctypes.c_char * 256),
+    ]
+
+
 PROGRESS_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(Progress), ctypes.c_void_p)
 LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
 
@@ -97,6 +109,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "assetpatch_rollback": (c.c_int, [client_p]),
         "assetpatch_reset": (c.c_int, [client_p]),
         "assetpatch_lifecycle_get": (c.c_int, [client_p, c.POINTER(Lifecycle)]),
+        "assetpatch_release_get": (c.c_int, [client_p, c.c_int, c.POINTER(ReleaseInfo)]),
+        "assetpatch_release_notes": (c.c_int, [client_p, c.c_int, c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)]),
         "assetpatch_disk_usage": (c.c_int, [client_p, c.POINTER(c.c_uint64), c.POINTER(c.c_uint64)]),
         "assetpatch_set_log": (c.c_int, [client_p, LOG_FN, c.c_void_p]),
     }

@@ -143,6 +143,10 @@ def test_mark_good_rollback_reset_and_the_lifecycle(tmp_path, base_url, bundle):
         assert c.update() is True
         life = c.lifecycle
         assert (life.active_version, life.marked_good, life.launches, life.last_rollback) == (2, False, 0, None)
+        info = c.release_info()
+        assert (info.version, info.label, info.mandatory, info.marked_good) == (2, "second", True, False)
+        assert "Winter event" in info.notes and "❄" in info.notes
+        assert c.release_info("pending") is None and c.release_info("candidate") is None
         assert c.rollback() == 1 and c.current_version == 1
         life = c.lifecycle
         assert life.bad_versions == 1 and life.last_rollback.from_version == 2 and life.last_rollback.to_version == 1

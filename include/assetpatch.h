@@ -119,6 +119,9 @@ int assetpatch_client_open(const char *data_dir, const char *bundle_dir, assetpa
  *   public_keys         comma-separated base64 Ed25519 public keys; when set, only manifests signed
  *                       by one of them are accepted
  *   app_version         the host app's dotted version, compared with a release's min_app_version
+ *                       and max_app_version: updates refuse releases outside them
+ *                       (ERR_INCOMPATIBLE), and setting it stops serving installed releases
+ *                       outside them (see "App upgrades" below)
  *   variants            comma-separated suffixes tried in order before the extension, e.g. "@3x,@2x,"
  *                       (an empty item is the plain name); default "" (plain name only)
  *   apply               "immediate" (default) or "next_open"
@@ -306,6 +309,16 @@ int assetpatch_rollback(assetpatch_client *c);
  * @return ASSETPATCH_OK; ERR_BUSY (an update runs on this data_dir); ERR_IO; ERR_ARGUMENT. */
 ASSETPATCH_WARN_UNUSED_RESULT
 int assetpatch_reset(assetpatch_client *c);
+
+/* App upgrades: an app-store upgrade must not be shadowed by a hot update built for the old app.
+ * - A bundle may carry assetpatch-bundle.json, {"package": NAME, "version": N} (written by
+ *   `assetpatch stamp-bundle`): it ships release N. assetpatch_client_open then stops serving
+ *   installed releases up to N (the active one gives way to the bundle) and updates install only
+ *   releases newer than N. A marker of another package than the pinned one is ignored (logged).
+ * - Setting app_version stops serving installed releases whose min_app_version/max_app_version
+ *   exclude it: the active one gives way to the newest kept release that fits, or the bundle.
+ * Neither marks a version bad. The reason is recorded (assetpatch_lifecycle_get) and logged at
+ * level 2; an open also logs, at level 1, that the bundle changed since the last open. */
 
 /* Which release assetpatch_release_get describes. */
 typedef enum assetpatch_release_which {

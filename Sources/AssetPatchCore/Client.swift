@@ -88,18 +88,46 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
         // The launch count (and a next_open activation, and a crash-loop rollback) go through
         // the state lock, so concurrent opens never lose a count. Recovery deletes directories:
         // only under the update lock; if another process is updating, it owns that work.
-        let (rolledBack, state) = try store.modifyState { s -> String? in
-            guard countsLaunch else {
-                _ = s.activatePending()
-                return nil
+        // The bundle first: an app upgrade whose bundle carries a newer release than the active
+        // one ends that release before a launch of it is counted.
+        let marker = bundle.flatMap(BundleMarker.load)
+        let fingerprint = bundle.map(BundleMarker.fingerprint)
+        let (messages, state) = try store.modifyState { s -> [(Int, String)] in
+            var out: [(Int, String)] = []
+            let now = unixTime()
+            if let fingerprint, s.bundleFingerprint != fingerprint {
+                if s.bundleFingerprint != nil { out.append((1, "the bundle changed since the last open (an app upgrade)")) }
+                s.bundleFingerprint = fingerprint
             }
-            return try s.countLaunch(now: unixTime())
+            switch marker {
+            case .none: s.bundleVersion = 0
+            case let .failure(e)?:
+                s.bundleVersion = 0
+                out.append((2, e.message))
+            case let .success(m)?:
+                if let pinned = s.package, pinned != m.package {
+                    s.bundleVersion = 0
+                    out.append((2, "the bundle marker names package \"\(m.package)\", not the pinned \"\(pinned)\"; ignored"))
+                } else {
+                    s.bundleVersion = m.version
+                    if let message = s.supersede(keeping: { $0.version > m.version },
+                                                 reason: "app upgrade: the bundle carries version \(m.version)", now: now) {
+                        out.append((2, message))
+                    }
+                }
+            }
+            if countsLaunch {
+                if let message = try s.countLaunch(now: now) { out.append((2, message)) }
+            } else {
+                _ = s.activatePending()
+            }
+            return out
         }
         if let lock = try store.tryLock() {
             try store.recover(state)
             _ = lock
         }
-        if let rolledBack { openMessages.append((2, rolledBack)) }
+        openMessages = messages
         let bundleIndex = try bundle.map { ResolveIndex(root: $0, names: try FS.walkFiles($0).filter(ResourceName.isValid)) }
         let releaseIndex = try loadIndex(state.active)
         view.withLock {
@@ -123,6 +151,9 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
 
     public func set(_ option: String, _ value: String) throws {
         try config.withLock { try $0.set(option, value) }
+        if option == "app_version", let app = configuration.appVersion {
+            try judgeInstalledReleases(appVersion: app)
+        }
         if option == "max_failed_launches" {
             // In force for every client of this data directory, from the next open on.
             let n = configuration.maxFailedLaunches
@@ -352,6 +383,27 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
         } catch let e as AssetPatchError {
             log(3, e.message)
             throw e
+        }
+    }
+
+    /// Stops serving installed releases built for other app versions (their min_app_version /
+    /// max_app_version): the active one gives way to the newest kept release that fits, or to
+    /// the bundle. Runs when the app sets `app_version`, right after its open.
+    private func judgeInstalledReleases(appVersion app: [UInt64]) throws {
+        let current = try store.loadState()
+        var fits: [String: Bool] = [:]
+        for ref in [current.active, current.pending].compactMap({ $0 }) + current.kept {
+            guard let info = try? store.loadRelease(ref.id) else { continue }
+            fits[ref.id] = AppVersion.fits(app, min: info.minAppVersion, max: info.maxAppVersion)
+        }
+        guard fits.values.contains(false) else { return }
+        let shown = app.map(String.init).joined(separator: ".")
+        let (message, state) = try store.modifyState { s in
+            s.supersede(keeping: { fits[$0.id] ?? true }, reason: "app version \(shown) is outside the release's app versions", now: unixTime())
+        }
+        if let message {
+            try serve(state.active)
+            log(2, message)
         }
     }
 

@@ -176,5 +176,7 @@ extension ReleaseInfo {
         created = c.manifest.created
         notes = c.manifest.notes
         mandatory = c.manifest.mandatory
+        minAppVersion = c.manifest.minAppVersion
+        maxAppVersion = c.manifest.maxAppVersion
     }
 }

@@ -71,6 +71,9 @@ public struct Manifest: Sendable {
     public var created: Int64?
     public var expires: Int64?
     public var minAppVersion: String?
+    /// The newest app version the release is built for (optional): a newer app refuses it and
+    /// stops serving it.
+    public var maxAppVersion: String?
     /// What's new, for people (optional, at most 64 KiB of UTF-8).
     public var notes: String?
     /// The publisher asks apps to install this release before going on (the app decides).
@@ -242,6 +245,10 @@ public struct Manifest: Sendable {
         if let minApp, AppVersion.parse(minApp) == nil {
             throw fail("\(source): \"min_app_version\" is not a dotted version: \(minApp)")
         }
+        let maxApp = try string("max_app_version", required: false)
+        if let maxApp, AppVersion.parse(maxApp) == nil {
+            throw fail("\(source): \"max_app_version\" is not a dotted version: \(maxApp)")
+        }
 
         guard let archive = json["archive"] else { throw fail("\(source): missing field \"archive\"") }
         guard archive.isObject else { throw fail("\(source): \"archive\" must be an object") }
@@ -295,6 +302,7 @@ public struct Manifest: Sendable {
                          archiveDigest: archiveSHA, files: files, plugins: plugins, signatureVerified: false, payload: [])
         m.notes = notes
         m.mandatory = mandatory
+        m.maxAppVersion = maxApp
         return m
     }
 
@@ -341,6 +349,7 @@ public struct Manifest: Sendable {
         if let created { pairs.append(("created", .string(RFC3339.format(created)))) }
         if let expires { pairs.append(("expires", .string(RFC3339.format(expires)))) }
         if let minAppVersion { pairs.append(("min_app_version", .string(minAppVersion))) }
+        if let maxAppVersion { pairs.append(("max_app_version", .string(maxAppVersion))) }
         if let notes { pairs.append(("notes", .string(notes))) }
         if mandatory { pairs.append(("mandatory", .bool(true))) }
         pairs.append(("archive", .object([("url", .string(archiveURL)), ("size", .int(Int64(archiveSize ?? 0))), ("sha256", .string(archiveDigest))])))
@@ -435,6 +444,14 @@ public enum RFC3339 {
 
 /// Dotted application versions: `1.10.0` > `1.9.3`, missing parts are 0.
 public enum AppVersion {
+    /// Whether `app` lies within `min...max` (either bound optional; unparseable bounds are
+    /// refused when the manifest is decoded).
+    public static func fits(_ app: [UInt64], min: String?, max: String?) -> Bool {
+        if let min, let m = parse(min), compare(app, m) < 0 { return false }
+        if let max, let m = parse(max), compare(app, m) > 0 { return false }
+        return true
+    }
+
     public static func parse(_ text: String) -> [UInt64]? {
         guard !text.isEmpty, text.utf8.count <= 128 else { return nil }
         var parts: [UInt64] = []

@@ -42,6 +42,11 @@ public struct StoreState: Sendable, Equatable {
     /// `max_failed_launches` as last set by any client of this data directory; 0 = never.
     public var maxFailedLaunches = 0
     public var lastRollback: RollbackRecord?
+    /// The release the app's bundle carries (its `assetpatch-bundle.json`); 0 when it says none.
+    /// Releases up to it are not served and not installed: the bundle has them.
+    public var bundleVersion: Int64 = 0
+    /// What the bundle looked like at the last open (an app upgrade changes it).
+    public var bundleFingerprint: String?
 
     public init() {}
 
@@ -75,6 +80,22 @@ public struct StoreState: Sendable, Equatable {
         good.removeAll { $0 == from.id }
     }
 
+    /// Stops serving the active release for `reason`, going to the newest kept release that
+    /// `keep` accepts (or the bundle), without marking anything bad: the releases left may fit
+    /// another app. Releases `keep` refuses leave `kept` and `pending` too. Returns the message
+    /// for the log, or nil when the active release is kept.
+    mutating func supersede(keeping keep: (ReleaseRef) -> Bool, reason: String, now: Int64) -> String? {
+        if let p = pending, !keep(p) { pending = nil; pendingLegacyDigest = nil }
+        kept = kept.filter(keep)
+        guard let from = active, !keep(from) else { return nil }
+        active = kept.first
+        if !kept.isEmpty { kept.removeFirst() }
+        activeLegacyDigest = nil
+        launches = 0
+        lastRollback = RollbackRecord(from: from.version, to: active?.version ?? 0, reason: reason, time: now)
+        return "stopped serving version \(from.version), now \(active.map { "version \($0.version)" } ?? "the bundle"): \(reason)"
+    }
+
     /// An open of the data directory: activates a pending release (that open counts as the
     /// first launch), counts a launch of an active release not marked good, and rolls back once
     /// the count exceeds `maxFailedLaunches`. Returns the rollback's message, if one happened.
@@ -102,24 +123,21 @@ public struct StoreState: Sendable, Equatable {
             guard let r else { return .null }
             return .object([("id", .string(r.id)), ("version", .int(r.version))])
         }
-        return .object([
-            ("format", .int(1)),
-            ("active", ref(active)),
-            ("kept", .array(kept.map { ref($0) })),
-            ("pending", ref(pending)),
-            ("highest_version", .int(highestVersion)),
-            ("highest_installed", .int(highestInstalled)),
-            ("package", package.map { .string($0) } ?? .null),
-            ("bad", .array(bad.map { .int($0) })),
-            ("active_legacy_md5", activeLegacyDigest.map { .string($0) } ?? .null),
-            ("pending_legacy_md5", pendingLegacyDigest.map { .string($0) } ?? .null),
-            ("good", .array(good.map { .string($0) })),
-            ("launches", .int(Int64(launches))),
-            ("max_failed_launches", .int(Int64(maxFailedLaunches))),
-            ("last_rollback", lastRollback.map { r in
-                .object([("from", .int(r.from)), ("to", .int(r.to)), ("reason", .string(r.reason)), ("time", .int(r.time))])
-            } ?? .null),
-        ])
+        func string(_ v: String?) -> JSON { v.map { JSON.string($0) } ?? .null }
+        var rollback = JSON.null
+        if let r = lastRollback {
+            rollback = .object([("from", .int(r.from)), ("to", .int(r.to)), ("reason", .string(r.reason)), ("time", .int(r.time))])
+        }
+        var pairs: [(String, JSON)] = [("format", .int(1)), ("active", ref(active)), ("kept", .array(kept.map { ref($0) })),
+                                       ("pending", ref(pending))]
+        pairs += [("highest_version", .int(highestVersion)), ("highest_installed", .int(highestInstalled)),
+                  ("package", string(package)), ("bad", .array(bad.map { .int($0) }))]
+        pairs += [("active_legacy_md5", string(activeLegacyDigest)), ("pending_legacy_md5", string(pendingLegacyDigest))]
+        pairs += [("good", .array(good.map { .string($0) })), ("launches", .int(Int64(launches))),
+                  ("max_failed_launches", .int(Int64(maxFailedLaunches)))]
+        pairs += [("bundle_version", .int(bundleVersion)), ("bundle_fingerprint", string(bundleFingerprint)),
+                  ("last_rollback", rollback)]
+        return .object(pairs)
     }
 
     static func from(_ json: JSON) -> StoreState? {
@@ -146,6 +164,8 @@ public struct StoreState: Sendable, Equatable {
         s.good = (json["good"]?.array ?? []).compactMap { $0.string }.filter(Store.isReleaseID)
         s.launches = Int(max(0, min(json["launches"]?.int64 ?? 0, 1 << 30)))
         s.maxFailedLaunches = Int(max(0, min(json["max_failed_launches"]?.int64 ?? 0, 1 << 30)))
+        s.bundleVersion = json["bundle_version"]?.int64 ?? 0
+        s.bundleFingerprint = json["bundle_fingerprint"]?.string
         if let r = json["last_rollback"], let from = r["from"]?.int64, let to = r["to"]?.int64, let reason = r["reason"]?.string {
             s.lastRollback = RollbackRecord(from: from, to: to, reason: reason, time: r["time"]?.int64 ?? 0)
         }
@@ -164,6 +184,8 @@ public struct ReleaseInfo: Sendable {
     public var created: Int64?
     public var notes: String?
     public var mandatory = false
+    public var minAppVersion: String?
+    public var maxAppVersion: String?
 
     func toJSON() -> JSON {
         .object([
@@ -173,6 +195,8 @@ public struct ReleaseInfo: Sendable {
             ("created", created.map { .int($0) } ?? .null),
             ("notes", notes.map { .string($0) } ?? .null),
             ("mandatory", .bool(mandatory)),
+            ("min_app_version", minAppVersion.map { .string($0) } ?? .null),
+            ("max_app_version", maxAppVersion.map { .string($0) } ?? .null),
             ("archive_digest", .string(archiveDigest)),
             ("signature_verified", .bool(signatureVerified)),
             ("files", .array(files.map { .object([("path", .string($0.path)), ("size", .int(Int64($0.size))), ("sha256", .string($0.sha256))]) })),
@@ -188,6 +212,8 @@ public struct ReleaseInfo: Sendable {
         info.created = json["created"]?.int64
         info.notes = json["notes"]?.string
         info.mandatory = json["mandatory"] == .bool(true)
+        info.minAppVersion = json["min_app_version"]?.string
+        info.maxAppVersion = json["max_app_version"]?.string
         info.files.reserveCapacity(files.count)
         for f in files {
             guard let p = f["path"]?.string, ResourceName.isValid(p), let size = f["size"]?.int64, size >= 0,

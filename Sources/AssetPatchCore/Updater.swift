@@ -278,6 +278,11 @@ final class Updater {
             throw AssetPatchError(.manifest, "\(source): package \"\(package)\" is not the pinned package \"\(pinned)\"")
         }
         let v = manifest.version
+        if v <= state.bundleVersion {
+            // The app's bundle already carries this release (or a newer one).
+            state.package = package
+            return nil
+        }
         let activeIsFormat1 = state.activeLegacyDigest == nil
         if (activeIsFormat1 && v == state.active?.version) || state.bad.contains(v) || (state.pendingLegacyDigest == nil && v == state.pending?.version) {
             state.package = package
@@ -289,9 +294,10 @@ final class Updater {
         if let expires = manifest.expires, expires <= unixTime() {
             throw AssetPatchError(.expired, "\(source): version \(v) expired at \(RFC3339.format(expires))")
         }
-        if let need = manifest.minAppVersion, let have = config.appVersion, let needParts = AppVersion.parse(need),
-           AppVersion.compare(needParts, have) > 0 {
-            throw AssetPatchError(.incompatible, "\(source): version \(v) needs app version \(need) or newer, this app is \(have.map(String.init).joined(separator: "."))")
+        if let have = config.appVersion, !AppVersion.fits(have, min: manifest.minAppVersion, max: manifest.maxAppVersion) {
+            let range = [manifest.minAppVersion.map { "\($0) or newer" }, manifest.maxAppVersion.map { "\($0) or older" }]
+                .compactMap { $0 }.joined(separator: " and ")
+            throw AssetPatchError(.incompatible, "\(source): version \(v) needs app version \(range), this app is \(have.map(String.init).joined(separator: "."))")
         }
         if manifest.releaseBytes > config.maxReleaseBytes {
             throw AssetPatchError(.archive, "\(source): release of \(manifest.releaseBytes) bytes exceeds max_release_bytes (\(config.maxReleaseBytes))")

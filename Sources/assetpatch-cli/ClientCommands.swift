@@ -235,6 +235,7 @@ struct StatusCommand: ParsableCommand {
                     ("marked_good", .bool(s.activeIsGood)),
                     ("launches", .int(Int64(s.launches))),
                     ("max_failed_launches", .int(Int64(s.maxFailedLaunches))),
+                    ("bundle_version", .int(s.bundleVersion)),
                     ("last_rollback", s.lastRollback.map { r in
                         JSON.object([("from", .int(r.from)), ("to", .int(r.to)), ("reason", .string(r.reason)),
                                      ("time", .string(RFC3339.format(r.time)))])
@@ -257,6 +258,7 @@ struct StatusCommand: ParsableCommand {
                 print("rollback: \(RFC3339.format(r.time)) from version \(r.from) to \(r.to == 0 ? "the bundle" : "version \(r.to)"): \(r.reason)")
             }
             if let p = s.package { print("package:  \(p) (highest accepted version \(s.highestVersion))") }
+            if s.bundleVersion > 0 { print("bundle:   carries version \(s.bundleVersion)") }
             print("disk:     \(formatBytes(bytes)): releases \(formatBytes(usage.releases)), downloads \(formatBytes(usage.downloads))")
             if checked {
                 if let next { printPreview(next) } else { print("next:     no update") }

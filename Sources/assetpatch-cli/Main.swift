@@ -42,7 +42,7 @@ struct AssetPatchCommand: ParsableCommand {
         abstract: "Publish hot-updatable resource releases and drive the assetpatch client.",
         version: AssetPatchVersion.string,
         subcommands: [Keygen.self, Publish.self, Verify.self, Inspect.self,
-                      Update.self, Check.self, Resolve.self, StatusCommand.self, MarkGood.self, Rollback.self, Reset.self]
+                      Update.self, Check.self, Resolve.self, StatusCommand.self, MarkGood.self, Rollback.self, Reset.self, StampBundle.self]
     )
 
     /// Exit statuses: 0 success, 1 usage, 2 no update (check), 3 any other failure.

@@ -46,6 +46,7 @@ struct Publish: ParsableCommand {
     @Option(name: .long, help: "A label for people.") var label: String?
     @Option(name: .long, help: "The app's shipped bundle: leave out files identical to it.") var base: String?
     @Option(name: .customLong("min-app-version"), help: "Oldest app version this release works with.") var minAppVersion: String?
+    @Option(name: .customLong("max-app-version"), help: "Newest app version this release is built for.") var maxAppVersion: String?
     @Option(name: .long, help: "RFC 3339 time after which clients refuse the manifest.") var expires: String?
     @Option(name: .long, help: "Plugin declaration NAME=PATH:ENTRY (repeatable).") var plugin: [String] = []
     @Option(name: .long, help: "A file of release notes for people (UTF-8, at most 64 KiB).") var notes: String?
@@ -79,6 +80,9 @@ struct Publish: ParsableCommand {
             }
             if let minAppVersion, AppVersion.parse(minAppVersion) == nil {
                 throw AssetPatchError(.argument, "--min-app-version: not a dotted version: \(minAppVersion)")
+            }
+            if let maxAppVersion, AppVersion.parse(maxAppVersion) == nil {
+                throw AssetPatchError(.argument, "--max-app-version: not a dotted version: \(maxAppVersion)")
             }
             let seed = try key.map(readKeyFile)
 
@@ -122,6 +126,7 @@ struct Publish: ParsableCommand {
                                     archiveSize: zipSize, archiveDigest: zipSHA, files: files, plugins: plugins,
                                     signatureVerified: false, payload: [])
             manifest.mandatory = mandatory
+            manifest.maxAppVersion = maxAppVersion
             if let notes {
                 let bytes = try FS.readFile(notes, limit: 65536, limitStatus: .argument)
                 guard let text = String(validating: bytes, as: UTF8.self) else {
@@ -239,6 +244,7 @@ struct Inspect: ParsableCommand {
             if let c = m.created { print("created:  \(RFC3339.format(c))") }
             if let e = m.expires { print("expires:  \(RFC3339.format(e))") }
             if let v = m.minAppVersion { print("min app:  \(v)") }
+            if let v = m.maxAppVersion { print("max app:  \(v)") }
             print("archive:  \(m.archiveURL) (\(m.archiveSize ?? 0) bytes, sha256 \(m.archiveDigest))")
             print("files:    \(m.files.count), \(m.releaseBytes) bytes")
             for f in m.files.prefix(50) { print("  \(f.size)\t\(f.path)") }
@@ -251,6 +257,34 @@ struct Inspect: ParsableCommand {
             if dataDir != nil {
                 if let preview { printPreview(preview) } else { print("next:     no update for this data directory") }
             }
+        }
+    }
+}
+
+struct StampBundle: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "stamp-bundle",
+        abstract: "Mark an app's bundle as carrying a release, so installed releases up to it stop shadowing it.")
+
+    @Argument(help: "The bundle directory the app ships.") var bundle: String
+    @Option(name: .long, help: "A release repository: stamp its current package and version.") var repo: String?
+    @Option(name: .long, help: "The package (instead of --repo).") var package: String?
+    @Option(name: .long, help: "The release version the bundle carries (instead of --repo).") var version: Int64?
+
+    func run() throws {
+        try cli {
+            var pkg = package, ver = version
+            if let repo {
+                let path = FS.absolute(repo) + "/manifest.json"
+                let m = try Manifest.decode(try FS.readFile(path, limit: 256 << 20, limitStatus: .manifest), source: path)
+                guard m.kind == .format1 else { throw AssetPatchError(.manifest, "\(path): a legacy manifest has no version") }
+                pkg = pkg ?? m.package
+                ver = ver ?? m.version
+            }
+            guard let pkg, let ver, ver >= 1 else { throw AssetPatchError(.argument, "give --repo, or --package and --version (>= 1)") }
+            guard FS.isDirectory(bundle) else { throw AssetPatchError(.io, "\(bundle): not a directory") }
+            try BundleMarker.write(bundle, package: pkg, version: ver)
+            print("\(bundle)/\(BundleMarker.fileName): package \(pkg), version \(ver)")
         }
     }
 }

@@ -176,3 +176,64 @@ import Testing
         #expect(try c.lifecycle().activeIsGood)
     }
 }
+
+@Suite struct AppUpgradeTests {
+    func files(_ text: String) -> [(String, [UInt8])] { [("level.txt", Array(text.utf8))] }
+
+    func read(_ c: Client) throws -> String { String(decoding: try FS.readFile(try c.resolve("level.txt")), as: UTF8.self) }
+
+    @Test func aBundleCarryingANewerReleaseEndsTheStaleOverlay() throws {
+        let repo = TempDir(), data = TempDir(), bundle = TempDir()
+        defer { repo.cleanup(); data.cleanup(); bundle.cleanup() }
+        try bundle.write("level.txt", "shipped with app 1.0")
+        let c = try Client(dataDir: data.path, bundleDir: bundle.path)
+        try c.set("manifest_url", try publishRelease(files("hot update 2"), version: 2, repo: repo))
+        #expect(try c.update(progress: nil) && read(c) == "hot update 2")
+        c.close()
+        // The app-store upgrade ships release 3's resources in its bundle, stamped.
+        try bundle.write("level.txt", "shipped with app 2.0")
+        try BundleMarker.write(bundle.path, package: "test", version: 3)
+        let upgraded = try Client(dataDir: data.path, bundleDir: bundle.path)
+        #expect(try read(upgraded) == "shipped with app 2.0" && upgraded.currentVersion == 0)
+        let s = try upgraded.lifecycle()
+        #expect(s.bundleVersion == 3 && s.lastRollback?.reason.contains("app upgrade") == true && s.bad.isEmpty)
+        let logged = LogLines()
+        upgraded.setLogger { _, m in logged.add(m) }
+        #expect(logged.lines.contains { $0.contains("stopped serving version 2") })
+        // Release 3 is what the bundle has: nothing to install. Release 4 is taken.
+        try upgraded.set("manifest_url", try publishRelease(files("hot update 3"), version: 3, repo: repo))
+        #expect(try upgraded.update(progress: nil) == false)
+        try upgraded.set("manifest_url", try publishRelease(files("hot update 4"), version: 4, repo: repo))
+        #expect(try upgraded.update(progress: nil) && read(upgraded) == "hot update 4")
+        // A marker of another package is ignored.
+        try BundleMarker.write(bundle.path, package: "other", version: 9)
+        let other = try Client(dataDir: data.path, bundleDir: bundle.path)
+        #expect(try other.lifecycle().bundleVersion == 0 && other.currentVersion == 4)
+    }
+
+    @Test func anAppOutsideARelease_sAppVersionsStopsServingIt() throws {
+        let repo = TempDir(), data = TempDir(), bundle = TempDir()
+        defer { repo.cleanup(); data.cleanup(); bundle.cleanup() }
+        try bundle.write("level.txt", "bundle")
+        let c = try Client(dataDir: data.path, bundleDir: bundle.path)
+        try c.set("app_version", "1.2")
+        try c.set("keep_versions", "2")
+        try c.set("manifest_url", try publishRelease(files("for any app"), version: 1, repo: repo))
+        #expect(try c.update(progress: nil))
+        try c.set("manifest_url", try publishRelease(files("for app 1.x"), version: 2, repo: repo) {
+            $0.append(("max_app_version", .string("1.9")))
+        })
+        #expect(try c.update(progress: nil) && read(c) == "for app 1.x")
+        c.close()
+        let upgraded = try Client(dataDir: data.path, bundleDir: bundle.path)
+        #expect(try read(upgraded) == "for app 1.x", "the open alone does not know the app's version")
+        try upgraded.set("app_version", "2.0")
+        #expect(try read(upgraded) == "for any app" && upgraded.currentVersion == 1, "the newest kept release that fits")
+        #expect(try upgraded.lifecycle().lastRollback?.reason.contains("app version 2.0") == true)
+        // And the release built for 1.x is refused by updates of app 2.0.
+        try upgraded.set("manifest_url", try publishRelease(files("for app 1.x, again"), version: 3, repo: repo) {
+            $0.append(("max_app_version", .string("1.9")))
+        })
+        #expect(statusOf { _ = try upgraded.update(progress: nil) } == .incompatible)
+    }
+}

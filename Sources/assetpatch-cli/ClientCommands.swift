@@ -10,6 +10,15 @@ struct ClientOptions: ParsableArguments {
     func open() throws -> Client {
         try Client(dataDir: dataDir, bundleDir: bundleDir, countsLaunch: false)
     }
+
+    /// Runs `body` on an opened client (closed afterwards), failures reported as the tool does.
+    func with<T>(_ body: (Client) throws -> T) throws -> T {
+        try cli {
+            let c = try open()
+            defer { c.close() }
+            return try body(c)
+        }
+    }
 }
 
 struct SourceOptions: ParsableArguments {
@@ -97,9 +106,7 @@ struct Update: ParsableCommand {
     @OptionGroup var source: SourceOptions
 
     func run() throws {
-        try cli {
-            let c = try client.open()
-            defer { c.close() }
+        try client.with { c in
             try source.configure(c)
             let printer = ProgressPrinter()
             let installed = try c.update { printer.show($0) }
@@ -114,9 +121,7 @@ struct Check: ParsableCommand {
     @OptionGroup var source: SourceOptions
 
     func run() throws {
-        let result = try cli { () -> CheckResult? in
-            let c = try client.open()
-            defer { c.close() }
+        let result = try client.with { c -> CheckResult? in
             try source.configure(c)
             return try c.check()
         }
@@ -135,9 +140,7 @@ struct Resolve: ParsableCommand {
     @Argument(help: "Resource names.") var names: [String]
 
     func run() throws {
-        let failed = try cli { () -> Bool in
-            let c = try client.open()
-            defer { c.close() }
+        let failed = try client.with { c -> Bool in
             if let variants { try c.set("variants", variants) }
             var failed = false
             for n in names {
@@ -158,9 +161,7 @@ struct MarkGood: ParsableCommand {
     @OptionGroup var client: ClientOptions
 
     func run() throws {
-        try cli {
-            let c = try client.open()
-            defer { c.close() }
+        try client.with { c in
             try c.markGood()
             print("version \(c.currentVersion) marked good")
         }
@@ -173,9 +174,7 @@ struct Rollback: ParsableCommand {
     @OptionGroup var client: ClientOptions
 
     func run() throws {
-        try cli {
-            let c = try client.open()
-            defer { c.close() }
+        try client.with { c in
             let now = try c.rollback(reason: "rolled back with assetpatch rollback")
             print(now == 0 ? "rolled back: serving the bundle" : "rolled back to version \(now)")
         }
@@ -188,9 +187,7 @@ struct Reset: ParsableCommand {
     @OptionGroup var client: ClientOptions
 
     func run() throws {
-        try cli {
-            let c = try client.open()
-            defer { c.close() }
+        try client.with { c in
             try c.reset()
             print("reset: serving the bundle only")
         }

@@ -140,6 +140,9 @@ int assetpatch_client_open(const char *data_dir, const char *bundle_dir, assetpa
  *   header              one extra request header "Name: value"; repeatable; "" clears
  *   user_agent          default "assetpatch/VERSION"
  *   parallel_downloads  concurrent range requests of a differential update, 1..16; default 4
+ *   allow_unsigned_plugins
+ *                       "1": plugins of releases that were not signature-verified load too
+ *                       (assetpatch_plugin_load); "0" (default): they are refused
  *   differential        "auto" (default): differential updates whenever they pay off (see
  *                       assetpatch_update); "off": always the whole archive
  *   differential_max_percent
@@ -390,6 +393,42 @@ typedef struct assetpatch_lifecycle {
  * @return ASSETPATCH_OK; ERR_ARGUMENT (NULL c or out); ERR_IO. */
 ASSETPATCH_WARN_UNUSED_RESULT
 int assetpatch_lifecycle_get(assetpatch_client *c, assetpatch_lifecycle *out);
+
+/* ------------------------------------------------------------------------------------------
+ * Plugins: shared objects shipped in a release
+ * ---------------------------------------------------------------------------------------- */
+
+/* Loads plugin `name`, declared in the active release's manifest, and writes the address of
+ * `symbol` (NULL: the plugin's declared entry) to *address. Any thread.
+ * - Only plugins of a release whose manifest was signature-verified (public_keys set and the
+ *   signature checked) load, unless the option allow_unsigned_plugins is "1".
+ * - The bytes mapped are exactly the verified bytes: the installed file is copied into a sealed
+ *   anonymous file (memfd) while its sha256 is computed, and loaded from there only when digest
+ *   and size match what was installed and its ELF header is a shared object for this machine.
+ *   A file changed, swapped or truncated on disk is ERR_INTEGRITY, never a crash.
+ * - Loading the same plugin of the same release again returns the same code; a newer release's
+ *   plugin (or, after a rollback, the kept release's) is a new load, so its code runs. Code
+ *   already loaded stays loaded until the process exits: pointers obtained before an update or a
+ *   rollback keep working, and the host decides when to switch to the new ones.
+ * @return ASSETPATCH_OK; ERR_NOT_FOUND (bundle only, unknown plugin or symbol); ERR_SIGNATURE
+ *         (unsigned release); ERR_INTEGRITY (the file changed on disk since install);
+ *         ERR_ARCHIVE (another machine's code, or dlopen failed, e.g. a missing dependency:
+ *         dlerror's text is in the message); ERR_ARGUMENT; ERR_IO. */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_plugin_load(assetpatch_client *c, const char *name, const char *symbol, void **address);
+
+typedef struct assetpatch_plugin_info {
+    char name[128];
+    char version[64];  /* the plugin's own version; "" when the manifest gives none */
+    char entry[128];   /* the entry symbol */
+    char abi[64];      /* an ABI tag the host checks; "" when the manifest gives none */
+} assetpatch_plugin_info;
+
+/* The active release's plugins: *count (may be NULL) gets how many there are; with out non-NULL,
+ * the first min(cap, count) are written to out[]. Any thread.
+ * @return ASSETPATCH_OK; ERR_ARGUMENT (NULL c); ERR_IO. */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_plugin_list(assetpatch_client *c, assetpatch_plugin_info *out, size_t cap, size_t *count);
 
 /* ------------------------------------------------------------------------------------------
  * Logging

@@ -61,6 +61,7 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
     /// What the open did that the host should hear of (a crash-loop rollback): logged to the
     /// first logger installed, since none can be installed before the open.
     private var openMessages: [(Int, String)] = []  // written in init, then only under `logger`
+    private let plugins = PluginLoader()
     /// The release the last check found (nil: none, or nothing new).
     private let lastCandidate = Locked<ReleaseSummary?>(nil)
 
@@ -427,6 +428,22 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
         let index = try loadIndex(ref)
         view.withLock { $0 = $0.with(release: .some(index), activeVersion: index == nil ? 0 : ref?.version ?? 0) }
     }
+
+    // MARK: Plugins
+
+    /// The address of `symbol` (nil: the plugin's declared entry) in plugin `name` of the active
+    /// release, loaded from verified bytes (see `PluginLoader`).
+    public func loadPlugin(_ name: String, symbol: String?) throws -> UnsafeMutableRawPointer {
+        do {
+            return try plugins.load(store, name: name, symbol: symbol, allowUnsigned: configuration.allowUnsignedPlugins)
+        } catch let e as AssetPatchError {
+            log(3, e.message)
+            throw e
+        }
+    }
+
+    /// The active release's plugins.
+    public func listPlugins() throws -> [PluginListing] { try plugins.list(store) }
 
     // MARK: Resolving
 

@@ -16,6 +16,8 @@ public struct ClientConfig: Sendable {
     public var maxReleaseBytes: UInt64 = 4 << 30
     /// A legacy manifest declares no sizes: this bounds its archive's download.
     public var maxLegacyArchiveBytes: UInt64 = 5 << 30
+    /// Plugins of releases whose manifest was not signature-verified may load.
+    public var allowUnsignedPlugins = false
     /// Concurrent range requests of a differential update.
     public var parallelDownloads = 4
     /// false: always download the whole archive.
@@ -89,6 +91,12 @@ public struct ClientConfig: Sendable {
             case "auto": differential = true
             case "off": differential = false
             default: throw AssetPatchError(.argument, "option differential: \"\(value)\" is neither auto nor off")
+            }
+        case "allow_unsigned_plugins":
+            switch value {
+            case "1": allowUnsignedPlugins = true
+            case "0": allowUnsignedPlugins = false
+            default: throw AssetPatchError(.argument, "option allow_unsigned_plugins: \"\(value)\" is neither 1 nor 0")
             }
         case "differential_max_percent": differentialMaxPercent = Int(try ClientConfig.number(option, value, 1...100))
         case "tcp_quickack":

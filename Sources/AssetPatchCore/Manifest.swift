@@ -47,15 +47,40 @@ public struct ManifestFile: Sendable, Equatable {
     }
 }
 
+/// A shared object of the release that hosts load with `assetpatch_plugin_load`.
 public struct PluginDeclaration: Sendable, Equatable {
     public var name: String
+    /// The release-relative path of the shared object (one of `files`).
     public var path: String
+    /// The symbol a load without a symbol name returns.
     public var entry: String
+    /// The plugin's own version, for people and hosts (optional).
+    public var version: String?
+    /// A tag the host checks before using the plugin, e.g. "myhost-plugin-3" (optional).
+    public var abi: String?
 
-    public init(name: String, path: String, entry: String) {
+    public init(name: String, path: String, entry: String, version: String? = nil, abi: String? = nil) {
         self.name = name
         self.path = path
         self.entry = entry
+        self.version = version
+        self.abi = abi
+    }
+
+    func toJSON() -> JSON {
+        var pairs: [(String, JSON)] = [("name", .string(name)), ("path", .string(path)), ("entry", .string(entry))]
+        if let version { pairs.append(("version", .string(version))) }
+        if let abi { pairs.append(("abi", .string(abi))) }
+        return .object(pairs)
+    }
+
+    static func from(_ item: JSON) -> PluginDeclaration? {
+        guard let name = item["name"]?.string, !name.isEmpty, name.utf8.count <= 127, let path = item["path"]?.string,
+              let entry = item["entry"]?.string, !entry.isEmpty, entry.utf8.count <= 127 else { return nil }
+        let version = item["version"]?.string, abi = item["abi"]?.string
+        if let version, version.utf8.count > 63 { return nil }
+        if let abi, abi.utf8.count > 63 { return nil }
+        return PluginDeclaration(name: name, path: path, entry: entry, version: version, abi: abi)
     }
 }
 
@@ -288,12 +313,14 @@ public struct Manifest: Sendable {
         var plugins: [PluginDeclaration] = []
         if let pv = json["plugins"], pv != .null {
             guard let items = pv.array else { throw fail("\(source): \"plugins\" must be an array") }
+            var names = Set<String>()
             for (i, item) in items.enumerated() {
-                guard let name = item["name"]?.string, !name.isEmpty, let path = item["path"]?.string, let entry = item["entry"]?.string else {
-                    throw fail("\(source): plugins[\(i)] needs string fields name, path and entry")
+                guard let p = PluginDeclaration.from(item) else {
+                    throw fail("\(source): plugins[\(i)] needs string fields name and entry (1 to 127 bytes) and path, and optional version and abi (up to 63 bytes)")
                 }
-                guard seen.contains(path) else { throw fail("\(source): plugins[\(i)].path \"\(path)\" is not in files") }
-                plugins.append(PluginDeclaration(name: name, path: path, entry: entry))
+                guard seen.contains(p.path) else { throw fail("\(source): plugins[\(i)].path \"\(p.path)\" is not in files") }
+                guard names.insert(p.name).inserted else { throw fail("\(source): plugin \"\(p.name)\" is declared twice") }
+                plugins.append(p)
             }
         }
 
@@ -355,7 +382,7 @@ public struct Manifest: Sendable {
         pairs.append(("archive", .object([("url", .string(archiveURL)), ("size", .int(Int64(archiveSize ?? 0))), ("sha256", .string(archiveDigest))])))
         pairs.append(("files", .array(files.map { $0.toJSON() })))
         if !plugins.isEmpty {
-            pairs.append(("plugins", .array(plugins.map { .object([("name", .string($0.name)), ("path", .string($0.path)), ("entry", .string($0.entry))]) })))
+            pairs.append(("plugins", .array(plugins.map { $0.toJSON() })))
         }
         return .object(pairs)
     }

@@ -200,7 +200,7 @@ public struct ReleaseInfo: Sendable {
             ("archive_digest", .string(archiveDigest)),
             ("signature_verified", .bool(signatureVerified)),
             ("files", .array(files.map { .object([("path", .string($0.path)), ("size", .int(Int64($0.size))), ("sha256", .string($0.sha256))]) })),
-            ("plugins", .array(plugins.map { .object([("name", .string($0.name)), ("path", .string($0.path)), ("entry", .string($0.entry))]) })),
+            ("plugins", .array(plugins.map { $0.toJSON() })),
         ])
     }
 
@@ -221,8 +221,8 @@ public struct ReleaseInfo: Sendable {
             info.files.append(ManifestFile(path: p, size: UInt64(size), sha256: sha))
         }
         for p in json["plugins"]?.array ?? [] {
-            guard let n = p["name"]?.string, let path = p["path"]?.string, let e = p["entry"]?.string else { return nil }
-            info.plugins.append(PluginDeclaration(name: n, path: path, entry: e))
+            guard let decl = PluginDeclaration.from(p) else { return nil }
+            info.plugins.append(decl)
         }
         return info
     }

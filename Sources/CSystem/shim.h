@@ -3,4 +3,12 @@
 /* Linux calls that Glibc's Swift module hides behind _GNU_SOURCE. */
 extern int syncfs(int fd);
 static inline int csystem_syncfs(int fd) { return syncfs(fd); }
+
+#include <sys/syscall.h>  /* SYS_memfd_create; macros only (fcntl.h and unistd.h would re-export libc types) */
+extern long syscall(long number, ...);
+extern int fcntl(int fd, int cmd, ...);
+/* An anonymous file whose contents can be sealed (plugins are loaded from one). The flags are
+   spelled out: MFD_CLOEXEC | MFD_ALLOW_SEALING; F_ADD_SEALS with SHRINK, GROW, WRITE, SEAL. */
+static inline int csystem_memfd_sealable(const char *name) { return (int)syscall(SYS_memfd_create, name, 0x0001U | 0x0002U); }
+static inline int csystem_seal_all(int fd) { return fcntl(fd, 1024 + 9, 0x0001 | 0x0002 | 0x0004 | 0x0008); }
 #endif

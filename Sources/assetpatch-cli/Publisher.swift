@@ -48,9 +48,30 @@ struct Publish: ParsableCommand {
     @Option(name: .customLong("min-app-version"), help: "Oldest app version this release works with.") var minAppVersion: String?
     @Option(name: .customLong("max-app-version"), help: "Newest app version this release is built for.") var maxAppVersion: String?
     @Option(name: .long, help: "RFC 3339 time after which clients refuse the manifest.") var expires: String?
-    @Option(name: .long, help: "Plugin declaration NAME=PATH:ENTRY (repeatable).") var plugin: [String] = []
+    @Option(name: .long, help: "Plugin declaration NAME=PATH:ENTRY (repeatable): a shared object of the release and its entry symbol.")
+    var plugin: [String] = []
+    @Option(name: .customLong("plugin-version"), help: "NAME=VERSION: a declared plugin's own version (repeatable).") var pluginVersion: [String] = []
+    @Option(name: .customLong("plugin-abi"), help: "NAME=TAG: an ABI tag hosts check before using the plugin (repeatable).") var pluginABI: [String] = []
     @Option(name: .long, help: "A file of release notes for people (UTF-8, at most 64 KiB).") var notes: String?
     @Flag(name: .long, help: "Ask apps to install this release before going on (the app decides).") var mandatory = false
+
+    /// A declared plugin must be an ELF shared object for a known machine whose dynamic symbol
+    /// table defines its entry symbol: what a host's load would find out too late.
+    func checkPlugin(_ p: PluginDeclaration, at path: String) throws {
+        guard p.name.utf8.count <= 127, p.entry.utf8.count <= 127, !p.entry.isEmpty else {
+            throw AssetPatchError(.argument, "--plugin \(p.name): name and entry must be 1 to 127 bytes")
+        }
+        let elf: ELFInfo
+        do { elf = try ELFInfo.parse(try FS.readFile(path, limit: 1 << 30)) } catch let e as AssetPatchError {
+            throw AssetPatchError(.argument, "--plugin \(p.name): \(path): \(e.message)")
+        }
+        guard ELFInfo.machines[elf.machine] != nil else {
+            throw AssetPatchError(.argument, "--plugin \(p.name): \(path): a shared object for an unknown machine (\(elf.machine))")
+        }
+        guard elf.definedSymbols.contains(p.entry) else {
+            throw AssetPatchError(.argument, "--plugin \(p.name): \(path) does not define the entry symbol \(p.entry) in its dynamic symbol table")
+        }
+    }
 
     /// With --base: true when the bundle ships the same bytes under this name (sizes first, then
     /// hashes), so the release leaves the file out.
@@ -101,7 +122,19 @@ struct Publish: ParsableCommand {
                 guard kept.contains(decl.path) else {
                     throw AssetPatchError(.argument, "--plugin \(p): \(decl.path) is not a file of the release")
                 }
+                guard !plugins.contains(where: { $0.name == decl.name }) else { throw AssetPatchError(.argument, "--plugin \(p): declared twice") }
+                try checkPlugin(decl, at: src + "/" + decl.path)
                 plugins.append(decl)
+            }
+            for (option, values) in [("--plugin-version", pluginVersion), ("--plugin-abi", pluginABI)] {
+                for v in values {
+                    guard let eq = v.firstIndex(of: "="), let i = plugins.firstIndex(where: { $0.name == v[..<eq] }) else {
+                        throw AssetPatchError(.argument, "\(option) \(v): expected NAME=VALUE for a plugin declared with --plugin")
+                    }
+                    let value = String(v[v.index(after: eq)...])
+                    guard !value.isEmpty, value.utf8.count <= 63 else { throw AssetPatchError(.argument, "\(option) \(v): 1 to 63 bytes") }
+                    if option == "--plugin-version" { plugins[i].version = value } else { plugins[i].abi = value }
+                }
             }
 
             // The archive first, under its own hash, then the manifest: clients never see a
@@ -249,7 +282,9 @@ struct Inspect: ParsableCommand {
             print("files:    \(m.files.count), \(m.releaseBytes) bytes")
             for f in m.files.prefix(50) { print("  \(f.size)\t\(f.path)") }
             if m.files.count > 50 { print("  ... \(m.files.count - 50) more") }
-            for p in m.plugins { print("plugin:   \(p.name) = \(p.path) : \(p.entry)") }
+            for p in m.plugins {
+                print("plugin:   \(p.name) = \(p.path) : \(p.entry)" + (p.version.map { " version \($0)" } ?? "") + (p.abi.map { " abi \($0)" } ?? ""))
+            }
             if m.mandatory { print("mandatory: yes") }
             if let notes = m.notes { print("notes:\n" + notes.split(separator: "\n", omittingEmptySubsequences: false).map { "  " + $0 }.joined(separator: "\n")) }
             let located = m.files.contains { $0.location != nil }

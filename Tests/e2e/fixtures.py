@@ -156,6 +156,22 @@ def make_legacy(out, good_repo):
     write(f"{root}/manifest.json", json.dumps({"url": "patch.zip", "md5": hashlib.md5(data).hexdigest()}).encode())
 
 
+def make_plugin_repo(cli, out):
+    """repos/plug: an unsigned release with a plugin built here by the C compiler, whose entry
+    returns 42 and which also exports plugin_name."""
+    src = os.path.join(out, "assets-plug")
+    shutil.rmtree(src, ignore_errors=True)
+    os.makedirs(os.path.join(src, "plugins"))
+    c = os.path.join(out, "plug.c")
+    with open(c, "w") as f:
+        f.write('int plugin_entry(void) { return 42; }\nconst char *plugin_name(void) { return "fixture plugin"; }\n')
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", os.path.join(src, "plugins", "fixture.so"), c], check=True)
+    repo = os.path.join(out, "repos", "plug")
+    shutil.rmtree(repo, ignore_errors=True)
+    subprocess.run([cli, "publish", src, "--repo", repo, "--package", "plug", "--plugin", "fixture=plugins/fixture.so:plugin_entry",
+                    "--plugin-version", "fixture=2.1", "--plugin-abi", "fixture=fixture-abi-1"], check=True, stdout=subprocess.DEVNULL)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", required=True)
@@ -175,6 +191,7 @@ def main():
             "--mandatory")
     make_hostile(a.out)
     make_legacy(a.out, os.path.join(repos, "v1"))
+    make_plugin_repo(a.cli, a.out)
 
 
 if __name__ == "__main__":

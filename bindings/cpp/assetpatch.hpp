@@ -267,6 +267,29 @@ public:
         return notes;
     }
 
+    /// The address of `symbol` (empty: the declared entry) in plugin `name` of the active release,
+    /// loaded from verified bytes (assetpatch_plugin_load).
+    void* load_plugin(const std::string& name, const std::string& symbol = std::string()) {
+        void* address = nullptr;
+        detail::check(assetpatch_plugin_load(get(), name.c_str(), symbol.empty() ? nullptr : symbol.c_str(), &address));
+        return address;
+    }
+
+    /// `load_plugin` cast to a function pointer type, e.g. `load_plugin_as<int (*)()>("fx")`.
+    template <class F> F load_plugin_as(const std::string& name, const std::string& symbol = std::string()) {
+        return reinterpret_cast<F>(load_plugin(name, symbol));
+    }
+
+    /// The active release's plugins.
+    std::vector<assetpatch_plugin_info> plugins() const {
+        size_t count = 0;
+        detail::check(assetpatch_plugin_list(get(), nullptr, 0, &count));
+        std::vector<assetpatch_plugin_info> out(count);
+        detail::check(assetpatch_plugin_list(get(), out.data(), out.size(), &count));
+        out.resize(count < out.size() ? count : out.size());
+        return out;
+    }
+
     /// Bytes used by installed releases and by downloads (hard links counted once).
     std::pair<std::uint64_t, std::uint64_t> disk_usage() const {
         std::uint64_t releases = 0, downloads = 0;

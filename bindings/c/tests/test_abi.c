@@ -453,6 +453,36 @@ static void release_info_and_notes(void) {
     assetpatch_client_close(c);
 }
 
+/* A plugin of an unsigned release: refused, then loaded with allow_unsigned_plugins, called. */
+static void plugins_load_from_the_active_release(void) {
+    assetpatch_client *c = open_fresh("plugins");
+    CHECK(c, "open: %s", assetpatch_last_error());
+    void *address = NULL;
+    CHECK_RC(assetpatch_plugin_load(c, "fixture", NULL, &address), ASSETPATCH_ERR_NOT_FOUND); /* bundle only */
+    CHECK_RC(assetpatch_client_set(c, "manifest_url", url("plug")), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_update(c, NULL, NULL), ASSETPATCH_OK);
+    size_t count = 99;
+    assetpatch_plugin_info list[4];
+    CHECK_RC(assetpatch_plugin_list(c, list, 4, &count), ASSETPATCH_OK);
+    CHECK(count == 1 && strcmp(list[0].name, "fixture") == 0 && strcmp(list[0].version, "2.1") == 0 &&
+          strcmp(list[0].entry, "plugin_entry") == 0 && strcmp(list[0].abi, "fixture-abi-1") == 0,
+          "list: %zu, %s %s %s %s", count, list[0].name, list[0].version, list[0].entry, list[0].abi);
+    CHECK_RC(assetpatch_plugin_load(c, "fixture", NULL, &address), ASSETPATCH_ERR_SIGNATURE);
+    CHECK_RC(assetpatch_client_set(c, "allow_unsigned_plugins", "1"), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_plugin_load(c, "fixture", NULL, &address), ASSETPATCH_OK);
+    int (*entry)(void) = (int (*)(void))address;
+    CHECK(entry() == 42, "entry returned %d", entry());
+    void *name_fn = NULL;
+    CHECK_RC(assetpatch_plugin_load(c, "fixture", "plugin_name", &name_fn), ASSETPATCH_OK);
+    CHECK(strcmp(((const char *(*)(void))name_fn)(), "fixture plugin") == 0, "plugin_name");
+    CHECK_RC(assetpatch_plugin_load(c, "fixture", "missing_symbol", &address), ASSETPATCH_ERR_NOT_FOUND);
+    CHECK(strstr(assetpatch_last_error(), "missing_symbol") != NULL, "message: %s", assetpatch_last_error());
+    CHECK_RC(assetpatch_plugin_load(c, "nobody", NULL, &address), ASSETPATCH_ERR_NOT_FOUND);
+    CHECK_RC(assetpatch_plugin_load(c, NULL, NULL, &address), ASSETPATCH_ERR_ARGUMENT);
+    CHECK_RC(assetpatch_plugin_load(c, "fixture", NULL, NULL), ASSETPATCH_ERR_ARGUMENT);
+    assetpatch_client_close(c);
+}
+
 static void background_update_and_wait(void) {
     assetpatch_client *c = open_fresh("background");
     CHECK(c, "open: %s", assetpatch_last_error());
@@ -603,6 +633,7 @@ int main(int argc, char **argv) {
     run("state_survives_reopen", state_survives_reopen);
     run("lifecycle_crash_loop_rollback_mark_good_reset", lifecycle_crash_loop_rollback_mark_good_reset);
     run("release_info_and_notes", release_info_and_notes);
+    run("plugins_load_from_the_active_release", plugins_load_from_the_active_release);
     run("background_update_and_wait", background_update_and_wait);
     run("cancel_from_progress_callback", cancel_from_progress_callback);
     run("legacy_seed_manifest", legacy_seed_manifest);

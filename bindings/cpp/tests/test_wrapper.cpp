@@ -181,6 +181,16 @@ int main(int argc, char** argv) {
         EXPECT(c.current_version() == 0 && c.lifecycle().bad_versions == 0);
         EXPECT(c.update() && c.current_version() == 2);
     });
+    run("plugin_loads_and_runs", [&] {
+        assetpatch::client c(fresh("plug"));
+        c.set("manifest_url", url("plug")).set("allow_unsigned_plugins", "1");
+        EXPECT(c.update());
+        auto list = c.plugins();
+        EXPECT(list.size() == 1 && std::string(list[0].name) == "fixture" && std::string(list[0].version) == "2.1");
+        auto entry = c.load_plugin_as<int (*)()>("fixture");
+        EXPECT(entry() == 42);
+        try { c.load_plugin("fixture", "missing"); EXPECT(false); } catch (const assetpatch::error& e) { EXPECT(e.status() == ASSETPATCH_ERR_NOT_FOUND); }
+    });
     run("library_version_matches_header", [&] { EXPECT(assetpatch::library_version() == ASSETPATCH_VERSION_STRING); });
 
     std::cout << passed << " passed, " << failed << " failed\n";

@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Type
 from . import _ffi
 
 __all__ = [
-    "Client", "Phase", "Progress", "Lifecycle", "ReleaseInfo", "Rollback", "Status", "AssetPatchError", "ArgumentError", "FilesystemError",
+    "Client", "Phase", "Plugin", "Progress", "Lifecycle", "ReleaseInfo", "Rollback", "Status", "AssetPatchError", "ArgumentError", "FilesystemError",
     "NetworkError", "HTTPError", "ManifestError", "SignatureError", "IntegrityError", "ArchiveError",
     "DowngradeError", "ExpiredError", "IncompatibleError", "NotFoundError", "RangeError", "CancelledError",
     "BusyError", "StateError", "InternalError", "LibraryNotFound", "library_version", "__version__",
@@ -73,6 +73,15 @@ class Phase(enum.IntEnum):
     INSTALL = 3
     ACTIVATE = 4
     DONE = 5
+
+
+@dataclass(frozen=True)
+class Plugin:
+    """A plugin the active release declares: name, its own version, entry symbol, ABI tag ("" when absent)."""
+    name: str
+    version: str
+    entry: str
+    abi: str
 
 
 @dataclass(frozen=True)
@@ -345,6 +354,24 @@ class Client:
                                 raw.rollback_reason.decode("utf-8", "replace"))
         return Lifecycle(raw.active_version, raw.pending_version, bool(raw.active_marked_good), raw.launches,
                          raw.max_failed_launches, raw.bad_versions, rollback)
+
+    def load_plugin(self, name: str, symbol: Optional[str] = None) -> int:
+        """Loads plugin `name` of the active release from verified bytes and returns the address
+        of `symbol` (None: its declared entry); wrap it with ctypes, e.g.
+        `ctypes.CFUNCTYPE(ctypes.c_int)(address)()`."""
+        address = ctypes.c_void_p()
+        _check(self._lib.assetpatch_plugin_load(self._h(), name.encode(), symbol.encode() if symbol else None,
+                                                ctypes.byref(address)))
+        return int(address.value or 0)
+
+    @property
+    def plugins(self) -> Tuple[Plugin, ...]:
+        """The active release's plugins."""
+        count = ctypes.c_size_t()
+        _check(self._lib.assetpatch_plugin_list(self._h(), None, 0, ctypes.byref(count)))
+        items = (_ffi.PluginInfo * max(1, count.value))()
+        _check(self._lib.assetpatch_plugin_list(self._h(), items, count.value, ctypes.byref(count)))
+        return tuple(Plugin(i.name.decode(), i.version.decode(), i.entry.decode(), i.abi.decode()) for i in items[:count.value])
 
     _WHICH = {"active": 1, "pending": 2, "candidate": 3}
 

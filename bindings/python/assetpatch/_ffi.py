@@ -47,6 +47,15 @@ class ReleaseInfo(ctypes.Structure):
     ]
 
 
+class PluginInfo(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char * 128),
+        ("version", ctypes.c_char * 64),
+        ("entry", ctypes.c_char * 128),
+        ("abi", ctypes.c_char * 64),
+    ]
+
+
 PROGRESS_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(Progress), ctypes.c_void_p)
 LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
 
@@ -111,6 +120,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "assetpatch_lifecycle_get": (c.c_int, [client_p, c.POINTER(Lifecycle)]),
         "assetpatch_release_get": (c.c_int, [client_p, c.c_int, c.POINTER(ReleaseInfo)]),
         "assetpatch_release_notes": (c.c_int, [client_p, c.c_int, c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)]),
+        "assetpatch_plugin_load": (c.c_int, [client_p, c.c_char_p, c.c_char_p, c.POINTER(c.c_void_p)]),
+        "assetpatch_plugin_list": (c.c_int, [client_p, c.POINTER(PluginInfo), c.c_size_t, c.POINTER(c.c_size_t)]),
         "assetpatch_disk_usage": (c.c_int, [client_p, c.POINTER(c.c_uint64), c.POINTER(c.c_uint64)]),
         "assetpatch_set_log": (c.c_int, [client_p, LOG_FN, c.c_void_p]),
     }

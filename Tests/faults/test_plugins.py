@@ -1,0 +1,161 @@
+"""Plugins: shared objects built here with the C compiler, published with the real CLI, loaded
+through the C ABI (via the Python package) from verified bytes only."""
+import ctypes
+import os
+import shutil
+import subprocess
+
+import pytest
+
+import assetpatch
+from conftest import CLI
+
+PLUGIN = """
+const char *plugin_name(void) { return "greeter %(version)s"; }
+int plugin_answer(void) { return %(answer)d; }
+"""
+
+
+def build_so(path, source, *extra):
+    c = path + ".c"
+    with open(c, "w") as f:
+        f.write(source)
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", path, c, *extra], check=True)
+    os.remove(c)
+
+
+@pytest.fixture(scope="module")
+def plugin_repos(tmp_path_factory):
+    """Signed releases 1 and 2 of a plugin (answers 1 and 2), an unsigned release 3, and the key."""
+    base = str(tmp_path_factory.mktemp("plugins"))
+    key = os.path.join(base, "key")
+    subprocess.run([CLI, "keygen", "--out", key], check=True, stdout=subprocess.DEVNULL)
+    repos = {}
+    for version, signed in ((1, True), (2, True), (3, False)):
+        src = os.path.join(base, f"src{version}")
+        os.makedirs(os.path.join(src, "plugins"))
+        build_so(os.path.join(src, "plugins", "greeter.so"), PLUGIN % {"version": version, "answer": version})
+        with open(os.path.join(src, "readme.txt"), "w") as f:
+            f.write(f"release {version}\n")
+        repo = os.path.join(base, f"repo{version}")
+        if version > 1:
+            shutil.copytree(os.path.join(base, f"repo{version - 1}"), repo)
+        cmd = [CLI, "publish", src, "--repo", repo, "--package", "plugins", "--version", str(version),
+               "--plugin", "greeter=plugins/greeter.so:plugin_answer", "--plugin-version", f"greeter=1.{version}",
+               "--plugin-abi", "greeter=demo-1"]
+        subprocess.run(cmd + (["--key", key] if signed else []), check=True, stdout=subprocess.DEVNULL)
+        repos[version] = "file://" + os.path.join(repo, "manifest.json")
+    with open(key + ".pub") as f:
+        pub = f.read().strip()
+    return {"urls": repos, "pub": pub, "base": base}
+
+
+def call_int(address):
+    return ctypes.CFUNCTYPE(ctypes.c_int)(address)()
+
+
+def test_a_signed_plugin_loads_and_a_newer_release_runs_new_code(tmp_path, plugin_repos):
+    with assetpatch.Client(str(tmp_path / "data"), manifest_url=plugin_repos["urls"][1], public_keys=[plugin_repos["pub"]]) as c:
+        with pytest.raises(assetpatch.NotFoundError):
+            c.load_plugin("greeter")  # bundle only
+        assert c.update() is True
+        assert c.plugins == (assetpatch.Plugin("greeter", "1.1", "plugin_answer", "demo-1"),)
+        first = c.load_plugin("greeter")
+        assert call_int(first) == 1
+        assert c.load_plugin("greeter") == first, "the same plugin of the same release: the same code"
+        name = ctypes.CFUNCTYPE(ctypes.c_char_p)(c.load_plugin("greeter", "plugin_name"))()
+        assert name == b"greeter 1"
+        with pytest.raises(assetpatch.NotFoundError) as e:
+            c.load_plugin("greeter", "no_such_symbol")
+        assert "no_such_symbol" in e.value.message
+        with pytest.raises(assetpatch.NotFoundError):
+            c.load_plugin("nobody")
+        c.set("manifest_url", plugin_repos["urls"][2])
+        assert c.update() is True
+        second = c.load_plugin("greeter")
+        assert call_int(second) == 2, "the new release's code runs, not the cached old object"
+        assert call_int(first) == 1, "code loaded before stays loaded"
+        # After a rollback, new loads get the kept release's plugin again.
+        assert c.rollback() == 1
+        assert call_int(c.load_plugin("greeter")) == 1
+
+
+def test_an_unsigned_release_is_refused_unless_allowed(tmp_path, plugin_repos):
+    with assetpatch.Client(str(tmp_path / "data"), manifest_url=plugin_repos["urls"][3]) as c:
+        assert c.update() is True
+        with pytest.raises(assetpatch.SignatureError):
+            c.load_plugin("greeter")
+        c.set("allow_unsigned_plugins", 1)
+        assert call_int(c.load_plugin("greeter")) == 3
+
+
+def installed_plugin(data):
+    releases = os.path.join(data, "releases")
+    (rel,) = os.listdir(releases)
+    return os.path.join(releases, rel, "files", "plugins", "greeter.so")
+
+
+@pytest.mark.parametrize("damage", ["truncated", "corrupted", "swapped"])
+def test_a_plugin_changed_on_disk_is_an_integrity_error_not_a_crash(tmp_path, plugin_repos, damage):
+    data = str(tmp_path / "data")
+    with assetpatch.Client(data, manifest_url=plugin_repos["urls"][1], public_keys=[plugin_repos["pub"]]) as c:
+        assert c.update() is True
+    path = installed_plugin(data)
+    os.chmod(path, 0o644)
+    if damage == "truncated":
+        os.truncate(path, os.path.getsize(path) // 2)
+    elif damage == "corrupted":
+        with open(path, "r+b") as f:
+            f.seek(os.path.getsize(path) // 2)
+            f.write(b"\xff" * 64)
+    else:  # another shared object of the same size in its place
+        other = str(tmp_path / "other.so")
+        build_so(other, PLUGIN % {"version": 9, "answer": 9})
+        data_bytes = open(other, "rb").read()
+        size = os.path.getsize(path)
+        with open(path, "wb") as f:
+            f.write(data_bytes[:size].ljust(size, b"\0"))
+    with assetpatch.Client(data, public_keys=[plugin_repos["pub"]]) as c:
+        with pytest.raises(assetpatch.IntegrityError) as e:
+            c.load_plugin("greeter")
+        assert "changed on disk" in e.value.message
+
+
+def test_a_plugin_for_another_machine_or_with_a_missing_dependency_is_an_archive_error(tmp_path, plugin_repos):
+    base = str(tmp_path)
+    src = os.path.join(base, "src")
+    os.makedirs(src)
+    # A dependency that exists at publish time and is gone on the client.
+    dep_dir = os.path.join(base, "deps")
+    os.makedirs(dep_dir)
+    build_so(os.path.join(dep_dir, "libhelper.so"), "int helper(void) { return 7; }")
+    build_so(os.path.join(src, "needs.so"), "int helper(void); int entry(void) { return helper(); }",
+             "-L" + dep_dir, "-lhelper")
+    build_so(os.path.join(src, "arm.so"), "int entry(void) { return 1; }")
+    with open(os.path.join(src, "arm.so"), "r+b") as f:  # say AArch64 (183) in e_machine
+        f.seek(18)
+        f.write((183).to_bytes(2, "little"))
+    repo = os.path.join(base, "repo")
+    subprocess.run([CLI, "publish", src, "--repo", repo, "--package", "odd", "--plugin", "needs=needs.so:entry",
+                    "--plugin", "arm=arm.so:entry"], check=True, stdout=subprocess.DEVNULL)
+    shutil.rmtree(dep_dir)
+    with assetpatch.Client(os.path.join(base, "data"), manifest_url="file://" + repo + "/manifest.json",
+                           allow_unsigned_plugins=1) as c:
+        assert c.update() is True
+        with pytest.raises(assetpatch.ArchiveError) as e:
+            c.load_plugin("needs")
+        assert "libhelper.so" in e.value.message, "dlerror's text names the missing library"
+        with pytest.raises(assetpatch.ArchiveError) as e:
+            c.load_plugin("arm")
+        assert "AArch64" in e.value.message
+
+
+def test_publish_refuses_what_is_not_a_shared_object_with_its_entry(tmp_path):
+    src = str(tmp_path / "src")
+    os.makedirs(src)
+    with open(os.path.join(src, "text.so"), "w") as f:
+        f.write("not an ELF file\n")
+    build_so(os.path.join(src, "real.so"), "int entry(void) { return 1; }")
+    for spec, why in (("t=text.so:entry", "not an ELF file"), ("r=real.so:missing", "does not define the entry symbol missing")):
+        r = subprocess.run([CLI, "publish", src, "--repo", str(tmp_path / "repo"), "--plugin", spec], capture_output=True, text=True)
+        assert r.returncode == 3 and why in r.stderr, r.stderr

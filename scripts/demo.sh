@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The demo: publish two releases of examples/, then update the C example program from the
 # bundle to release 1 over file:// and to release 2 over a private nginx on 127.0.0.1,
-# printing progress, resolved paths and the contents behind them.
+# printing progress, resolved paths and the contents behind them; then two signed releases of
+# the plugins of examples/plugin, loaded and called by the plugin host before and after an update.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export PATH="/opt/swift/usr/bin:$PATH"
@@ -59,3 +60,26 @@ step "run again: nothing new"
 show "$url" >/dev/null
 grep -E 'no update|updated' "$demo/out.txt"
 "$cli" status --data-dir "$demo/data"
+
+step "plugins: a C plugin and a C++ class plugin, built in two versions by CMake (examples/plugin)"
+cmake -S "$root/examples/plugin" -B "$demo/plugin" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$demo/plugin" >/dev/null
+"$cli" keygen --out "$demo/plugin-key"
+pub=$(cat "$demo/plugin-key.pub")
+plugin_release() {  # plugin_release VERSION: publish a signed release with both plugins of that version
+  local src="$demo/plugin-src$1"
+  mkdir -p "$src/plugins"
+  cp "$demo/plugin/v$1/greeter.so" "$demo/plugin/v$1/shape.so" "$src/plugins/"
+  "$cli" publish "$src" --repo "$demo/plugrepo" --package demo-plugins --key "$demo/plugin-key" --label "plugins $1" \
+    --plugin greeter=plugins/greeter.so:greeter_greet --plugin-version "greeter=$1.0" --plugin-abi greeter=demo-greeter-1 \
+    --plugin shape=plugins/shape.so:shape_create --plugin-version "shape=$1.0" --plugin-abi shape=demo-shape-1
+}
+plugin_release 1
+purl="http://127.0.0.1:$NGINX_PORT/plugrepo/manifest.json"
+"$demo/plugin/plugin_host" "$demo/plugin-data" "$purl" "$pub" | tee "$demo/plugin1.txt"
+grep -q "greeter says: Hello from greeter 1" "$demo/plugin1.txt" && grep -q "made a square" "$demo/plugin1.txt"
+
+step "plugins: release 2 changes both plugins; the same host loads the new code"
+plugin_release 2
+"$demo/plugin/plugin_host" "$demo/plugin-data" "$purl" "$pub" | tee "$demo/plugin2.txt"
+grep -q "greeter says: Greetings from greeter 2" "$demo/plugin2.txt" && grep -q "made a circle" "$demo/plugin2.txt"

@@ -170,6 +170,26 @@ def make_plugin_repo(cli, out):
     shutil.rmtree(repo, ignore_errors=True)
     subprocess.run([cli, "publish", src, "--repo", repo, "--package", "plug", "--plugin", "fixture=plugins/fixture.so:plugin_entry",
                     "--plugin-version", "fixture=2.1", "--plugin-abi", "fixture=fixture-abi-1"], check=True, stdout=subprocess.DEVNULL)
+    # repos/signed1 and signed2: the C example plugin (examples/plugin/greeter.c) in versions 1
+    # and 2, signed with plugin-key (public key in plugin-key.pub).
+    key = os.path.join(out, "plugin-key")
+    for f in (key, key + ".pub"):
+        if os.path.exists(f):
+            os.remove(f)
+    subprocess.run([cli, "keygen", "--out", key], check=True, stdout=subprocess.DEVNULL)
+    greeter = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "plugin", "greeter.c")
+    for version in (1, 2):
+        src = os.path.join(out, f"assets-signed{version}")
+        shutil.rmtree(src, ignore_errors=True)
+        os.makedirs(os.path.join(src, "plugins"))
+        subprocess.run(["cc", "-shared", "-fPIC", f"-DGREETER_VERSION={version}", "-o", os.path.join(src, "plugins", "greeter.so"),
+                        greeter], check=True)
+        repo = os.path.join(out, "repos", f"signed{version}")
+        shutil.rmtree(repo, ignore_errors=True)
+        if version == 2:
+            shutil.copytree(os.path.join(out, "repos", "signed1"), repo)
+        subprocess.run([cli, "publish", src, "--repo", repo, "--package", "signed", "--key", key,
+                        "--plugin", "greeter=plugins/greeter.so:greeter_greet"], check=True, stdout=subprocess.DEVNULL)
 
 
 def main():

@@ -4,6 +4,7 @@ import ctypes
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -159,3 +160,26 @@ def test_publish_refuses_what_is_not_a_shared_object_with_its_entry(tmp_path):
     for spec, why in (("t=text.so:entry", "not an ELF file"), ("r=real.so:missing", "does not define the entry symbol missing")):
         r = subprocess.run([CLI, "publish", src, "--repo", str(tmp_path / "repo"), "--plugin", spec], capture_output=True, text=True)
         assert r.returncode == 3 and why in r.stderr, r.stderr
+
+
+def test_the_python_example_updates_and_calls_the_new_plugin(tmp_path, plugin_repos):
+    """examples/plugin/greeter.c, versions 1 and 2, in signed releases; the Python example host
+    calls version 1, then, after an update in a new process, version 2."""
+    from conftest import ROOT
+    key = os.path.join(plugin_repos["base"], "key")
+    repo = str(tmp_path / "repo")
+    outputs = []
+    for version in (1, 2):
+        src = str(tmp_path / f"src{version}")
+        os.makedirs(os.path.join(src, "plugins"))
+        subprocess.run(["cc", "-shared", "-fPIC", f"-DGREETER_VERSION={version}", "-o", os.path.join(src, "plugins", "greeter.so"),
+                        os.path.join(ROOT, "examples", "plugin", "greeter.c")], check=True)
+        subprocess.run([CLI, "publish", src, "--repo", repo, "--package", "greeter", "--key", key,
+                        "--plugin", "greeter=plugins/greeter.so:greeter_greet"], check=True, stdout=subprocess.DEVNULL)
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "bindings", "python"))
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "bindings", "python", "examples", "plugin.py"), str(tmp_path / "data"),
+                            "file://" + repo + "/manifest.json", plugin_repos["pub"]], capture_output=True, text=True, env=env)
+        assert r.returncode == 0, r.stderr
+        outputs.append(r.stdout)
+    assert "greeter says: Hello from greeter 1" in outputs[0]
+    assert "greeter says: Greetings from greeter 2" in outputs[1]

@@ -94,6 +94,9 @@ int main(int argc, char **argv) {
             missing++;
         }
     }
+    /* The app ran well on this release: confirm it, so max_failed_launches never rolls it back. */
+    if (version > 0 && missing == 0 && assetpatch_mark_good(client) != ASSETPATCH_OK)
+        fprintf(stderr, "mark_good: %s\n", assetpatch_last_error());
     assetpatch_client_close(client);
     return rc < 0 ? 3 : (missing ? 4 : 0);
 }

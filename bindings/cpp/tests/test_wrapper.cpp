@@ -191,6 +191,21 @@ int main(int argc, char** argv) {
         EXPECT(entry() == 42);
         try { c.load_plugin("fixture", "missing"); EXPECT(false); } catch (const assetpatch::error& e) { EXPECT(e.status() == ASSETPATCH_ERR_NOT_FOUND); }
     });
+    run("signed_plugin_updates_to_new_code", [&] {
+        assetpatch::client c(fresh("signedplug"));
+        std::string key = slurp(std::filesystem::path(fixtures) / "plugin-key.pub");
+        while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
+        c.set("public_keys", key);
+        c.set("manifest_url", url("signed1"));
+        EXPECT(c.update());
+        auto greet1 = c.load_plugin_as<const char* (*)()>("greeter");
+        EXPECT(std::string(greet1()) == "Hello from greeter 1");
+        c.set("manifest_url", url("signed2"));
+        EXPECT(c.update());
+        auto greet2 = c.load_plugin_as<const char* (*)()>("greeter");
+        EXPECT(std::string(greet2()).find("Greetings from greeter 2") == 0);
+        EXPECT(std::string(greet1()) == "Hello from greeter 1");  // loaded code stays loaded
+    });
     run("library_version_matches_header", [&] { EXPECT(assetpatch::library_version() == ASSETPATCH_VERSION_STRING); });
 
     std::cout << passed << " passed, " << failed << " failed\n";

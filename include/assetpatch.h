@@ -410,6 +410,9 @@ int assetpatch_lifecycle_get(assetpatch_client *c, assetpatch_lifecycle *out);
  *   plugin (or, after a rollback, the kept release's) is a new load, so its code runs. Code
  *   already loaded stays loaded until the process exits: pointers obtained before an update or a
  *   rollback keep working, and the host decides when to switch to the new ones.
+ * - A plugin's own dependencies must be found by the system's search path or already be loaded
+ *   by the host: it is mapped from an anonymous file, so $ORIGIN in its rpath does not name the
+ *   release directory. Kernels that forbid executable memfds (vm.memfd_noexec=2) refuse plugins.
  * @return ASSETPATCH_OK; ERR_NOT_FOUND (bundle only, unknown plugin or symbol); ERR_SIGNATURE
  *         (unsigned release); ERR_INTEGRITY (the file changed on disk since install);
  *         ERR_ARCHIVE (another machine's code, or dlopen failed, e.g. a missing dependency:

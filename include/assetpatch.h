@@ -197,6 +197,9 @@ typedef int (*assetpatch_progress_fn)(const assetpatch_progress *progress, void 
  * downloads already on disk not counted). A legacy manifest declares no size: the archive's is
  * read from the file (file://) or a HEAD request, and 0 means the server did not tell.
  * Accepting a manifest pins its package and raises the downgrade mark. Any thread.
+ * Over HTTP(S) the last manifest fetched is kept in data_dir with its ETag or Last-Modified, and
+ * the next fetch of the same URL is conditional (If-None-Match / If-Modified-Since): when nothing
+ * changed it costs one 304 round trip, and the kept manifest is decoded and verified again.
  * @return ASSETPATCH_OK (a newer compatible release exists); ASSETPATCH_NO_UPDATE; ERR_STATE (no
  *         manifest_url); ERR_IO, ERR_NETWORK, ERR_HTTP, ERR_MANIFEST, ERR_SIGNATURE,
  *         ERR_DOWNGRADE, ERR_EXPIRED, ERR_INCOMPATIBLE, ERR_ARCHIVE (release too large). */

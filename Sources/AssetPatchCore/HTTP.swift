@@ -366,17 +366,30 @@ public final class HTTPClient {
     /// on the decoded bytes. Returns the final URL after redirects too: relative archive URLs
     /// resolve against it.
     public func fetch(_ url: String, limit: Int, limitStatus: Status) throws -> (body: [UInt8], finalURL: String) {
+        let r = try fetch(url, limit: limit, limitStatus: limitStatus, ifNoneMatch: nil, ifModifiedSince: nil)
+        return (r.body ?? [], r.finalURL)
+    }
+
+    /// A small body fetched conditionally: `body` is nil when the server answered 304 Not
+    /// Modified to the validators given. `etag` and `lastModified` come from a 200's head.
+    public func fetch(_ url: String, limit: Int, limitStatus: Status, ifNoneMatch: String?, ifModifiedSince: String?) throws
+        -> (body: [UInt8]?, finalURL: String, etag: String?, lastModified: String?) {
         var body: [UInt8] = []
         let what = "GET \(URLs.redacted(url))"
-        let head = try get(url, codings: .decoded, onHead: { head in
-            guard head.status == 200 else { throw HTTPClient.statusError(head, what) }
+        var headers: [String] = []
+        if let ifNoneMatch { headers.append("If-None-Match: \(ifNoneMatch)") }
+        if let ifModifiedSince { headers.append("If-Modified-Since: \(ifModifiedSince)") }
+        let conditional = !headers.isEmpty
+        let head = try get(url, extraHeaders: headers, codings: .decoded, onHead: { head in
+            guard head.status == 200 || (conditional && head.status == 304) else { throw HTTPClient.statusError(head, what) }
         }, sink: { chunk in
             if body.count + chunk.count > limit {
                 throw AssetPatchError(limitStatus, "\(what): response larger than the limit of \(limit) bytes")
             }
             body.append(contentsOf: chunk)
         })
-        return (body, head.effectiveURL)
+        if head.status == 304 { return (nil, head.effectiveURL, nil, nil) }
+        return (body, head.effectiveURL, head.header("ETag"), head.header("Last-Modified"))
     }
 
     /// The error for an unexpected HTTP status: transient for 5xx, and for 429 with a

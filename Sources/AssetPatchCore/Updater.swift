@@ -242,8 +242,25 @@ final class Updater {
         case let .file(path, url):
             return (try FS.readFile(path, limit: config.maxManifestBytes, limitStatus: .manifest), url)
         case let .http(url):
-            let r = try withRetries { try http.fetch(url, limit: config.maxManifestBytes, limitStatus: .manifest) }
-            return (r.body, r.finalURL)
+            // A check that finds nothing new should cost one 304: the last manifest fetched from
+            // this URL is kept with its validators, and a 304 reuses it (decoded and verified
+            // again like any manifest).
+            let cached = store.cachedManifest(url: url)
+            let r = try withRetries {
+                try http.fetch(url, limit: config.maxManifestBytes, limitStatus: .manifest,
+                               ifNoneMatch: cached?.etag, ifModifiedSince: cached?.etag == nil ? cached?.lastModified : nil)
+            }
+            guard let body = r.body else {
+                guard let cached else { throw AssetPatchError(.http, "GET \(URLs.redacted(url)): HTTP 304 to an unconditional request") }
+                log(0, "GET \(URLs.redacted(url)): 304 Not Modified; using the manifest fetched before")
+                return (cached.bytes, cached.finalURL)
+            }
+            if r.etag != nil || r.lastModified != nil {
+                store.cacheManifest(ManifestCache(url: url, finalURL: r.finalURL, etag: r.etag, lastModified: r.lastModified, bytes: body))
+            } else {
+                store.dropCachedManifest()
+            }
+            return (body, r.finalURL)
         }
     }
 

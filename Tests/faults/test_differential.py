@@ -263,3 +263,24 @@ def test_nginx_without_ranges_gets_the_whole_archive_once(tmp_path, delta, delta
     whole = [line for line in lines if '"-"' in line]
     assert len(whole) == 1 and f" 200 {delta['v2'].archive_size}" in whole[0], lines
     assert 1 <= len(lines) - 1 <= 4, lines
+
+
+def test_a_check_that_finds_nothing_costs_one_304(tmp_path, delta, delta_nginx):
+    data = str(tmp_path / "data")
+    shutil.copytree(delta["pristine"], data)
+    url = f"http://127.0.0.1:{delta_nginx['http']}/d2/manifest.json"
+    with assetpatch.Client(data, manifest_url=url) as c:
+        assert c.check()[0] == 2
+        assert c.update() is True
+        before = log_length(delta_nginx)
+        assert c.check() is None and c.update() is False
+    with open(delta_nginx["log"]) as f:
+        lines = [line for line in f.readlines()[before:] if "/d2/manifest.json" in line]
+    assert len(lines) == 2 and all(" 304 0" in line for line in lines), lines
+    # Another URL is another cache entry: fetched in full.
+    before = log_length(delta_nginx)
+    with assetpatch.Client(data, manifest_url=f"https://127.0.0.1:{delta_nginx['tls']}/d2/manifest.json", ca_file=delta_nginx["ca"]) as c:
+        assert c.check() is None
+    with open(delta_nginx["log"]) as f:
+        lines = [line for line in f.readlines()[before:] if "/d2/manifest.json" in line]
+    assert len(lines) == 1 and " 200 " in lines[0], lines

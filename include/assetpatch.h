@@ -272,8 +272,9 @@ void assetpatch_cancel(assetpatch_client *c);
  * variants option in order, the active release is searched first, then bundle_dir; the first
  * file found wins. The suffix goes before the last '.' of the last component, or at the end when
  * that component has no '.' after its first character ("a.tar.gz" -> "a.tar@2x.gz", "README" ->
- * "README@2x"). Answers from in-memory indexes of the active release and the bundle: no system
- * call, never blocks on a running update. Any thread.
+ * "README@2x"). Answers from a table resolved ahead for the variants (rebuilt off the lookup
+ * path when the variants or the active release change): one hash probe per call whatever the
+ * variants, no system call, never blocks on a running update. Any thread.
  * The path (NUL-terminated) is written to path; *path_len (may be NULL) gets its length without
  * the NUL, also when path_cap is too small. path == NULL with path_cap == 0 is a size query.
  * A returned path stays valid while its release is active or kept (keep_versions).
@@ -282,6 +283,13 @@ void assetpatch_cancel(assetpatch_client *c);
  *         with an empty, "." or ".." component). */
 ASSETPATCH_WARN_UNUSED_RESULT
 int assetpatch_resolve(assetpatch_client *c, const char *name, char *path, size_t path_cap, size_t *path_len);
+
+/* As assetpatch_resolve, and *variant (may be NULL) gets the index, in the variants option, of
+ * the suffix that matched (with "@3x,@2x,": 0 for @3x, 1 for @2x, 2 for the plain name), so the
+ * host knows the scale of what it loads. Set on ASSETPATCH_OK and ERR_RANGE. */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_resolve_variant(assetpatch_client *c, const char *name, char *path, size_t path_cap, size_t *path_len,
+                               int *variant);
 
 /* ------------------------------------------------------------------------------------------
  * Releases

@@ -454,8 +454,16 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
     /// path, non-generic so that a caller in another module (the C ABI) runs specialised code.
     public func resolve(_ name: UnsafeRawBufferPointer, into out: UnsafeMutableRawPointer?, capacity: Int,
                         length: inout Int) throws(AssetPatchError) {
+        var variant = 0
+        try resolve(name, into: out, capacity: capacity, length: &length, variant: &variant)
+    }
+
+    /// As `resolve(_:into:capacity:length:)`, and `variant` gets the index in `variants` of the
+    /// variant that matched (the host learns the scale of what it loads).
+    public func resolve(_ name: UnsafeRawBufferPointer, into out: UnsafeMutableRawPointer?, capacity: Int,
+                        length: inout Int, variant: inout Int) throws(AssetPatchError) {
         let v = view.withLock { $0 }
-        try v.resolve(name, into: out, capacity: capacity, length: &length)
+        try v.resolve(name, into: out, capacity: capacity, length: &length, variant: &variant)
     }
 
     /// The absolute path `name` resolves to. Throws `.argument` for invalid names, `.notFound`.

@@ -2,12 +2,24 @@
 /// bundle). Lookups hash raw bytes and compare them in one contiguous arena: no allocation,
 /// no system call. Built once, then shared by every resolving thread.
 public final class ResolveIndex: @unchecked Sendable {  // immutable after init; the buffers are never written again
+    /// 24 bytes, so that a table of 100,000 names stays small enough for the caches. The path
+    /// is stored right after the name in the arena.
     struct Slot {
-        var hash: UInt64
-        var name: Int      // offset of the name in the arena
-        var nameLength: Int
-        var path: Int      // offset of the NUL-terminated absolute path
-        var pathLength: Int
+        var hash: UInt32       // the low half of the name's FNV-1a hash
+        var nameLength: UInt16
+        var pathLength: UInt16
+        var name: Int          // offset of the name in the arena; -1: empty
+        var tag: UInt16        // what the entry carries besides its path (the variant matched)
+
+        init(hash: UInt64, name: Int, nameLength: Int, path: Int, pathLength: Int, tag: Int) {
+            self.hash = UInt32(truncatingIfNeeded: hash)
+            self.name = name
+            self.nameLength = UInt16(truncatingIfNeeded: nameLength)
+            self.pathLength = UInt16(truncatingIfNeeded: pathLength)
+            self.tag = UInt16(truncatingIfNeeded: tag)
+        }
+
+        var path: Int { name + Int(nameLength) }
     }
 
     private let arena: UnsafeMutableRawBufferPointer
@@ -56,7 +68,7 @@ public final class ResolveIndex: @unchecked Sendable {  // immutable after init;
         var capacity = 16
         while capacity < ranges.count * 2 { capacity <<= 1 }
         slots = .allocate(capacity: capacity)
-        slots.initialize(repeating: Slot(hash: 0, name: -1, nameLength: 0, path: 0, pathLength: 0))
+        slots.initialize(repeating: Slot(hash: 0, name: -1, nameLength: 0, path: 0, pathLength: 0, tag: 0))
         mask = capacity - 1
         var used = 0
         bytes.withUnsafeBytes { all in
@@ -66,7 +78,7 @@ public final class ResolveIndex: @unchecked Sendable {  // immutable after init;
                 var i = Int(truncatingIfNeeded: h) & mask
                 var duplicate = false
                 while slots[i].name >= 0 {
-                    if slots[i].hash == h && bytesEqual(slots[i].name, slots[i].nameLength, nameBytes) { duplicate = true; break }
+                    if slots[i].hash == UInt32(truncatingIfNeeded: h) && bytesEqual(slots[i].name, Int(slots[i].nameLength), nameBytes) { duplicate = true; break }
                     i = (i + 1) & mask
                 }
                 if duplicate { continue }
@@ -82,9 +94,69 @@ public final class ResolveIndex: @unchecked Sendable {  // immutable after init;
                 used += nameBytes.count
                 arena[used] = 0
                 used += 1
-                slots[i] = Slot(hash: h, name: nameOffset, nameLength: nameBytes.count, path: pathOffset, pathLength: used - 1 - pathOffset)
+                slots[i] = Slot(hash: h, name: nameOffset, nameLength: nameBytes.count, path: pathOffset, pathLength: used - 1 - pathOffset, tag: 0)
                 count += 1
             }
+        }
+    }
+
+    /// Entries to build a table from, their bytes back to back (no allocation per entry).
+    struct Entries {
+        var bytes: [UInt8] = []
+        var spans: [(name: Range<Int>, path: Range<Int>, tag: Int)] = []
+
+        mutating func append(name: UnsafeRawBufferPointer, path: UnsafeRawBufferPointer, tag: Int) {
+            let n = bytes.count
+            bytes.append(contentsOf: name)
+            let p = bytes.count
+            bytes.append(contentsOf: path)
+            spans.append((n..<p, p..<bytes.count, tag))
+        }
+    }
+
+    /// A table of `entries`, each a name with its own absolute path and tag; the first entry of
+    /// a name wins.
+    init(entries: Entries) {
+        root = ""
+        arena = .allocate(byteCount: max(entries.bytes.count + entries.spans.count, 1), alignment: 8)
+        var capacity = 16
+        while capacity < entries.spans.count * 2 { capacity <<= 1 }
+        slots = .allocate(capacity: capacity)
+        slots.initialize(repeating: Slot(hash: 0, name: -1, nameLength: 0, path: 0, pathLength: 0, tag: 0))
+        mask = capacity - 1
+        var used = 0
+        entries.bytes.withUnsafeBytes { all in
+            for e in entries.spans {
+                let nameBytes = UnsafeRawBufferPointer(rebasing: all[e.name])
+                let h = ResolveIndex.hash(nameBytes)
+                var i = Int(truncatingIfNeeded: h) & mask
+                var duplicate = false
+                while slots[i].name >= 0 {
+                    if slots[i].hash == UInt32(truncatingIfNeeded: h) && bytesEqual(slots[i].name, Int(slots[i].nameLength), nameBytes) { duplicate = true; break }
+                    i = (i + 1) & mask
+                }
+                if duplicate { continue }
+                let nameOffset = used
+                if nameBytes.count > 0 { (arena.baseAddress! + used).copyMemory(from: nameBytes.baseAddress!, byteCount: nameBytes.count) }
+                used += nameBytes.count
+                let pathOffset = used
+                let pathBytes = UnsafeRawBufferPointer(rebasing: all[e.path])
+                if pathBytes.count > 0 { (arena.baseAddress! + used).copyMemory(from: pathBytes.baseAddress!, byteCount: pathBytes.count) }
+                used += pathBytes.count
+                arena[used] = 0
+                used += 1
+                slots[i] = Slot(hash: h, name: nameOffset, nameLength: nameBytes.count, path: pathOffset, pathLength: pathBytes.count, tag: e.tag)
+                count += 1
+            }
+        }
+    }
+
+    /// Every name with its absolute path.
+    func forEach(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Void) {
+        for i in 0...mask where slots[i].name >= 0 {
+            let s = slots[i]
+            body(UnsafeRawBufferPointer(start: arena.baseAddress! + s.name, count: Int(s.nameLength)),
+                 UnsafeRawBufferPointer(start: arena.baseAddress! + s.path, count: Int(s.pathLength)))
         }
     }
 
@@ -109,13 +181,19 @@ public final class ResolveIndex: @unchecked Sendable {  // immutable after init;
     /// The NUL-terminated absolute path for `name` (without the NUL in the count), or nil.
     @inline(__always)
     public func lookup(_ name: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        lookupTagged(name)?.path
+    }
+
+    /// The path for `name` and the entry's tag, or nil.
+    @inline(__always)
+    func lookupTagged(_ name: UnsafeRawBufferPointer) -> (path: UnsafeRawBufferPointer, tag: Int)? {
         let h = ResolveIndex.hash(name)
         var i = Int(truncatingIfNeeded: h) & mask
         while true {
             let s = slots[i]
             if s.name < 0 { return nil }
-            if s.hash == h && bytesEqual(s.name, s.nameLength, name) {
-                return UnsafeRawBufferPointer(start: arena.baseAddress! + s.path, count: s.pathLength)
+            if s.hash == UInt32(truncatingIfNeeded: h) && bytesEqual(s.name, Int(s.nameLength), name) {
+                return (UnsafeRawBufferPointer(start: arena.baseAddress! + s.path, count: Int(s.pathLength)), Int(s.tag))
             }
             i = (i + 1) & mask
         }

@@ -2,37 +2,82 @@
 /// Immutable; the client replaces it as a whole (one reference swap under a short lock) when a
 /// release activates or the variants change, so a lookup costs one retain/release and never
 /// waits for an update.
-final class ResolveView: @unchecked Sendable {  // immutable after init; the suffix buffers are never written again
+final class ResolveView: @unchecked Sendable {  // immutable after init
     let release: ResolveIndex?
     let bundle: ResolveIndex?
     /// The variant suffixes in order; an empty one is the plain name.
     let variants: [[UInt8]]
-    let maxSuffix: Int
     let activeVersion: Int64
-    /// The variant suffixes back to back in one buffer, and their (offset, length): the lookup
-    /// loop walks raw memory instead of retaining an array of arrays.
-    private let suffixes: UnsafeMutableRawBufferPointer
-    private let spans: UnsafeMutableBufferPointer<(offset: Int, length: Int)>
+    /// Every name a lookup can succeed for, resolved ahead for this variant order: its path and
+    /// the index of the variant that matched. A lookup is then one hash, one probe, one compare
+    /// and one copy, whatever the variants. Built with the view, before it is swapped in, so
+    /// resolvers never wait for it. nil for the plain name only: the release's and the bundle's
+    /// own indexes answer then (the open builds nothing more).
+    let table: ResolveIndex?
 
     init(release: ResolveIndex?, bundle: ResolveIndex?, variants: [[UInt8]], activeVersion: Int64) {
         self.release = release
         self.bundle = bundle
         self.variants = variants
-        self.maxSuffix = variants.reduce(0) { max($0, $1.count) }
         self.activeVersion = activeVersion
-        suffixes = .allocate(byteCount: max(1, variants.reduce(0) { $0 + $1.count }), alignment: 1)
-        spans = .allocate(capacity: max(1, variants.count))
-        var offset = 0
-        for (i, v) in variants.enumerated() {
-            v.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: suffixes[offset..<offset + $0.count]).copyMemory(from: $0) }
-            spans[i] = (offset, v.count)
-            offset += v.count
-        }
+        table = variants == [[]] ? nil : ResolveView.resolveAhead(release: release, bundle: bundle, variants: variants)
     }
 
-    deinit {
-        suffixes.deallocate()
-        spans.deallocate()
+    /// For each variant in order and each source (release before bundle), the names whose
+    /// candidate with that variant is a file of the source, entered in that order: the first
+    /// entry of a name wins, exactly as trying the candidates one by one would decide.
+    static func resolveAhead(release: ResolveIndex?, bundle: ResolveIndex?, variants: [[UInt8]]) -> ResolveIndex {
+        var entries = ResolveIndex.Entries()
+        for (i, v) in variants.enumerated() {
+            for index in [release, bundle] {
+                guard let index else { continue }
+                index.forEach { file, path in
+                    if v.isEmpty {
+                        entries.append(name: file, path: path, tag: i)
+                        return
+                    }
+                    for name in requestedNames(for: file, variant: v) {
+                        name.withUnsafeBytes { entries.append(name: $0, path: path, tag: i) }
+                    }
+                }
+            }
+        }
+        return ResolveIndex(entries: entries)
+    }
+
+    /// The names whose candidate with `variant` is `file`: at most two (the suffix inserted at
+    /// the end, or before the extension), each confirmed by applying the variant forward.
+    static func requestedNames(for file: UnsafeRawBufferPointer, variant: [UInt8]) -> [[UInt8]] {
+        if variant.isEmpty { return [Array(file)] }
+        let n = file.count, k = variant.count
+        func endsWith(_ end: Int) -> Bool {  // file[end - k ..< end] == variant
+            guard end >= k else { return false }
+            for j in 0..<k where file[end - k + j] != variant[j] { return false }
+            return true
+        }
+        var out: [[UInt8]] = []
+        func confirm(_ name: [UInt8]) {
+            guard !name.isEmpty, name.withUnsafeBytes({ ResourceName.isValid($0) }) else { return }
+            let forward: [UInt8] = name.withUnsafeBytes { nb in
+                variant.withUnsafeBytes { v in
+                    [UInt8](unsafeUninitializedCapacity: nb.count + v.count) { buffer, count in
+                        let at = ResourceName.suffixInsertionPoint(nb)
+                        ResourceName.beginVariants(of: nb, at: at, into: UnsafeMutableRawPointer(buffer.baseAddress!))
+                        count = ResourceName.variant(of: nb, at: at, suffix: v, into: UnsafeMutableRawPointer(buffer.baseAddress!)).count
+                    }
+                }
+            }
+            if forward.elementsEqual(file) && !out.contains(name) { out.append(name) }
+        }
+        // At the end: file = name + variant.
+        if n > k && endsWith(n) { confirm(Array(file[0..<(n - k)])) }
+        // Before the extension: file = stem + variant + ".ext", the extension from the last dot.
+        var dot = n - 1
+        while dot >= 0 && file[dot] != UInt8(ascii: ".") && file[dot] != UInt8(ascii: "/") { dot -= 1 }
+        if dot >= 0, file[dot] == UInt8(ascii: "."), endsWith(dot) {
+            confirm(Array(file[0..<(dot - k)]) + Array(file[dot..<n]))
+        }
+        return out
     }
 
     func with(release: ResolveIndex?? = nil, variants: [[UInt8]]? = nil, activeVersion: Int64? = nil) -> ResolveView {
@@ -40,56 +85,33 @@ final class ResolveView: @unchecked Sendable {  // immutable after init; the suf
                     activeVersion: activeVersion ?? self.activeVersion)
     }
 
-    /// The path of the first candidate found, release before bundle.
     @inline(__always)
-    private func find(_ candidate: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
-        if let r = release, let p = r.lookup(candidate) { return p }
-        if let b = bundle, let p = b.lookup(candidate) { return p }
+    private func lookup(_ name: UnsafeRawBufferPointer) -> (path: UnsafeRawBufferPointer, tag: Int)? {
+        if let table { return table.lookupTagged(name) }
+        if let r = release, let p = r.lookupTagged(name) { return p }
+        if let b = bundle, let p = b.lookupTagged(name) { return p }
         return nil
     }
 
-    /// Resolves `name` (raw UTF-8): for each variant in order, the release, then the bundle.
-    /// Writes the NUL-terminated absolute path into `out` when it fits; `length` gets the
-    /// path's length without the NUL (also for `.range`, so a caller can size its buffer).
+    /// Resolves `name` (raw UTF-8): for each variant in order, the release, then the bundle
+    /// (looked up in the table resolved ahead). Writes the NUL-terminated absolute path into
+    /// `out` when it fits; `length` gets the path's length without the NUL (also for `.range`,
+    /// so a caller can size its buffer); `variant` the index of the variant that matched.
     /// Non-generic, and allocation- and syscall-free: the hot path of every host.
     func resolve(_ name: UnsafeRawBufferPointer, into out: UnsafeMutableRawPointer?, capacity: Int,
-                 length: inout Int) throws(AssetPatchError) {
+                 length: inout Int, variant: inout Int) throws(AssetPatchError) {
         guard ResourceName.isValid(name) else {
             throw AssetPatchError(.argument, "invalid resource name \"\(String(decoding: name, as: UTF8.self))\"")
         }
-        // Room for the longest candidate; on the stack for any ordinary name.
-        let found = withUnsafeTemporaryAllocation(byteCount: name.count + maxSuffix, alignment: 1) { scratch in
-            firstMatch(name, scratch.baseAddress!)
-        }
-        guard let path = found else {
+        guard let (path, matched) = lookup(name) else {
             throw AssetPatchError(.notFound, "no resource \"\(String(decoding: name, as: UTF8.self))\" in the active release or the bundle")
         }
         length = path.count
+        variant = matched
         guard let out, capacity > path.count else {
             throw AssetPatchError(.range, "path of \(path.count) bytes for \"\(String(decoding: name, as: UTF8.self))\" does not fit in \(capacity)")
         }
         out.copyMemory(from: path.baseAddress!, byteCount: path.count)
         out.storeBytes(of: 0, toByteOffset: path.count, as: UInt8.self)
-    }
-
-    @inline(__always)
-    private func firstMatch(_ name: UnsafeRawBufferPointer, _ scratch: UnsafeMutableRawPointer) -> UnsafeRawBufferPointer? {
-        var at = -1
-        for i in 0..<variants.count {
-            let (offset, length) = spans[i]
-            let candidate: UnsafeRawBufferPointer
-            if length == 0 {
-                candidate = name
-            } else {
-                if at < 0 {
-                    at = ResourceName.suffixInsertionPoint(name)
-                    ResourceName.beginVariants(of: name, at: at, into: scratch)
-                }
-                let suffix = UnsafeRawBufferPointer(rebasing: suffixes[offset..<offset + length])
-                candidate = ResourceName.variant(of: name, at: at, suffix: suffix, into: scratch)
-            }
-            if let p = find(candidate) { return p }
-        }
-        return nil
     }
 }

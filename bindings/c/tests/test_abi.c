@@ -258,6 +258,15 @@ static void updates_to_v2_keeping_v1_paths(void) {
     CHECK(same_file(path, asset("bundle", "levels/level1.json")), "a file dropped in v2 must come from the bundle: %s", path);
     CHECK_RC(resolve(c, "levels/level2.json", path), ASSETPATCH_OK);
     CHECK(same_file(path, asset("assets-v2", "levels/level2.json")), "level2 resolved to %s", path);
+    /* Which variant matched: @3x is index 0 of "@3x,@2x,", the plain name index 2. */
+    int variant = -1;
+    size_t len = 0;
+    CHECK_RC(assetpatch_resolve_variant(c, "sub/sample.png", path, sizeof path, &len, &variant), ASSETPATCH_OK);
+    CHECK(variant == 0 && len == strlen(path), "sub/sample.png: variant %d", variant);
+    CHECK_RC(assetpatch_resolve_variant(c, "readme.txt", path, sizeof path, NULL, &variant), ASSETPATCH_OK);
+    CHECK(variant == 2, "readme.txt: variant %d", variant);
+    CHECK_RC(assetpatch_resolve_variant(c, "sub/sample.png", NULL, 0, &len, NULL), ASSETPATCH_ERR_RANGE);
+    CHECK_RC(assetpatch_resolve_variant(c, "nothing.png", path, sizeof path, NULL, &variant), ASSETPATCH_ERR_NOT_FOUND);
     CHECK(same_file(v1_readme_path, asset("assets-v1", "readme.txt")), "a path handed out for v1 broke (keep_versions=1)");
 }
 

@@ -72,32 +72,38 @@ public final class ResolveIndex: @unchecked Sendable {  // immutable after init;
         mask = capacity - 1
         var used = 0
         bytes.withUnsafeBytes { all in
-            for r in ranges {
-                let nameBytes = UnsafeRawBufferPointer(rebasing: all[r])
-                let h = ResolveIndex.hash(nameBytes)
-                var i = Int(truncatingIfNeeded: h) & mask
-                var duplicate = false
-                while slots[i].name >= 0 {
-                    if slots[i].hash == UInt32(truncatingIfNeeded: h) && bytesEqual(slots[i].name, Int(slots[i].nameLength), nameBytes) { duplicate = true; break }
-                    i = (i + 1) & mask
+            rootBytes.withUnsafeBytes { rootRaw in
+                for r in ranges {
+                    let nameBytes = UnsafeRawBufferPointer(rebasing: all[r])
+                    insert(nameBytes, tag: 0, used: &used, pathLength: rootRaw.count + 1 + nameBytes.count) { at in
+                        rootRaw.copyTo(at)
+                        at.storeBytes(of: UInt8(ascii: "/"), toByteOffset: rootRaw.count, as: UInt8.self)
+                        nameBytes.copyTo(at + rootRaw.count + 1)
+                    }
                 }
-                if duplicate { continue }
-                let nameOffset = used
-                if nameBytes.count > 0 { (arena.baseAddress! + used).copyMemory(from: nameBytes.baseAddress!, byteCount: nameBytes.count) }
-                used += nameBytes.count
-                let pathOffset = used
-                rootBytes.withUnsafeBytes { (arena.baseAddress! + used).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
-                used += rootBytes.count
-                arena[used] = UInt8(ascii: "/")
-                used += 1
-                if nameBytes.count > 0 { (arena.baseAddress! + used).copyMemory(from: nameBytes.baseAddress!, byteCount: nameBytes.count) }
-                used += nameBytes.count
-                arena[used] = 0
-                used += 1
-                slots[i] = Slot(hash: h, name: nameOffset, nameLength: nameBytes.count, path: pathOffset, pathLength: used - 1 - pathOffset, tag: 0)
-                count += 1
             }
         }
+    }
+
+    /// Adds `name` unless it is already there: the name, then its path (`writePath` fills
+    /// `pathLength` bytes), then a NUL, at `used` in the arena.
+    private func insert(_ nameBytes: UnsafeRawBufferPointer, tag: Int, used: inout Int, pathLength: Int,
+                        writePath: (UnsafeMutableRawPointer) -> Void) {
+        let h = ResolveIndex.hash(nameBytes)
+        var i = Int(truncatingIfNeeded: h) & mask
+        while slots[i].name >= 0 {
+            if slots[i].hash == UInt32(truncatingIfNeeded: h) && bytesEqual(slots[i].name, Int(slots[i].nameLength), nameBytes) { return }
+            i = (i + 1) & mask
+        }
+        let nameOffset = used
+        nameBytes.copyTo(arena.baseAddress! + used)
+        used += nameBytes.count
+        writePath(arena.baseAddress! + used)
+        used += pathLength
+        arena[used] = 0
+        used += 1
+        slots[i] = Slot(hash: h, name: nameOffset, nameLength: nameBytes.count, path: nameOffset + nameBytes.count, pathLength: pathLength, tag: tag)
+        count += 1
     }
 
     /// Entries to build a table from, their bytes back to back (no allocation per entry).
@@ -127,26 +133,8 @@ public final class ResolveIndex: @unchecked Sendable {  // immutable after init;
         var used = 0
         entries.bytes.withUnsafeBytes { all in
             for e in entries.spans {
-                let nameBytes = UnsafeRawBufferPointer(rebasing: all[e.name])
-                let h = ResolveIndex.hash(nameBytes)
-                var i = Int(truncatingIfNeeded: h) & mask
-                var duplicate = false
-                while slots[i].name >= 0 {
-                    if slots[i].hash == UInt32(truncatingIfNeeded: h) && bytesEqual(slots[i].name, Int(slots[i].nameLength), nameBytes) { duplicate = true; break }
-                    i = (i + 1) & mask
-                }
-                if duplicate { continue }
-                let nameOffset = used
-                if nameBytes.count > 0 { (arena.baseAddress! + used).copyMemory(from: nameBytes.baseAddress!, byteCount: nameBytes.count) }
-                used += nameBytes.count
-                let pathOffset = used
                 let pathBytes = UnsafeRawBufferPointer(rebasing: all[e.path])
-                if pathBytes.count > 0 { (arena.baseAddress! + used).copyMemory(from: pathBytes.baseAddress!, byteCount: pathBytes.count) }
-                used += pathBytes.count
-                arena[used] = 0
-                used += 1
-                slots[i] = Slot(hash: h, name: nameOffset, nameLength: nameBytes.count, path: pathOffset, pathLength: pathBytes.count, tag: e.tag)
-                count += 1
+                insert(UnsafeRawBufferPointer(rebasing: all[e.name]), tag: e.tag, used: &used, pathLength: pathBytes.count) { pathBytes.copyTo($0) }
             }
         }
     }
@@ -202,6 +190,14 @@ public final class ResolveIndex: @unchecked Sendable {  // immutable after init;
     public func lookup(_ name: String) -> String? {
         var n = name
         return n.withUTF8 { b in lookup(UnsafeRawBufferPointer(b)).map { String(decoding: $0, as: UTF8.self) } }
+    }
+}
+
+extension UnsafeRawBufferPointer {
+    /// Copies the bytes to `destination` (nothing for an empty buffer).
+    @inline(__always)
+    func copyTo(_ destination: UnsafeMutableRawPointer) {
+        if let base = baseAddress, count > 0 { destination.copyMemory(from: base, byteCount: count) }
     }
 }
 

@@ -472,6 +472,7 @@ final class ContentDecoder {
             switch f {
             case let .corrupt(m): throw AssetPatchError(.http, "\(what): the encoded body does not decode (\(m))")
             case .trailing, .overrun: throw AssetPatchError(.http, "\(what): data after the end of the encoded body")
+            case .short: throw AssetPatchError(.http, "\(what): the encoded body ended early")
             }
         }
     }

@@ -8,6 +8,8 @@ enum InflateFailure: Error, Equatable {
     case overrun
     /// Bytes after the end of the stream.
     case trailing
+    /// The data ended before the stream did, or produced fewer bytes than declared (zip entries).
+    case short(UInt64)
 }
 
 /// A zlib inflate stream fed in chunks: raw deflate (zip entries) or a zlib/gzip stream (HTTP
@@ -74,13 +76,8 @@ final class Inflater {
 
 /// One zip entry's data pushed in chunks as it is read or arrives: stored or deflated, never
 /// more than the declared size, its CRC-32 computed on the way. `finish` checks the ending.
+/// Failures are `InflateFailure`s.
 final class EntryDecoder {
-    enum Failure: Error, Equatable {
-        case corrupt(String), overrun, trailing
-        /// The data ended before the stream did, or produced fewer bytes than declared.
-        case short(UInt64)
-    }
-
     let method: UInt16
     let size: UInt64
     private let inflater: Inflater?
@@ -104,15 +101,9 @@ final class EntryDecoder {
                 try sink(out)
             }
             if let inflater {
-                do { try inflater.push(chunk, limit: size, crcSink) } catch let f as InflateFailure {
-                    switch f {
-                    case let .corrupt(m): throw Failure.corrupt(m)
-                    case .overrun: throw Failure.overrun
-                    case .trailing: throw Failure.trailing
-                    }
-                }
+                try inflater.push(chunk, limit: size, crcSink)
             } else {
-                if storedBytes + UInt64(chunk.count) > size { throw Failure.overrun }
+                if storedBytes + UInt64(chunk.count) > size { throw InflateFailure.overrun }
                 storedBytes += UInt64(chunk.count)
                 try crcSink(chunk)
             }
@@ -122,8 +113,8 @@ final class EntryDecoder {
     /// After the last compressed byte: the stream ended with exactly `size` bytes. Returns the
     /// CRC-32 of the output.
     func finish() throws -> UInt32 {
-        if let inflater, !inflater.ended { throw Failure.short(inflater.produced) }
-        if produced != size { throw Failure.short(produced) }
+        if let inflater, !inflater.ended { throw InflateFailure.short(inflater.produced) }
+        if produced != size { throw InflateFailure.short(produced) }
         return UInt32(truncatingIfNeeded: crc)
     }
 }

@@ -130,7 +130,7 @@ final class RangeReceiver {
                 try out.write(chunk)
                 digest.update(chunk)
             }
-        } catch let failure as EntryDecoder.Failure {
+        } catch let failure as InflateFailure {
             throw mismatch(failure.describe(size: decoder.size))
         }
     }
@@ -138,7 +138,7 @@ final class RangeReceiver {
     private func complete(_ f: ManifestFile) throws {
         guard let decoder, let digest, let tempPath else { return }
         let crc: UInt32
-        do { crc = try decoder.finish() } catch let failure as EntryDecoder.Failure {
+        do { crc = try decoder.finish() } catch let failure as InflateFailure {
             throw mismatch(failure.describe(size: f.size))
         }
         if let headerCRC, headerCRC != crc { throw mismatch("fails its CRC-32 check") }

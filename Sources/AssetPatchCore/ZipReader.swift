@@ -283,7 +283,7 @@ public final class ZipReader {
                 try decoder.push(UnsafeRawBufferPointer(rebasing: input[0..<n]), sink)
             }
             crc = try decoder.finish()
-        } catch let f as EntryDecoder.Failure {
+        } catch let f as InflateFailure {
             throw fail("entry \"\(entry.name)\" " + f.describe(size: entry.uncompressedSize))
         }
         if crc != entry.crc32 {
@@ -292,7 +292,7 @@ public final class ZipReader {
     }
 }
 
-extension EntryDecoder.Failure {
+extension InflateFailure {
     /// The failure as the rest of a sentence that starts with the entry's name.
     func describe(size: UInt64) -> String {
         switch self {

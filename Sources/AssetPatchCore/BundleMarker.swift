@@ -10,14 +10,8 @@ import Glibc
 public enum BundleMarker {
     public static let fileName = "assetpatch-bundle.json"
 
-    /// The marker's package and version; nil when there is none or it is unreadable (a broken
-    /// marker must not stop the app: it is ignored, and `problem` says why).
-    public static func read(_ bundleDir: String) -> (package: String, version: Int64)? {
-        guard case let .success(marker)? = load(bundleDir) else { return nil }
-        return marker
-    }
-
-    /// nil: no marker; otherwise the marker or what is wrong with it.
+    /// nil: no marker; otherwise the marker or what is wrong with it (a broken marker must not
+    /// stop the app: it is ignored, and the failure says why).
     static func load(_ bundleDir: String) -> Result<(package: String, version: Int64), AssetPatchError>? {
         let path = bundleDir + "/" + fileName
         guard FS.exists(path) else { return nil }
@@ -33,9 +27,9 @@ public enum BundleMarker {
         try FS.writeAtomically(bundleDir + "/" + fileName, Array((json.serialized(indent: 2) + "\n").utf8))
     }
 
-    /// A cheap fingerprint of the bundle: the marker and the name, size, modification time and
-    /// inode of each top-level entry. An app upgrade replaces the bundle's files or directories,
-    /// which changes it; reading it costs one directory listing.
+    /// A cheap fingerprint of the bundle: the name, size, modification time and inode of each
+    /// top-level entry (the marker among them). An app upgrade replaces the bundle's files or
+    /// directories, which changes it; reading it costs one directory listing.
     static func fingerprint(_ bundleDir: String) -> String {
         var parts: [String] = []
         for name in ((try? FS.list(bundleDir)) ?? []).sorted() {
@@ -43,7 +37,6 @@ public enum BundleMarker {
             guard lstat(bundleDir + "/" + name, &st) == 0 else { continue }
             parts.append("\(name)\t\(st.st_size)\t\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)\t\(st.st_ino)")
         }
-        if let marker = try? FS.readFile(bundleDir + "/" + fileName, limit: 65536) { parts.append(String(decoding: marker, as: UTF8.self)) }
         guard let d = try? Digest(.sha256) else { return "" }
         for p in parts { Array((p + "\n").utf8).withUnsafeBytes { d.update($0) } }
         return String(d.finalHex().prefix(32))

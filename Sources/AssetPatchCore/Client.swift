@@ -29,7 +29,7 @@ public enum WhichRelease: Int32, Sendable {
 public struct UpdatePreview: Sendable {
     /// The release an update would install.
     public var candidate: ReleaseSummary
-    public var version: Int64
+    public var version: Int64 { candidate.version }
     /// nil: a differential update; otherwise why the whole archive would be downloaded.
     public var wholeArchiveReason: String?
     /// Bytes still to transfer (resumable bytes already on disk not counted).

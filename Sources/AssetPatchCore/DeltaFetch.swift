@@ -13,7 +13,6 @@ final class DeltaFetch {
     let parallel: Int
     let cancel: CancelToken
     let progress: ProgressReporter
-    let log: (Int, String) -> Void
 
     /// Bytes received in this attempt, and what was left of the plan when it started: progress.
     private var received: UInt64 = 0
@@ -22,7 +21,7 @@ final class DeltaFetch {
     private(set) var fetched: [String: String] = [:]
 
     init(source: Location, archiveSize: UInt64, dir: String, http: HTTPClient, parallel: Int, cancel: CancelToken,
-         progress: ProgressReporter, log: @escaping (Int, String) -> Void) {
+         progress: ProgressReporter) {
         self.source = source
         self.archiveSize = archiveSize
         self.dir = dir
@@ -30,7 +29,6 @@ final class DeltaFetch {
         self.parallel = parallel
         self.cancel = cancel
         self.progress = progress
-        self.log = log
     }
 
     /// The plan's ranges still to fetch: entries fetched by earlier attempts are left out and the

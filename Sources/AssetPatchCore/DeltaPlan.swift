@@ -24,7 +24,7 @@ struct FetchRange: Equatable {
 /// The plan of a differential update: a source for every file of the new release, and the
 /// coalesced ranges of the archive to fetch for the rest. Built from the signed manifest's
 /// per-file locations; files whose content is on disk already (same sha256) cost no transfer.
-struct DeltaPlan: Equatable {
+struct DeltaPlan {
     /// Every file of the release, in manifest order, with its source.
     var files: [(file: ManifestFile, source: FileSource)]
     var ranges: [FetchRange]
@@ -42,11 +42,6 @@ struct DeltaPlan: Equatable {
     var fetchBytes: UInt64 { ranges.reduce(0) { $0 + $1.count } }
     /// Entries the ranges fetch (a content shared by several paths is fetched once).
     var fetchEntries: Int { ranges.reduce(0) { $0 + $1.entries.count } }
-
-    static func == (a: DeltaPlan, b: DeltaPlan) -> Bool {
-        a.ranges == b.ranges && a.files.count == b.files.count
-            && zip(a.files, b.files).allSatisfy { $0.file == $1.file && $0.source == $1.source }
-    }
 
     /// Plans `files` (every file must have a location; nil otherwise). `local` finds a file's
     /// content on disk; a content missing there is fetched once, for the first path in archive

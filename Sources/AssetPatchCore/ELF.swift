@@ -27,7 +27,9 @@ public struct ELFInfo: Sendable, Equatable {
         #endif
     }
 
-    public var machineName: String { ELFInfo.machines[machine] ?? "machine \(machine)" }
+    public var machineName: String { ELFInfo.name(of: machine) }
+
+    public static func name(of machine: UInt16) -> String { machines[machine] ?? "machine \(machine)" }
 
     /// Parses a little-endian ELF shared object (ET_DYN) from `b`.
     public static func parse(_ b: [UInt8]) throws -> ELFInfo {

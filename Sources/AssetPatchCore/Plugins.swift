@@ -92,7 +92,7 @@ final class PluginLoader: @unchecked Sendable {  // `loaded` is only touched und
         guard csystem_seal_all(fd) == 0 else { throw ioError("seal", name) }
         let elf = try ELFInfo.parse(bytes)
         guard elf.machine == ELFInfo.hostMachine else {
-            throw AssetPatchError(.archive, "plugin \"\(name)\" is built for \(elf.machineName), this process runs on \(ELFInfo(machine: ELFInfo.hostMachine, is64Bit: true, definedSymbols: []).machineName)")
+            throw AssetPatchError(.archive, "plugin \"\(name)\" is built for \(elf.machineName), this process runs on \(ELFInfo.name(of: ELFInfo.hostMachine))")
         }
         dlerror()
         guard let handle = dlopen("/proc/self/fd/\(fd)", RTLD_NOW | RTLD_LOCAL) else {

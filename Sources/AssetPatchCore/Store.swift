@@ -479,13 +479,6 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
         }
     }
 
-    /// Bytes of the files under the data directory; a file hard-linked into several releases
-    /// counts once.
-    public func diskUsage() -> UInt64 {
-        let u = usage()
-        return u.releases + u.downloads + u.other
-    }
-
     /// Bytes used by installed releases, by downloads (partial archives, fetched files, staging),
     /// and by the rest (state, caches). A file hard-linked into several places counts once.
     public func usage() -> (releases: UInt64, downloads: UInt64, other: UInt64) {

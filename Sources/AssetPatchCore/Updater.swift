@@ -97,7 +97,7 @@ final class Updater {
                                      mandatory: m.mandatory, signatureVerified: m.signatureVerified, markedGood: false)
         switch try choosePath(candidate, state) {
         case let .differential(plan):
-            var p = UpdatePreview(candidate: summary, version: candidate.version, wholeArchiveReason: nil, transferBytes: plan.fetchBytes,
+            var p = UpdatePreview(candidate: summary, wholeArchiveReason: nil, transferBytes: plan.fetchBytes,
                                   archiveBytes: archiveBytes, requests: plan.ranges.count)
             for (f, source) in plan.files {
                 switch source {
@@ -109,7 +109,7 @@ final class Updater {
             return p
         case let .whole(reason):
             let transfer = try transferEstimate(plan(candidate))
-            return UpdatePreview(candidate: summary, version: candidate.version, wholeArchiveReason: reason, transferBytes: transfer,
+            return UpdatePreview(candidate: summary, wholeArchiveReason: reason, transferBytes: transfer,
                                  archiveBytes: archiveBytes, requests: 1, fetchedFiles: candidate.manifest.files.map(\.path))
         }
     }
@@ -204,7 +204,7 @@ final class Updater {
         log(1, "differential update: \(plan.fetchEntries) files in \(plan.ranges.count) ranges, \(plan.fetchBytes) of \(c.manifest.archiveSize ?? 0) archive bytes")
         let fetch = DeltaFetch(source: c.archive, archiveSize: c.manifest.archiveSize ?? 0,
                                dir: store.fetchedDir(c.manifest.archiveDigest), http: http, parallel: config.parallelDownloads,
-                               cancel: cancel, progress: progress, log: log)
+                               cancel: cancel, progress: progress)
         do {
             try store.prepareStaging(c.releaseID)
             progress.report(Progress(phase: .download, bytesDone: 0, bytesTotal: plan.fetchBytes,

@@ -11,10 +11,10 @@ struct Installer {
     let cancel: CancelToken
     let progress: ProgressReporter
 
-    /// Installs `archive` (a verified download) for `c`; returns the release record. `state`
-    /// names the installed releases whose files may be linked.
-    func install(_ c: Candidate, archive: String, state: StoreState) throws -> ReleaseInfo {
-        let reusable = c.manifest.kind == .format1 ? store.installedFiles(state).mapValues(\.path) : [:]
+    /// Installs `archive` (a verified download) for `c`; returns the release record. `installed`
+    /// maps the sha256 of installed releases' files (`Store.installedFiles`) to what may be linked.
+    func install(_ c: Candidate, archive: String, installed: [String: (path: String, size: UInt64)]) throws -> ReleaseInfo {
+        let reusable = c.manifest.kind == .format1 ? installed.mapValues(\.path) : [:]
         try store.prepareStaging(c.releaseID)
         let filesDir = store.stagingFilesDir(c.releaseID)
         let shown = c.archive.shown

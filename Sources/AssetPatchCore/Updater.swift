@@ -27,6 +27,16 @@ final class Updater {
     let bundleDir: String?
     /// Fetched files verified by this updater (its retries trust them without hashing again).
     private var verifiedFetched = Set<String>()
+    /// The installed releases' files by sha256, read from their records once per updater: the
+    /// plan, the free-space check and the installer all ask.
+    private var installedCache: (ids: Set<String>, files: [String: (path: String, size: UInt64)])?
+
+    func installedFiles(_ state: StoreState) -> [String: (path: String, size: UInt64)] {
+        if let cached = installedCache, cached.ids == state.liveReleaseIDs { return cached.files }
+        let files = store.installedFiles(state)
+        installedCache = (state.liveReleaseIDs, files)
+        return files
+    }
 
     static let maxRetries = 3
     /// The longest Retry-After waited for; a server asking for more fails the update at once.
@@ -130,7 +140,7 @@ final class Updater {
             }
             return total
         case .whole:
-            let linkable = store.installedFiles(state)
+            let linkable = installedFiles(state)
             var total = c.manifest.files.reduce(UInt64(0)) { sum, f in
                 linkable[f.sha256]?.size == f.size ? sum : sum + f.size + 4096
             }
@@ -144,7 +154,7 @@ final class Updater {
     private func whole(_ c: Candidate, _ state: StoreState) throws -> ReleaseInfo {
         let archive = try fetch(c, try plan(c))
         try cancel.check()
-        return try Installer(store: store, config: config, cancel: cancel, progress: progress).install(c, archive: archive, state: state)
+        return try Installer(store: store, config: config, cancel: cancel, progress: progress).install(c, archive: archive, installed: installedFiles(state))
     }
 
     // MARK: Differential
@@ -167,7 +177,7 @@ final class Updater {
         guard !c.manifest.files.isEmpty, c.manifest.files.allSatisfy({ $0.location != nil }) else {
             return .whole("the manifest has no per-file locations")
         }
-        let installed = store.installedFiles(state)
+        let installed = installedFiles(state)
         var fetched: [String: String] = [:]
         for (sha, path) in store.fetchedFiles() {
             if verifiedFetched.contains(path) { fetched[sha] = path; continue }

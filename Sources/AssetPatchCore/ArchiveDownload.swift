@@ -95,6 +95,9 @@ final class ArchiveDownload {
     let progress: ProgressReporter
     let log: (Int, String) -> Void
     let hash: PartialHash
+    /// Told how far the partial file holds downloaded bytes, after every write and truncation
+    /// (an `ArchiveFollower` extracting behind the download).
+    var onWritten: ((UInt64) -> Void)?
 
     var partPath: String { store.partialPath(digest) }
     var metaPath: String { store.partialMetaPath(digest) }
@@ -149,6 +152,7 @@ final class ArchiveDownload {
         try FS.writeAtomically(metaPath, Array(PartialMeta(url: self.source.url).toJSON().serialized().utf8))
         var have = try out.size()
         if have > sourceSize { try out.truncate(to: 0); have = 0 }
+        onWritten?(have)
         try hash.cover(out, length: have)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }
@@ -162,6 +166,7 @@ final class ArchiveDownload {
             try out.pwrite(chunk, at: offset)
             hash.update(chunk)
             offset += UInt64(n)
+            onWritten?(offset)
             progress.report(Progress(phase: .download, bytesDone: offset, bytesTotal: total))
         }
         return hash.finish()
@@ -219,6 +224,7 @@ final class ArchiveDownload {
                 log(1, "\(what): the server sent the whole file; starting over")
             }
             try out.truncate(to: 0)
+            onWritten?(0)
             hash.reset()
             // An announced length is not trusted either way: the sink enforces the limit on the
             // bytes that actually arrive.
@@ -241,6 +247,7 @@ final class ArchiveDownload {
             try out.pwrite(bytes, at: sink.offset)
             hash.update(bytes)
             sink.offset += UInt64(bytes.count)
+            onWritten?(sink.offset)
         }
         if let decoder = sink.decoder { try decoder.decode(chunk, keep) } else { try keep(chunk) }
     }
@@ -252,6 +259,7 @@ final class ArchiveDownload {
         while true {
             try cancel.check()
             let request = try decideRequest(out)
+            onWritten?(request.from)
             // Within one update the hash carries over from the previous attempt; after a
             // process restart the kept prefix is read and hashed once.
             try hash.cover(out, length: request.from)

@@ -12,7 +12,8 @@ final class DeltaFetch {
     let http: HTTPClient
     let parallel: Int
     let cancel: CancelToken
-    let progress: ProgressReporter
+    /// nil: no progress reports (reading the rest of a downloaded archive).
+    let progress: ProgressReporter?
 
     /// Bytes received in this attempt, and what was left of the plan when it started: progress.
     private var received: UInt64 = 0
@@ -20,8 +21,10 @@ final class DeltaFetch {
     /// What was fetched and verified, by sha256.
     private(set) var fetched: [String: String] = [:]
 
+    /// `fetched`: files kept already (by sha256), left out of every attempt.
     init(source: Location, archiveSize: UInt64, dir: String, http: HTTPClient, parallel: Int, cancel: CancelToken,
-         progress: ProgressReporter) {
+         progress: ProgressReporter?, fetched: [String: String] = [:]) {
+        self.fetched = fetched
         self.source = source
         self.archiveSize = archiveSize
         self.dir = dir
@@ -45,8 +48,8 @@ final class DeltaFetch {
         guard !ranges.isEmpty else { return }
         received = 0
         base = plan.fetchBytes - min(plan.fetchBytes, ranges.reduce(0) { $0 + $1.count })
-        let report = {
-            self.progress.report(Progress(phase: .download, bytesDone: min(self.base + self.received, plan.fetchBytes), bytesTotal: plan.fetchBytes,
+        let report: () -> Void = {
+            self.progress?.report(Progress(phase: .download, bytesDone: min(self.base + self.received, plan.fetchBytes), bytesTotal: plan.fetchBytes,
                                           filesDone: UInt64(self.fetched.count), filesTotal: UInt64(plan.fetchEntries)))
         }
         let receivers = ranges.map { r in

@@ -80,6 +80,14 @@ final class RangeReceiver {
         }
     }
 
+    /// The archive offset of the next byte this receiver needs: the bytes before the next
+    /// entry's local header are passed over without being pushed (a reader of a file on disk
+    /// skips them).
+    func skipToNextEntry() {
+        guard index < range.entries.count, header.isEmpty, decoder == nil else { return }
+        offset = max(offset, range.entries[index].location!.headerOffset)
+    }
+
     /// After the last byte: every entry was completed.
     func finish() throws {
         try settle()

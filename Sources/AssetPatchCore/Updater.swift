@@ -150,11 +150,75 @@ final class Updater {
         }
     }
 
-    /// The whole-archive path: download (resumable), then extract.
+    /// The whole-archive path: download (resumable) and extract. With per-file locations in
+    /// the manifest the files are extracted while the archive arrives (`ArchiveFollower`), then
+    /// whatever the workers did not keep is taken from the complete archive, the central
+    /// directory is checked against the manifest, and the release is assembled from the kept
+    /// files as a differential update would be. A legacy manifest, or one without locations,
+    /// is extracted after the download.
     private func whole(_ c: Candidate, _ state: StoreState) throws -> ReleaseInfo {
-        let archive = try fetch(c, try plan(c))
+        let d = try plan(c)
+        let installer = Installer(store: store, config: config, cancel: cancel, progress: progress)
+        let installed = installedFiles(state)
+        guard c.manifest.kind == .format1, !c.manifest.files.isEmpty, c.manifest.files.allSatisfy({ $0.location != nil }) else {
+            let archive = try fetch(c, d)
+            try cancel.check()
+            return try installer.install(c, archive: archive, installed: installed)
+        }
+        let fetched = verifiedFetchedFiles()
+        let plan = DeltaPlan.make(c.manifest.files, local: { f in
+            if let i = installed[f.sha256], i.size == f.size { return .installed(i.path) }
+            return fetched[f.sha256].map(FileSource.fetched)
+        })!
+        let dir = store.fetchedDir(c.manifest.archiveDigest)
+        try FS.makeDirectories(dir)
+        let follower = ArchiveFollower(path: d.partPath, entries: plan.ranges.flatMap(\.entries), workers: ArchiveFollower.workerCount(),
+                                       dir: dir, shown: c.archive.shown, cancel: cancel)
+        try follower.start(available: d.resumableBytes())
+        d.onWritten = follower.advance
+        let archive: String
+        do { archive = try fetch(c, d) } catch {
+            _ = follower.finish()
+            throw error
+        }
+        let (kept, stopped) = follower.finish()
+        for path in kept.values { verifiedFetched.insert(path) }
         try cancel.check()
-        return try Installer(store: store, config: config, cancel: cancel, progress: progress).install(c, archive: archive, installed: installedFiles(state))
+        if let why = stopped.first { log(1, "extracting behind the download stopped (\(why)); finishing from the archive") }
+
+        // The rest from the verified archive on disk: the same receivers, read with pread.
+        let rest = DeltaFetch(source: .file(path: archive, url: c.archive.url), archiveSize: c.manifest.archiveSize ?? 0, dir: dir, http: http,
+                              parallel: 1, cancel: cancel, progress: nil, fetched: kept)
+        do {
+            try rest.attempt(plan)
+        } catch let f as DeltaFallback {
+            // The archive matches its signed digest, so its entries disagree with the manifest:
+            // extracting by the zip's own headers says how.
+            log(2, "\(f.message); extracting by the archive's own directory")
+            return try installer.install(c, archive: archive, installed: installed)
+        }
+        for path in rest.fetched.values { verifiedFetched.insert(path) }
+        // The central directory must describe the entries the manifest locates.
+        _ = try ZipReader(path: archive, source: c.archive.shown).fileEntries(matching: c.manifest.files)
+        try cancel.check()
+        try store.prepareStaging(c.releaseID)
+        return try installer.assemble(c, plan, fetched: rest.fetched)
+    }
+
+    /// The files earlier attempts fetched and kept (`downloads/*.files/`), by sha256: hashed
+    /// again unless this updater verified them, and removed when they no longer match.
+    private func verifiedFetchedFiles() -> [String: String] {
+        var fetched: [String: String] = [:]
+        for (sha, path) in store.fetchedFiles() {
+            if verifiedFetched.contains(path) { fetched[sha] = path; continue }
+            if (try? Digest.hexOfFile(path)) == sha {
+                verifiedFetched.insert(path)
+                fetched[sha] = path
+            } else {
+                try? FS.unlink(path)
+            }
+        }
+        return fetched
     }
 
     // MARK: Differential
@@ -178,16 +242,7 @@ final class Updater {
             return .whole("the manifest has no per-file locations")
         }
         let installed = installedFiles(state)
-        var fetched: [String: String] = [:]
-        for (sha, path) in store.fetchedFiles() {
-            if verifiedFetched.contains(path) { fetched[sha] = path; continue }
-            if (try? Digest.hexOfFile(path)) == sha {
-                verifiedFetched.insert(path)
-                fetched[sha] = path
-            } else {
-                try? FS.unlink(path)
-            }
-        }
+        let fetched = verifiedFetchedFiles()
         var bundle: [String: String] = [:]
         if let bundleDir {
             let missing = Set(c.manifest.files.filter { installed[$0.sha256]?.size != $0.size && fetched[$0.sha256] == nil }.map(\.size))
@@ -203,6 +258,12 @@ final class Updater {
         }) else { return .whole("the manifest has no per-file locations") }
         guard delta.paysOff(archiveSize: archiveSize, maxPercent: config.differentialMaxPercent) else {
             return .whole("ranges would transfer \(delta.fetchBytes) of the archive's \(archiveSize) bytes (more than \(config.differentialMaxPercent)%)")
+        }
+        // An interrupted whole-archive download resumes byte-exactly; its files extracted so
+        // far are kept either way, so ranges win only if they transfer less than the rest.
+        let partial = try plan(c).resumableBytes()
+        if partial > 0, archiveSize - min(archiveSize, partial) <= delta.fetchBytes {
+            return .whole("resuming the interrupted download (\(archiveSize - min(archiveSize, partial)) bytes left) transfers no more than ranges (\(delta.fetchBytes) bytes)")
         }
         return .differential(delta)
     }

@@ -243,3 +243,96 @@ final class LogLines: @unchecked Sendable {  // lines guarded by `lock`
     func add(_ line: String) { lock.locked { items.append(line) } }
     var lines: [String] { lock.locked { items } }
 }
+
+@Suite struct ArchiveFollowerTests {
+    let files: [(String, [UInt8])] = (0..<24).map { i in
+        i % 3 == 0 ? ("t/\(i).txt", Array(String(repeating: "text \(i) ", count: 500 * (i + 1)).utf8))
+                   : ("b/\(i).bin", noise(3000 * (i % 5) + 17, seed: UInt64(i)))
+    } + [("empty", [])]
+
+    @Test func entriesAreDealtInArchiveOrderAcrossWorkersBalancedBySize() throws {
+        let dir = TempDir()
+        defer { dir.cleanup() }
+        let (_, entries) = try RangeReceiverTests().archive(dir, files)
+        for workers in [1, 2, 3, 8, 100] {
+            let ranges = ArchiveFollower.deal(entries, workers: workers)
+            #expect(ranges.count == min(workers, entries.count))
+            #expect(Set(ranges.flatMap(\.entries).map(\.path)) == Set(entries.map(\.path)))
+            for r in ranges {
+                let offsets = r.entries.map { $0.location!.headerOffset }
+                #expect(offsets == offsets.sorted() && r.start == offsets.first! && r.end == r.entries.last!.location!.range.upperBound)
+            }
+            let loads = ranges.map { $0.entries.reduce(0) { $0 + $1.location!.range.count } }
+            #expect(loads.max()! - loads.min()! <= entries.map { $0.location!.range.count }.max()!, "\(workers) workers")
+        }
+    }
+
+    /// Writes `bytes` into `part` in steps of `step`, advancing the follower after each.
+    func grow(_ part: File, _ bytes: [UInt8], from: Int = 0, step: Int, _ follower: ArchiveFollower) throws {
+        var offset = from
+        while offset < bytes.count {
+            let n = min(step, bytes.count - offset)
+            try bytes[offset..<offset + n].withUnsafeBytes { try part.pwrite($0, at: UInt64(offset)) }
+            offset += n
+            follower.advance(to: UInt64(offset))
+        }
+    }
+
+    @Test func workersExtractEveryEntryOfAGrowingFileWithoutReadingPastIt() throws {
+        let dir = TempDir()
+        defer { dir.cleanup() }
+        let (path, entries) = try RangeReceiverTests().archive(dir, files)
+        let bytes = try FS.readFile(path)
+        for (workers, step) in [(1, 1 << 20), (3, 777), (4, 1)] {
+            let out = dir.path + "/out\(workers)", partPath = dir.path + "/part\(workers)"
+            try FS.makeDirectories(out)
+            let part = try File.open(partPath, O_RDWR | O_CREAT, mode: 0o644)
+            let follower = ArchiveFollower(path: partPath, entries: entries, workers: workers, dir: out, shown: "a.zip", cancel: CancelToken())
+            try follower.start(available: 0)
+            try grow(part, bytes, step: step, follower)
+            let (kept, stopped) = follower.finish()
+            #expect(stopped.isEmpty, "\(stopped)")
+            #expect(Set(kept.keys) == Set(entries.map(\.sha256)))
+            for (p, b) in files {
+                #expect(try FS.readFile(kept[entries.first { $0.path == p }!.sha256]!) == b, "\(p) with \(workers) workers")
+            }
+            #expect(try FS.list(out).allSatisfy { !$0.hasPrefix(".") }, "nothing half-written")
+        }
+    }
+
+    @Test func aStopMidwayKeepsTheEntriesThatArrivedAndBadBytesStopOnlyTheirWorker() throws {
+        let dir = TempDir()
+        defer { dir.cleanup() }
+        let (path, entries) = try RangeReceiverTests().archive(dir, files)
+        let bytes = try FS.readFile(path)
+        let half = bytes.count / 2
+        // The download stops at half: the entries wholly before it are kept, the rest not.
+        var out = dir.path + "/half"
+        try FS.makeDirectories(out)
+        var part = try File.open(dir.path + "/p1", O_RDWR | O_CREAT, mode: 0o644)
+        var follower = ArchiveFollower(path: dir.path + "/p1", entries: entries, workers: 2, dir: out, shown: "a.zip", cancel: CancelToken())
+        try follower.start(available: 0)
+        try grow(part, Array(bytes[0..<half]), step: 4096, follower)
+        let (kept, stopped) = follower.finish()
+        #expect(stopped.isEmpty)
+        #expect(Set(kept.keys) == Set(entries.filter { $0.location!.range.upperBound <= UInt64(half) }.map(\.sha256)))
+        #expect(try FS.list(out).allSatisfy { !$0.hasPrefix(".") })
+
+        // Bytes already on disk (a resume) are read first; a corrupt entry stops its worker
+        // with the file named, and every other entry is still kept.
+        out = dir.path + "/bad"
+        try FS.makeDirectories(out)
+        var bad = bytes
+        let victim = entries[5]
+        bad[Int(victim.location!.dataOffset) + 1] ^= 0xFF
+        part = try File.open(dir.path + "/p2", O_RDWR | O_CREAT, mode: 0o644)
+        try bad[0..<half].withUnsafeBytes { try part.pwrite($0, at: 0) }
+        follower = ArchiveFollower(path: dir.path + "/p2", entries: entries, workers: 2, dir: out, shown: "a.zip", cancel: CancelToken())
+        try follower.start(available: UInt64(half))
+        try grow(part, bad, from: half, step: 1000, follower)
+        let (kept2, stopped2) = follower.finish()
+        #expect(stopped2.count == 1 && stopped2[0].contains("\"\(victim.path)\""), "\(stopped2)")
+        #expect(kept2[victim.sha256] == nil && kept2.count >= entries.count / 2)
+        for (sha, p) in kept2 { #expect(try Digest.hexOfFile(p) == sha) }
+    }
+}

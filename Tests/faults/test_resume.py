@@ -7,7 +7,7 @@ import time
 import pytest
 
 import assetpatch
-from conftest import CLI, archive_log, assert_never_refetched, assert_serves, partial_files
+from conftest import CLI, archive_log, assert_never_refetched, assert_serves, partial_files, sha256_file
 
 
 def client(tmp_path, server, repo="v2", **options):
@@ -57,6 +57,27 @@ def test_reset_mid_transfer_is_retried_and_resumed_within_one_call(tmp_path, fau
     assert_never_refetched(log, size)
 
 
+def kept_files(tmp_path):
+    """The files extracted behind the download so far: sha256 -> inode (each checked)."""
+    out = {}
+    downloads = os.path.join(tmp_path, "data", "downloads")
+    for d in os.listdir(downloads):
+        if d.endswith(".files"):
+            for name in os.listdir(os.path.join(downloads, d)):
+                path = os.path.join(downloads, d, name)
+                assert not name.startswith("."), f"a half-written file was left: {name}"
+                assert sha256_file(path) == name
+                out[name] = os.stat(path).st_ino
+    return out
+
+
+def release_inodes(tmp_path):
+    out = set()
+    for top, _, names in os.walk(os.path.join(tmp_path, "data", "releases")):
+        out.update(os.stat(os.path.join(top, n)).st_ino for n in names)
+    return out
+
+
 def test_failed_update_keeps_bytes_and_the_next_call_resumes(tmp_path, fault, repos):
     size = repos["v2"].archive_size
     with client(tmp_path, fault) as c:
@@ -64,6 +85,12 @@ def test_failed_update_keeps_bytes_and_the_next_call_resumes(tmp_path, fault, re
         assert c.current_version == 0
         _, remaining = c.check()
         assert remaining == size - have
+    # Files were extracted while the archive arrived: exactly the entries wholly within the
+    # bytes that arrived are kept (verified), for the next attempt.
+    kept = kept_files(tmp_path)
+    within = {f["sha256"] for f in repos["v2"].manifest["files"]
+              if f["zip"]["data_offset"] + f["zip"]["compressed_size"] <= have}
+    assert within and set(kept) == within
     fault.reset()
     with client(tmp_path, fault) as c:  # a new client: a restart
         progress = []
@@ -75,6 +102,7 @@ def test_failed_update_keeps_bytes_and_the_next_call_resumes(tmp_path, fault, re
     assert all(a.bytes_done <= b.bytes_done for a, b in zip(downloads, downloads[1:]))
     s = fault.stats()
     assert s["range_requests"] == 1 and s["bytes_sent"] == size - have
+    assert set(kept.values()) <= release_inodes(tmp_path), "the files kept before are in the release, not extracted again"
 
 
 @pytest.mark.parametrize("mode", ["ignore-range", "wrong-range", "etag-change", "416"])

@@ -114,7 +114,7 @@ final class ArchiveFollower {
         let receiver = RangeReceiver(ranges[i], dir: dir, shown: shown) { f, path in outcome.kept[f.sha256] = path }
         defer { receiver.abandon() }
         do {
-            let file = try File.openRead(path)
+            var file: File?  // opened once bytes are there: the downloader creates the file
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: ArchiveFollower.readSize, alignment: 16)
             defer { buffer.deallocate() }
             while true {
@@ -132,7 +132,8 @@ final class ArchiveFollower {
                 }
                 guard let end, !cancel.isCancelled else { return }
                 let want = Int(min(UInt64(buffer.count), end - offset, receiver.range.end - offset))
-                let n = try file.pread(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: offset)
+                if file == nil { file = try File.openRead(path) }
+                let n = try file!.pread(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: offset)
                 if n == 0 { throw DeltaFallback(message: "\(shown): the download is shorter than \(end) bytes") }
                 try receiver.push(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
             }

@@ -286,9 +286,10 @@ final class LogLines: @unchecked Sendable {  // lines guarded by `lock`
         for (workers, step) in [(1, 1 << 20), (3, 777), (4, 1)] {
             let out = dir.path + "/out\(workers)", partPath = dir.path + "/part\(workers)"
             try FS.makeDirectories(out)
-            let part = try File.open(partPath, O_RDWR | O_CREAT, mode: 0o644)
             let follower = ArchiveFollower(path: partPath, entries: entries, workers: workers, dir: out, shown: "a.zip", cancel: CancelToken())
             try follower.start(available: 0)
+            usleep(20_000)  // the workers wait for bytes before the download has created the file
+            let part = try File.open(partPath, O_RDWR | O_CREAT, mode: 0o644)
             try grow(part, bytes, step: step, follower)
             let (kept, stopped) = follower.finish()
             #expect(stopped.isEmpty, "\(stopped)")

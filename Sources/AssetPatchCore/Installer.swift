@@ -2,9 +2,10 @@ import Glibc
 
 /// Extracts a downloaded archive into `staging/<id>/`, checking every entry against the
 /// manifest (names, sizes, sha256 as each file is written), and seals the staging directory
-/// (release record, names file, one syncfs). A file whose sha256 an installed release already
-/// has is hard-linked from it instead (release files are read-only, so sharing them is safe):
-/// two kept releases take about one release's disk plus the changes. Runs on the updating thread.
+/// (release record, names file, every file and directory made durable). A file whose sha256 an
+/// installed release already has is hard-linked from it instead (release files are read-only,
+/// so sharing them is safe): two kept releases take about one release's disk plus the changes.
+/// Runs on the updating thread.
 struct Installer {
     let store: Store
     let config: ClientConfig
@@ -54,6 +55,7 @@ struct Installer {
                 progress.report(Progress(phase: .install, bytesDone: bytesDone + written, bytesTotal: totalBytes,
                                          filesDone: UInt64(i), filesTotal: UInt64(entries.count)))
             }
+            out.startWriteback()
             let sha = digest.finalHex()
             if let f = expected[e.name], f.sha256 != sha {
                 throw AssetPatchError(.integrity, "\(shown): entry \"\(e.name)\" has sha256 \(sha), the manifest says \(f.sha256)")
@@ -131,6 +133,7 @@ struct Installer {
             size += UInt64(n)
             if size > f.size { break }
         }
+        if !cloned { out.startWriteback() }
         let sha = digest.finalHex()
         if size != f.size || sha != f.sha256 {
             try? FS.unlink(target)

@@ -152,6 +152,7 @@ final class RangeReceiver {
         if let headerCRC, headerCRC != crc { throw mismatch("fails its CRC-32 check") }
         let sha = digest.finalHex()
         if sha != f.sha256 { throw mismatch("has sha256 \(sha), the manifest says \(f.sha256)") }
+        self.out?.startWriteback()
         out = nil
         let path = dir + "/" + f.sha256
         try FS.rename(tempPath, path)

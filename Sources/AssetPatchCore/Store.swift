@@ -368,18 +368,29 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
         try FS.makeDirectories(stagingFilesDir(id))
     }
 
-    /// Writes the release's record and names file into its staging directory, then makes every
-    /// file and directory there durable with one syncfs (far cheaper than an fsync per file)
-    /// before the state may name the release. The writes need no fsync or rename of their own:
-    /// the syncfs covers them, and an interrupted staging directory is never used.
+    /// Writes the release's record and names file into its staging directory, then makes the
+    /// staging tree durable before the state may name the release: fdatasync of every file
+    /// (their writeback was started as each was written) and fsync of every directory, deepest
+    /// first. Only the release's own bytes are waited for, never what other processes have
+    /// dirty on the filesystem (as syncfs would). A failure means the staging directory is
+    /// discarded and the step redone from scratch: an interrupted staging directory is never used.
     func sealStaging(_ id: String, _ info: ReleaseInfo) throws {
-        let stage = stagingDir(id)
+        let stage = stagingDir(id), filesDir = stagingFilesDir(id)
         var names: [UInt8] = []
         for f in info.files { names += f.path.utf8; names.append(0) }
+        var paths: [String] = []
         for (name, bytes) in [(Store.recordName, Array(info.toJSON().serialized().utf8)), (Store.namesName, names)] {
             try File.open(stage + "/" + name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o444).write(bytes)
+            paths.append(stage + "/" + name)
         }
-        try FS.syncFilesystem(containing: stage)
+        var dirs = Set<String>()
+        for f in info.files {
+            paths.append(filesDir + "/" + f.path)
+            var p = f.path
+            while let parent = p.beforeLastSlash, dirs.insert(parent).inserted { p = parent }
+        }
+        let directories = dirs.sorted { $0.utf8.count > $1.utf8.count }.map { filesDir + "/" + $0 } + [filesDir, stage]
+        try FS.syncFiles(paths, directories: directories)
     }
 
     func discardStaging(_ id: String) {

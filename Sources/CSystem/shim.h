@@ -1,9 +1,6 @@
 #ifndef ASSETPATCH_CSYSTEM_SHIM_H
 #define ASSETPATCH_CSYSTEM_SHIM_H
 /* Linux calls that Glibc's Swift module hides behind _GNU_SOURCE. */
-extern int syncfs(int fd);
-static inline int csystem_syncfs(int fd) { return syncfs(fd); }
-
 #include <sys/syscall.h>  /* SYS_memfd_create; macros only (fcntl.h and unistd.h would re-export libc types) */
 extern long syscall(long number, ...);
 extern int fcntl(int fd, int cmd, ...);
@@ -11,4 +8,14 @@ extern int fcntl(int fd, int cmd, ...);
    spelled out: MFD_CLOEXEC | MFD_ALLOW_SEALING; F_ADD_SEALS with SHRINK, GROW, WRITE, SEAL. */
 static inline int csystem_memfd_sealable(const char *name) { return (int)syscall(SYS_memfd_create, name, 0x0001U | 0x0002U); }
 static inline int csystem_seal_all(int fd) { return fcntl(fd, 1024 + 9, 0x0001 | 0x0002 | 0x0004 | 0x0008); }
+/* Starts writing a file's dirty pages back without waiting (sync_file_range with
+   SYNC_FILE_RANGE_WRITE over the whole file), so that a later fdatasync finds little to do. */
+static inline int csystem_start_writeback(int fd) {
+#ifdef SYS_sync_file_range
+    return (int)syscall(SYS_sync_file_range, fd, 0L, 0L, 2U);
+#else
+    (void)fd;
+    return 0;
+#endif
+}
 #endif

@@ -184,7 +184,7 @@ import Testing
         let c = try Client(dataDir: data.path, bundleDir: nil)
         defer { c.close() }
         try c.set("manifest_url", try publishRelease(v1, version: 1, repo: repo))
-        for op in ["syncfs", "fsync", "rename"] {
+        for op in ["fdatasync", "fsync", "rename"] {
             FaultInjection.fail(op, errno: EIO)
             #expect(statusOf { _ = try c.update(progress: nil) } == .io, "\(op)")
             FaultInjection.clear()

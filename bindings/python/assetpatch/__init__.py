@@ -209,6 +209,18 @@ class _ProgressTrampoline:
             raise error
 
 
+class _ResolveBuffer:
+    """One thread's result buffer for resolve, with its capacity and length as ready ctypes objects."""
+
+    __slots__ = ("buf", "cap", "length", "len_ref")
+
+    def __init__(self, size: int) -> None:
+        self.buf = ctypes.create_string_buffer(size)
+        self.cap = ctypes.c_size_t(size)
+        self.length = ctypes.c_size_t()
+        self.len_ref = ctypes.byref(self.length)
+
+
 class Client:
     """A client of one data directory. Thread-safe; use as a context manager or call close().
 
@@ -227,6 +239,12 @@ class Client:
         _check(lib.assetpatch_client_open(str(data_dir).encode(), None if bundle_dir is None else str(bundle_dir).encode(),
                                           ctypes.byref(handle)))
         self._handle: Optional[int] = handle.value
+        # resolve's fast path: the handle as a ready pointer, calls bound without argtypes, and
+        # one result buffer per thread (resolve may run on many threads at once).
+        self._handle_p: Optional[ctypes.c_void_p] = ctypes.c_void_p(handle.value)
+        self._resolve_fn = _ffi.unchecked(lib, "assetpatch_resolve")
+        self._resolve_variant_fn = _ffi.unchecked(lib, "assetpatch_resolve_variant")
+        self._buffers = threading.local()
         self._background: Optional[_ProgressTrampoline] = None
         self._log_fn = _ffi.LOG_FN(self._on_log)
         try:
@@ -307,18 +325,43 @@ class Client:
         if self._handle is not None:
             self._lib.assetpatch_cancel(self._handle)
 
+    def _resolve_slow(self, name: str, variant: Optional[ctypes.c_int]) -> "_ResolveBuffer":
+        """resolve and resolve_variant: every case, raising for errors, growing the buffer."""
+        handle = self._handle_p
+        if handle is None:
+            raise StateError(Status.ERR_STATE, "client is closed")
+        if "\0" in name:
+            raise ArgumentError(Status.ERR_ARGUMENT, f"resource name {name!r} contains NUL")
+        encoded = name.encode()
+        b = getattr(self._buffers, "b", None) or _ResolveBuffer(1024)
+        while True:
+            if variant is None:
+                rc = self._resolve_fn(handle, encoded, b.buf, b.cap, b.len_ref)
+            else:
+                rc = self._resolve_variant_fn(handle, encoded, b.buf, b.cap, b.len_ref, ctypes.byref(variant))
+            if rc == 0:
+                self._buffers.b = b
+                return b
+            if rc != Status.ERR_RANGE or b.length.value < b.cap.value:
+                _check(rc)
+            b = _ResolveBuffer(b.length.value + 1)
+
     def resolve(self, name: str) -> str:
         """The absolute path for a resource name: the active release first, then the bundle."""
-        h = self._h()
-        encoded = name.encode()
-        buf = ctypes.create_string_buffer(1024)
-        length = ctypes.c_size_t()
-        rc = self._lib.assetpatch_resolve(h, encoded, buf, len(buf), ctypes.byref(length))
-        if rc == Status.ERR_RANGE:
-            buf = ctypes.create_string_buffer(length.value + 1)
-            rc = self._lib.assetpatch_resolve(h, encoded, buf, len(buf), ctypes.byref(length))
-        _check(rc)
-        return buf.value.decode()
+        # The common case inline (one ctypes call, nothing converted); the rest in _resolve_slow.
+        b = getattr(self._buffers, "b", None)
+        handle = self._handle_p
+        if b is not None and handle is not None and "\0" not in name and \
+                self._resolve_fn(handle, name.encode(), b.buf, b.cap, b.len_ref) == 0:
+            return b.buf.value.decode()
+        return self._resolve_slow(name, None).buf.value.decode()
+
+    def resolve_variant(self, name: str) -> Tuple[str, int]:
+        """As resolve, with the index in `variants` of the variant that matched (for "@3x,@2x,":
+        0 for an @3x file, 2 for the plain name): the host learns the scale of what it loads."""
+        variant = ctypes.c_int()
+        path = self._resolve_slow(name, variant).buf.value.decode()
+        return path, variant.value
 
     @property
     def current_version(self) -> int:
@@ -405,6 +448,7 @@ class Client:
     def close(self) -> None:
         """Cancels a running update, waits for it, frees the client. Safe to call twice."""
         handle, self._handle = self._handle, None
+        self._handle_p = None
         if handle is not None:
             self._lib.assetpatch_client_close(handle)
         self._background = None

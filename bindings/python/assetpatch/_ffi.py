@@ -97,6 +97,15 @@ def load() -> ctypes.CDLL:
                           "system search path:\n  " + "\n  ".join(tried))
 
 
+def unchecked(lib: ctypes.CDLL, name: str, restype: Any = ctypes.c_int) -> Any:
+    """A second binding of `name` without argtypes: ctypes then converts nothing and the caller
+    passes ready ctypes objects (pointers, c_size_t, buffers) and bytes. For the hot calls
+    (resolve), where argtypes conversion would cost more than the call itself."""
+    fn = lib._FuncPtr((name, lib))
+    fn.restype = restype
+    return fn
+
+
 def _declare(lib: ctypes.CDLL) -> None:
     c = ctypes
     client_p = c.c_void_p
@@ -113,6 +122,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "assetpatch_update_wait": (c.c_int, [client_p, c.c_int, c.POINTER(c.c_int)]),
         "assetpatch_cancel": (None, [client_p]),
         "assetpatch_resolve": (c.c_int, [client_p, c.c_char_p, c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)]),
+        "assetpatch_resolve_variant": (c.c_int, [client_p, c.c_char_p, c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t),
+                                                 c.POINTER(c.c_int)]),
         "assetpatch_current": (c.c_int, [client_p, c.POINTER(c.c_int64)]),
         "assetpatch_mark_good": (c.c_int, [client_p]),
         "assetpatch_rollback": (c.c_int, [client_p]),

@@ -209,3 +209,47 @@ def test_processes_opening_at_once_never_lose_a_launch(tmp_path, base_url):
     assert all(p.wait(120) == 0 for p in procs)
     with assetpatch.Client(data) as c:
         assert c.lifecycle.launches == 4 * 25 + 1 and c.current_version == 1
+
+
+def test_resolve_fast_path_every_case_and_threads(tmp_path):
+    """resolve's inline path (one result buffer per thread, no argtypes) against the slow path's
+    cases: paths longer than the first buffer, NUL in a name, a closed client, variants."""
+    bundle = tmp_path / "bundle"
+    long_name = "/".join(["d" * 200] * 6) + "/deep.txt"            # a path over 1,200 bytes
+    files = {long_name: b"deep", "img/icon@2x.png": b"2x", "img/icon.png": b"1x"}
+    for i in range(200):
+        files[f"many/{i:03}.txt"] = str(i).encode()
+    for name, data in files.items():
+        (bundle / name).parent.mkdir(parents=True, exist_ok=True)
+        (bundle / name).write_bytes(data)
+    with assetpatch.Client(tmp_path / "data", bundle, variants=("@3x", "@2x", "")) as c:
+        assert read(c.resolve(long_name)) == b"deep" and len(c.resolve(long_name)) > 1200
+        assert read(c.resolve("many/007.txt")) == b"7", "short after long: the grown buffer still works"
+        assert c.resolve_variant("img/icon.png") == (str(bundle / "img/icon@2x.png"), 1)
+        assert read(c.resolve("img/icon.png")) == b"2x"
+        with pytest.raises(assetpatch.ArgumentError):
+            c.resolve("many/001.txt\0../x")
+        with pytest.raises(assetpatch.NotFoundError):
+            c.resolve("many/999.txt")
+
+        errors = []
+
+        def worker(seed):
+            try:
+                for k in range(3000):
+                    i = (seed * 7 + k) % 200
+                    path = c.resolve(f"many/{i:03}.txt")
+                    assert path.endswith(f"/many/{i:03}.txt"), path
+                    if k % 500 == 0:
+                        assert c.resolve(long_name).endswith("/deep.txt")
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+    with pytest.raises(assetpatch.StateError):
+        c.resolve("many/001.txt")

@@ -93,7 +93,9 @@ int main(int argc, char **argv) {
     qsort(nper, naive_batches, sizeof *nper, cmp);
 
     /* The physical limit of the job: a plain open-addressing table (FNV-1a, linear probing) of
-       the same names, each lookup hashing, probing, comparing and copying the path. */
+       the same names, each lookup hashing, probing, comparing and copying the path. The table
+       owns copies of its keys, as any table built from a release's names would: a key that
+       aliased the query string would save the compare its cache miss. */
     size_t slots = 16;
     while (slots < n * 2) slots <<= 1;
     char **keys = calloc(slots, sizeof *keys), **vals = calloc(slots, sizeof *vals);
@@ -102,7 +104,7 @@ int main(int argc, char **argv) {
         for (const unsigned char *p = (const unsigned char *)names[i]; *p; p++) h = (h ^ *p) * 0x100000001b3ull;
         size_t k = h & (slots - 1);
         while (keys[k]) k = (k + 1) & (slots - 1);
-        keys[k] = names[i];
+        keys[k] = strdup(names[i]);
         char full[4096];
         snprintf(full, sizeof full, "%s%s", release_root, names[i]);
         vals[k] = strdup(full);

@@ -1,30 +1,53 @@
-/// An immutable name -> absolute path table for one directory of resources (a release or the
-/// bundle). Lookups hash raw bytes and compare them in one contiguous arena: no allocation,
-/// no system call. Built once, then shared by every resolving thread.
+/// An immutable name -> absolute path table for resources under one or more root directories
+/// (a release, the bundle, or both for the table resolved ahead for variants). Lookups hash raw
+/// bytes and compare them in one contiguous arena: no allocation, no system call. Built once,
+/// then shared by every resolving thread.
+///
+/// A path is its root, "/", and the file's name under the root, copied out in two pieces: the
+/// arena holds each name once (and the file's name only where a variant makes it differ), not
+/// a root per entry, so 100,000 names take about a third of the memory (and cache) they did.
 public final class ResolveIndex: @unchecked Sendable {  // immutable after init; the buffers are never written again
-    /// 24 bytes, so that a table of 100,000 names stays small enough for the caches. The path
-    /// is stored right after the name in the arena.
+    /// 16 bytes, four to a cache line.
     struct Slot {
         var hash: UInt32       // the low half of the name's FNV-1a hash
+        var name: UInt32       // offset of the name in the arena; `empty`: no entry
         var nameLength: UInt16
-        var pathLength: UInt16
-        var name: Int          // offset of the name in the arena; -1: empty
-        var tag: UInt16        // what the entry carries besides its path (the variant matched)
+        var fileLength: UInt16 // the file's name follows the name in the arena; 0: the file is the name
+        var root: UInt8        // index into `roots`
+        var tag: UInt8         // what the entry carries besides its path (the variant matched)
 
-        init(hash: UInt64, name: Int, nameLength: Int, path: Int, pathLength: Int, tag: Int) {
-            self.hash = UInt32(truncatingIfNeeded: hash)
-            self.name = name
-            self.nameLength = UInt16(truncatingIfNeeded: nameLength)
-            self.pathLength = UInt16(truncatingIfNeeded: pathLength)
-            self.tag = UInt16(truncatingIfNeeded: tag)
+        static let empty = UInt32.max
+        static let vacant = Slot(hash: 0, name: empty, nameLength: 0, fileLength: 0, root: 0, tag: 0)
+    }
+
+    /// A lookup's answer: the path is `root` followed by `file` (root ends in "/").
+    struct Hit {
+        var root: UnsafeRawBufferPointer
+        var file: UnsafeRawBufferPointer
+        var tag: Int
+        var count: Int { root.count + file.count }
+
+        /// Writes the path and a NUL at `out` (`count + 1` bytes).
+        @inline(__always)
+        func copy(to out: UnsafeMutableRawPointer) {
+            root.copyTo(out)
+            file.copyTo(out + root.count)
+            out.storeBytes(of: 0, toByteOffset: count, as: UInt8.self)
         }
 
-        var path: Int { name + Int(nameLength) }
+        var path: String { String(decoding: root, as: UTF8.self) + String(decoding: file, as: UTF8.self) }
     }
+
+    /// The arena holds at most this many bytes (offsets are 32-bit); names beyond it are left
+    /// out. A release's names are bounded far below by `max_manifest_bytes`.
+    static let arenaLimit = Int(UInt32.max) - 1
 
     private let arena: UnsafeMutableRawBufferPointer
     private let slots: UnsafeMutableBufferPointer<Slot>
     private let mask: Int
+    /// Each root's bytes with a trailing "/", back to back in `rootBytes`.
+    private let rootBytes: UnsafeMutableRawBufferPointer
+    private let rootSpans: [Range<Int>]
     public private(set) var count = 0
     public let root: String
 
@@ -58,104 +81,121 @@ public final class ResolveIndex: @unchecked Sendable {  // immutable after init;
         self.init(root: root, bytes: bytes, ranges: ranges)
     }
 
-    /// The names are `bytes[range]` for each range.
+    /// The names are `bytes[range]` for each range, all files of `root`.
     init(root: String, bytes: [UInt8], ranges: [Range<Int>]) {
         self.root = root
-        let rootBytes = Array(root.utf8)
-        var arenaSize = 0
-        for r in ranges { arenaSize += r.count * 2 + rootBytes.count + 2 }
-        arena = .allocate(byteCount: max(arenaSize, 1), alignment: 8)
-        var capacity = 16
-        while capacity < ranges.count * 2 { capacity <<= 1 }
-        slots = .allocate(capacity: capacity)
-        slots.initialize(repeating: Slot(hash: 0, name: -1, nameLength: 0, path: 0, pathLength: 0, tag: 0))
-        mask = capacity - 1
+        (rootBytes, rootSpans) = ResolveIndex.packRoots([root])
+        arena = .allocate(byteCount: max(min(bytes.count, ResolveIndex.arenaLimit), 1), alignment: 8)
+        (slots, mask) = ResolveIndex.makeSlots(for: ranges.count)
         var used = 0
         bytes.withUnsafeBytes { all in
-            rootBytes.withUnsafeBytes { rootRaw in
-                for r in ranges {
-                    let nameBytes = UnsafeRawBufferPointer(rebasing: all[r])
-                    insert(nameBytes, tag: 0, used: &used, pathLength: rootRaw.count + 1 + nameBytes.count) { at in
-                        rootRaw.copyTo(at)
-                        at.storeBytes(of: UInt8(ascii: "/"), toByteOffset: rootRaw.count, as: UInt8.self)
-                        nameBytes.copyTo(at + rootRaw.count + 1)
-                    }
-                }
+            for r in ranges {
+                insert(UnsafeRawBufferPointer(rebasing: all[r]), file: nil, root: 0, tag: 0, used: &used)
             }
         }
-    }
-
-    /// Adds `name` unless it is already there: the name, then its path (`writePath` fills
-    /// `pathLength` bytes), then a NUL, at `used` in the arena.
-    private func insert(_ nameBytes: UnsafeRawBufferPointer, tag: Int, used: inout Int, pathLength: Int,
-                        writePath: (UnsafeMutableRawPointer) -> Void) {
-        let h = ResolveIndex.hash(nameBytes)
-        var i = Int(truncatingIfNeeded: h) & mask
-        while slots[i].name >= 0 {
-            if slots[i].hash == UInt32(truncatingIfNeeded: h) && bytesEqual(slots[i].name, Int(slots[i].nameLength), nameBytes) { return }
-            i = (i + 1) & mask
-        }
-        let nameOffset = used
-        nameBytes.copyTo(arena.baseAddress! + used)
-        used += nameBytes.count
-        writePath(arena.baseAddress! + used)
-        used += pathLength
-        arena[used] = 0
-        used += 1
-        slots[i] = Slot(hash: h, name: nameOffset, nameLength: nameBytes.count, path: nameOffset + nameBytes.count, pathLength: pathLength, tag: tag)
-        count += 1
     }
 
     /// Entries to build a table from, their bytes back to back (no allocation per entry).
     struct Entries {
         var bytes: [UInt8] = []
-        var spans: [(name: Range<Int>, path: Range<Int>, tag: Int)] = []
+        var spans: [(name: Range<Int>, file: Range<Int>, root: Int, tag: Int)] = []
 
-        mutating func append(name: UnsafeRawBufferPointer, path: UnsafeRawBufferPointer, tag: Int) {
+        /// `name` resolves to `file` under root number `root`.
+        mutating func append(name: UnsafeRawBufferPointer, file: UnsafeRawBufferPointer, root: Int, tag: Int) {
             let n = bytes.count
             bytes.append(contentsOf: name)
-            let p = bytes.count
-            bytes.append(contentsOf: path)
-            spans.append((n..<p, p..<bytes.count, tag))
+            let f = bytes.count
+            if !name.elementsEqual(file) { bytes.append(contentsOf: file) }
+            spans.append((n..<f, f..<bytes.count, root, tag))
         }
     }
 
-    /// A table of `entries`, each a name with its own absolute path and tag; the first entry of
-    /// a name wins.
-    init(entries: Entries) {
-        root = ""
-        arena = .allocate(byteCount: max(entries.bytes.count + entries.spans.count, 1), alignment: 8)
-        var capacity = 16
-        while capacity < entries.spans.count * 2 { capacity <<= 1 }
-        slots = .allocate(capacity: capacity)
-        slots.initialize(repeating: Slot(hash: 0, name: -1, nameLength: 0, path: 0, pathLength: 0, tag: 0))
-        mask = capacity - 1
+    /// A table of `entries` over `roots` (at most 255, each entry naming one by index); the first
+    /// entry of a name wins.
+    init(roots: [String], entries: Entries) {
+        root = roots.first ?? ""
+        (rootBytes, rootSpans) = ResolveIndex.packRoots(roots)
+        arena = .allocate(byteCount: max(min(entries.bytes.count, ResolveIndex.arenaLimit), 1), alignment: 8)
+        (slots, mask) = ResolveIndex.makeSlots(for: entries.spans.count)
         var used = 0
         entries.bytes.withUnsafeBytes { all in
             for e in entries.spans {
-                let pathBytes = UnsafeRawBufferPointer(rebasing: all[e.path])
-                insert(UnsafeRawBufferPointer(rebasing: all[e.name]), tag: e.tag, used: &used, pathLength: pathBytes.count) { pathBytes.copyTo($0) }
+                insert(UnsafeRawBufferPointer(rebasing: all[e.name]), file: e.file.isEmpty ? nil : UnsafeRawBufferPointer(rebasing: all[e.file]),
+                       root: e.root, tag: e.tag, used: &used)
             }
         }
     }
 
-    /// Every name with its absolute path.
+    private static func packRoots(_ roots: [String]) -> (UnsafeMutableRawBufferPointer, [Range<Int>]) {
+        var bytes: [UInt8] = []
+        var spans: [Range<Int>] = []
+        for r in roots {
+            let start = bytes.count
+            bytes += r.utf8
+            bytes.append(UInt8(ascii: "/"))
+            spans.append(start..<bytes.count)
+        }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(bytes.count, 1), alignment: 8)
+        bytes.withUnsafeBytes { $0.copyTo(buffer.baseAddress!) }
+        return (buffer, spans)
+    }
+
+    /// At least twice as many slots as entries (a power of two): probes stay short.
+    private static func makeSlots(for entries: Int) -> (UnsafeMutableBufferPointer<Slot>, Int) {
+        var capacity = 16
+        while capacity < entries * 2 { capacity <<= 1 }
+        let slots = UnsafeMutableBufferPointer<Slot>.allocate(capacity: capacity)
+        slots.initialize(repeating: .vacant)
+        return (slots, capacity - 1)
+    }
+
+    /// Adds `name` (resolving to `file` under root `root`, or to the name itself when `file` is
+    /// nil) unless it is already there, its bytes at `used` in the arena.
+    private func insert(_ nameBytes: UnsafeRawBufferPointer, file: UnsafeRawBufferPointer?, root: Int, tag: Int, used: inout Int) {
+        let size = nameBytes.count + (file?.count ?? 0)
+        guard used + size <= arena.count, nameBytes.count <= Int(UInt16.max), (file?.count ?? 0) <= Int(UInt16.max),
+              root < 256, tag < 256 else { return }
+        let h = ResolveIndex.hash(nameBytes)
+        var i = Int(truncatingIfNeeded: h) & mask
+        while slots[i].name != Slot.empty {
+            if slots[i].hash == UInt32(truncatingIfNeeded: h) && bytesEqual(Int(slots[i].name), Int(slots[i].nameLength), nameBytes) { return }
+            i = (i + 1) & mask
+        }
+        let nameOffset = used
+        nameBytes.copyTo(arena.baseAddress! + used)
+        used += nameBytes.count
+        if let file {
+            file.copyTo(arena.baseAddress! + used)
+            used += file.count
+        }
+        slots[i] = Slot(hash: UInt32(truncatingIfNeeded: h), name: UInt32(nameOffset), nameLength: UInt16(nameBytes.count),
+                        fileLength: UInt16(file?.count ?? 0), root: UInt8(root), tag: UInt8(tag))
+        count += 1
+    }
+
+    /// Every name with the file it resolves to (under this index's root).
     func forEach(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Void) {
-        for i in 0...mask where slots[i].name >= 0 {
+        for i in 0...mask where slots[i].name != Slot.empty {
             let s = slots[i]
-            body(UnsafeRawBufferPointer(start: arena.baseAddress! + s.name, count: Int(s.nameLength)),
-                 UnsafeRawBufferPointer(start: arena.baseAddress! + s.path, count: Int(s.pathLength)))
+            let name = UnsafeRawBufferPointer(start: arena.baseAddress! + Int(s.name), count: Int(s.nameLength))
+            body(name, file(of: s, name: name))
         }
     }
 
     deinit {
         arena.deallocate()
         slots.deallocate()
+        rootBytes.deallocate()
     }
 
     @inline(__always)
     private func bytesEqual(_ offset: Int, _ length: Int, _ other: UnsafeRawBufferPointer) -> Bool {
         length == other.count && (length == 0 || memcmp(arena.baseAddress! + offset, other.baseAddress!, length) == 0)
+    }
+
+    @inline(__always)
+    private func file(of s: Slot, name: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+        s.fileLength == 0 ? name : UnsafeRawBufferPointer(start: name.baseAddress! + name.count, count: Int(s.fileLength))
     }
 
     /// FNV-1a, 64-bit.
@@ -166,30 +206,28 @@ public final class ResolveIndex: @unchecked Sendable {  // immutable after init;
         return h
     }
 
-    /// The NUL-terminated absolute path for `name` (without the NUL in the count), or nil.
+    /// Where `name` resolves (root, file, tag), or nil.
     @inline(__always)
-    public func lookup(_ name: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
-        lookupTagged(name)?.path
-    }
-
-    /// The path for `name` and the entry's tag, or nil.
-    @inline(__always)
-    func lookupTagged(_ name: UnsafeRawBufferPointer) -> (path: UnsafeRawBufferPointer, tag: Int)? {
+    func lookup(_ name: UnsafeRawBufferPointer) -> Hit? {
         let h = ResolveIndex.hash(name)
         var i = Int(truncatingIfNeeded: h) & mask
         while true {
             let s = slots[i]
-            if s.name < 0 { return nil }
-            if s.hash == UInt32(truncatingIfNeeded: h) && bytesEqual(s.name, Int(s.nameLength), name) {
-                return (UnsafeRawBufferPointer(start: arena.baseAddress! + s.path, count: Int(s.pathLength)), Int(s.tag))
+            if s.name == Slot.empty { return nil }
+            if s.hash == UInt32(truncatingIfNeeded: h) && bytesEqual(Int(s.name), Int(s.nameLength), name) {
+                let stored = UnsafeRawBufferPointer(start: arena.baseAddress! + Int(s.name), count: Int(s.nameLength))
+                let r = rootSpans[Int(s.root)]
+                return Hit(root: UnsafeRawBufferPointer(start: rootBytes.baseAddress! + r.lowerBound, count: r.count),
+                           file: file(of: s, name: stored), tag: Int(s.tag))
             }
             i = (i + 1) & mask
         }
     }
 
+    /// The absolute path for `name`, or nil.
     public func lookup(_ name: String) -> String? {
         var n = name
-        return n.withUTF8 { b in lookup(UnsafeRawBufferPointer(b)).map { String(decoding: $0, as: UTF8.self) } }
+        return n.withUTF8 { b in lookup(UnsafeRawBufferPointer(b))?.path }
     }
 }
 

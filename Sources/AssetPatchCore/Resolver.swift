@@ -28,21 +28,21 @@ final class ResolveView: @unchecked Sendable {  // immutable after init
     /// entry of a name wins, exactly as trying the candidates one by one would decide.
     static func resolveAhead(release: ResolveIndex?, bundle: ResolveIndex?, variants: [[UInt8]]) -> ResolveIndex {
         var entries = ResolveIndex.Entries()
+        let sources = [release, bundle].compactMap { $0 }
         for (i, v) in variants.enumerated() {
-            for index in [release, bundle] {
-                guard let index else { continue }
-                index.forEach { file, path in
+            for (root, index) in sources.enumerated() {
+                index.forEach { _, file in
                     if v.isEmpty {
-                        entries.append(name: file, path: path, tag: i)
+                        entries.append(name: file, file: file, root: root, tag: i)
                         return
                     }
                     for name in requestedNames(for: file, variant: v) {
-                        name.withUnsafeBytes { entries.append(name: $0, path: path, tag: i) }
+                        name.withUnsafeBytes { entries.append(name: $0, file: file, root: root, tag: i) }
                     }
                 }
             }
         }
-        return ResolveIndex(entries: entries)
+        return ResolveIndex(roots: sources.map(\.root), entries: entries)
     }
 
     /// The names whose candidate with `variant` is `file`: at most two (the suffix inserted at
@@ -86,10 +86,10 @@ final class ResolveView: @unchecked Sendable {  // immutable after init
     }
 
     @inline(__always)
-    private func lookup(_ name: UnsafeRawBufferPointer) -> (path: UnsafeRawBufferPointer, tag: Int)? {
-        if let table { return table.lookupTagged(name) }
-        if let r = release, let p = r.lookupTagged(name) { return p }
-        if let b = bundle, let p = b.lookupTagged(name) { return p }
+    private func lookup(_ name: UnsafeRawBufferPointer) -> ResolveIndex.Hit? {
+        if let table { return table.lookup(name) }
+        if let r = release, let hit = r.lookup(name) { return hit }
+        if let b = bundle, let hit = b.lookup(name) { return hit }
         return nil
     }
 
@@ -103,15 +103,14 @@ final class ResolveView: @unchecked Sendable {  // immutable after init
         guard ResourceName.isValid(name) else {
             throw AssetPatchError(.argument, "invalid resource name \"\(String(decoding: name, as: UTF8.self))\"")
         }
-        guard let (path, matched) = lookup(name) else {
+        guard let hit = lookup(name) else {
             throw AssetPatchError(.notFound, "no resource \"\(String(decoding: name, as: UTF8.self))\" in the active release or the bundle")
         }
-        length = path.count
-        variant = matched
-        guard let out, capacity > path.count else {
-            throw AssetPatchError(.range, "path of \(path.count) bytes for \"\(String(decoding: name, as: UTF8.self))\" does not fit in \(capacity)")
+        length = hit.count
+        variant = hit.tag
+        guard let out, capacity > hit.count else {
+            throw AssetPatchError(.range, "path of \(hit.count) bytes for \"\(String(decoding: name, as: UTF8.self))\" does not fit in \(capacity)")
         }
-        out.copyMemory(from: path.baseAddress!, byteCount: path.count)
-        out.storeBytes(of: 0, toByteOffset: path.count, as: UInt8.self)
+        hit.copy(to: out)
     }
 }

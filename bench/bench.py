@@ -151,7 +151,7 @@ def build_tools(work):
     flags = subprocess.run(["pkg-config", "--cflags", "--libs", "assetpatch"], env=env, capture_output=True, text=True,
                            check=True).stdout.split()
     tools = {}
-    for name in ("update_bench", "resolve_bench", "dlopen_bench", "measure"):
+    for name in ("update_bench", "resolve_bench", "check_bench", "dlopen_bench", "measure"):
         out = os.path.join(work, name)
         extra = ["-ldl"] if name == "dlopen_bench" else [] if name == "measure" else flags
         subprocess.run(["cc", "-O2", os.path.join(ROOT, "bench", name + ".c"), *extra, "-Wl,-rpath," + os.path.join(PREFIX, "lib"),
@@ -244,7 +244,7 @@ def bench_resolve_and_open(tools, nginx, sets, work, lookups, runs):
         with open(names_file, "w") as f:
             f.write("\n".join(names) + "\n")
         opens, res, naive, table, res_variants = [], [], [], [], []
-        count = str(lookups if label == "small10k" else lookups // 10)
+        count = str(lookups)
         for _ in range(runs):
             r = subprocess.run([tools["resolve_bench"], d, bundle, names_file, count], capture_output=True, text=True, check=True)
             j = json.loads(r.stdout)
@@ -386,6 +386,29 @@ def bench_durability(tools, nginx, repo, work, runs):
     return r
 
 
+def bench_check(tools, nginx, work):
+    """A check that finds nothing: after a full update of the 1,000-file set, 50 checks. Each
+    sends the last manifest's validators and must get a 304 (counted in nginx's log); the
+    kept manifest is then verified again like any manifest."""
+    d = os.path.join(work, "check-data")
+    shutil.rmtree(d, ignore_errors=True)
+    url = nginx.url("large/manifest.json")
+    subprocess.run([tools["update_bench"], d, url], check=True)
+    def manifest_statuses():
+        with open(nginx.access) as f:
+            return [line.split()[1] for line in f if line.startswith("/large/manifest.json")]
+    before = len(manifest_statuses())
+    r = json.loads(subprocess.run([tools["check_bench"], d, url, "50"], capture_output=True, text=True, check=True).stdout)
+    statuses = manifest_statuses()[before:]
+    shutil.rmtree(d, ignore_errors=True)
+    r["responses"] = len(statuses)
+    r["not_modified"] = statuses.count("304")
+    with open(os.path.join(work, "repos", "large", "manifest.json"), "rb") as f:
+        r["manifest_bytes"] = len(f.read())
+    log(f"  check with nothing new: {r['median_ms']:.2f} ms median, {r['not_modified']} of {r['responses']} answered 304")
+    return r
+
+
 def bench_library(tools, work, runs):
     stripped = os.path.join(work, "libassetpatch.stripped.so")
     shutil.copy(os.path.realpath(LIB), stripped)
@@ -458,6 +481,19 @@ def write_results(path, r, args):
     for k in du["quiet"]["schemes"]:
         lines.append(f"| sync: {k} | {fmt(du['quiet']['schemes'][k]['sync'], digits=3)} | {fmt(du['busy']['schemes'][k]['sync'], digits=3)} |")
     lines.append("")
+    ck = r["check"]
+    lines += [
+        "## A check that finds nothing new",
+        "",
+        f"50 `assetpatch_check` calls on an up-to-date data directory (the 1,000-file set; its manifest is {ck['manifest_bytes']:,} bytes):",
+        f"each sends `If-None-Match` with the last manifest's ETag; nginx answered {ck['not_modified']} of {ck['responses']} with 304,",
+        "and the kept manifest was verified again (signature, judgement) like any manifest.",
+        "",
+        "| | median (ms) | min (ms) | max (ms) |",
+        "|---|---|---|---|",
+        f"| assetpatch_check, nothing new | {ck['median_ms']:.2f} | {ck['min_ms']:.2f} | {ck['max_ms']:.2f} |",
+        "",
+    ]
     lines += delta_bench.result_lines(r["differential"], fmt, fu)
     lines += [
         "## Resume after a kill at ~50% of the archive",
@@ -477,10 +513,13 @@ def write_results(path, r, args):
         "",
         "## Resolve and open",
         "",
-        "`assetpatch_resolve` from C over random names of the release (1,000,000 lookups at 10,000 files, 100,000 at",
-        "100,000), with the plain name only and with `variants=@3x,@2x,`, against a plain C open-addressing hash table",
-        "holding the same names (hash, probe, compare, copy: the limit of the job) and the naive lookup (build the",
+        "`assetpatch_resolve` from C over random names of the release (1,000,000 lookups, medians of batches of 1,000),",
+        "with the plain name only and with `variants=@3x,@2x,`, against a plain C open-addressing hash table holding",
+        "copies of the same names (hash, probe, compare, copy: the limit of the job) and the naive lookup (build the",
         "release path and `stat`; if missing, the bundle path and `stat`); `Client.resolve` from Python.",
+        "At 100,000 names every lookup misses the caches twice or so, for the C table as for the library: those",
+        "figures follow the machine's memory latency, which varies with what else runs on the host; the ratio to",
+        "the C table in the same run is the stable figure.",
         "",
         "| release | files | assetpatch_client_open (ms) | assetpatch_resolve (ns) | with @3x,@2x, (ns) | C hash table (ns) | vs C table | naive stat lookup (ns) | speed-up | Python Client.resolve (ns) |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -501,8 +540,14 @@ def write_results(path, r, args):
         "",
         "| target | measured | met |",
         "|---|---|---|",
-        f"| full update <= 1.0x the pipeline (aim 0.6x) | {fu['ratio']:.2f}x | {mk(fu['ratio'] <= 1.0)} |",
-        f"| peak RSS <= 64 MB | {fu['lib_rss']['max']:.0f} MiB | {mk(fu['lib_rss']['max'] <= 64)} |",
+        f"| full update <= 0.45x the pipeline | {fu['ratio']:.2f}x | {mk(fu['ratio'] <= 0.45)} |",
+        f"| peak RSS <= 24 MiB in a C host | {fu['lib_rss']['max']:.0f} MiB | {mk(fu['lib_rss']['max'] <= 24)} |",
+        f"| a check that finds nothing: one 304, <= 10 ms | {ck['median_ms']:.2f} ms, {ck['not_modified']} of {ck['responses']} 304 | "
+        f"{mk(ck['median_ms'] <= 10 and ck['not_modified'] == ck['responses'])} |",
+        f"| durability cost independent of other writers | the library's sync step {du['quiet']['schemes']['writeback+fdatasync']['sync']['median']:.3f} s quiet, "
+        f"{du['busy']['schemes']['writeback+fdatasync']['sync']['median']:.3f} s with 1 GiB dirty elsewhere (syncfs: "
+        f"{du['quiet']['schemes']['syncfs']['sync']['median']:.3f} s, {du['busy']['schemes']['syncfs']['sync']['median']:.3f} s) | "
+        f"{mk(du['busy']['schemes']['writeback+fdatasync']['sync']['median'] <= 2 * du['quiet']['schemes']['writeback+fdatasync']['sync']['median'] + 0.02)} |",
         f"| resume re-transfers < 1% | {rs['waste_pct']['max']:.3f}% by the resume ({rs['retransferred_pct']['max']:.2f}% with bytes lost in flight) "
         f"| {mk(rs['waste_pct']['max'] < 1)} |",
         f"| resolve <= 200 ns median, >= 10x the stat lookup | {idx['small10k']['resolve_ns']['median']:.0f} ns, "
@@ -514,6 +559,7 @@ def write_results(path, r, args):
         f"| resolve <= 150 ns at 100,000 files | {idx['small100k']['resolve_ns']['median']:.0f} ns, "
         f"{idx['small100k']['variants_ns']['median']:.0f} ns with variants | "
         f"{mk(max(idx['small100k']['resolve_ns']['median'], idx['small100k']['variants_ns']['median']) <= 150)} |",
+        f"| Python Client.resolve <= 1 us | {idx['small10k']['python_ns']['median']:.0f} ns | {mk(idx['small10k']['python_ns']['median'] <= 1000)} |",
         f"| resolve <= 2.5x a C hash table | {idx['small10k']['table_ratio']:.1f}x at 10,000, {idx['small100k']['table_ratio']:.1f}x at 100,000 | "
         f"{mk(max(idx['small10k']['table_ratio'], idx['small100k']['table_ratio']) <= 2.5)} |",
         "",
@@ -552,6 +598,8 @@ def main():
         r["differential"] = delta_bench.bench_differential(tools, nginx, repos, work, args.runs, run_measured, stats, CLI, args.quick)
         log("resume")
         r["resume"] = bench_resume(tools, nginx, os.path.join(repos, "large"), work, args.runs)
+        log("check with nothing new")
+        r["check"] = bench_check(tools, nginx, work)
         log("resolve and open")
         r["index"] = bench_resolve_and_open(tools, nginx, {"small10k": (None, small10k), "small100k": (None, small100k)}, work,
                                             100_000 if args.quick else 1_000_000, args.runs)

@@ -29,6 +29,7 @@ struct Installer {
         var files: [ManifestFile] = []
         files.reserveCapacity(entries.count)
         var madeDirs = Set<String>()
+        var durable = Set<String>()
         let buffers = ZipBuffers()
         progress.report(Progress(phase: .install, bytesDone: 0, bytesTotal: totalBytes, filesDone: 0, filesTotal: UInt64(entries.count)))
         for (i, e) in entries.enumerated() {
@@ -38,6 +39,7 @@ struct Installer {
                 madeDirs.insert(dir)
             }
             if let f = expected[e.name], let source = reusable[f.sha256], link(source, to: filesDir + "/" + e.name, size: f.size) {
+                durable.insert(e.name)
                 bytesDone += f.size
                 files.append(f)
                 progress.report(Progress(phase: .install, bytesDone: bytesDone, bytesTotal: totalBytes,
@@ -67,7 +69,7 @@ struct Installer {
                                  filesDone: UInt64(entries.count), filesTotal: UInt64(entries.count)), final: true)
 
         let info = ReleaseInfo(c, files: c.manifest.kind == .format1 ? c.manifest.files : files)
-        try store.sealStaging(c.releaseID, info)
+        try store.sealStaging(c.releaseID, info, durable: durable)
         return info
     }
 
@@ -82,6 +84,7 @@ struct Installer {
         let filesTotal = UInt64(plan.files.count)
         var bytesDone: UInt64 = 0
         var madeDirs = Set<String>()
+        var durable = Set<String>()
         progress.report(Progress(phase: .install, bytesDone: 0, bytesTotal: totalBytes, filesDone: 0, filesTotal: filesTotal))
         for (i, (f, source)) in plan.files.enumerated() {
             try cancel.check()
@@ -91,7 +94,9 @@ struct Installer {
             }
             let target = filesDir + "/" + f.path
             switch source {
-            case let .installed(path), let .fetched(path):
+            case let .installed(path):
+                if link(path, to: target, size: f.size) { durable.insert(f.path) } else { try copyVerified(path, to: target, f) }
+            case let .fetched(path):
                 if !link(path, to: target, size: f.size) { try copyVerified(path, to: target, f) }
             case .archive:
                 guard let path = fetched[f.sha256] else { throw AssetPatchError(.internal, "\"\(f.path)\" was planned but not fetched") }
@@ -106,7 +111,7 @@ struct Installer {
         progress.report(Progress(phase: .install, bytesDone: bytesDone, bytesTotal: totalBytes,
                                  filesDone: filesTotal, filesTotal: filesTotal), final: true)
         let info = ReleaseInfo(c, files: c.manifest.files)
-        try store.sealStaging(c.releaseID, info)
+        try store.sealStaging(c.releaseID, info, durable: durable)
         return info
     }
 

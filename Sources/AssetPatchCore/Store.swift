@@ -370,11 +370,12 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
 
     /// Writes the release's record and names file into its staging directory, then makes the
     /// staging tree durable before the state may name the release: fdatasync of every file
-    /// (their writeback was started as each was written) and fsync of every directory, deepest
-    /// first. Only the release's own bytes are waited for, never what other processes have
+    /// (their writeback was started as each was written) except those in `durable` (hard links
+    /// to files of installed releases, whose data was made durable when they were installed),
+    /// and fsync of every directory, deepest first (the entries, links included). Only the release's own bytes are waited for, never what other processes have
     /// dirty on the filesystem (as syncfs would). A failure means the staging directory is
     /// discarded and the step redone from scratch: an interrupted staging directory is never used.
-    func sealStaging(_ id: String, _ info: ReleaseInfo) throws {
+    func sealStaging(_ id: String, _ info: ReleaseInfo, durable: Set<String> = []) throws {
         let stage = stagingDir(id), filesDir = stagingFilesDir(id)
         var names: [UInt8] = []
         for f in info.files { names += f.path.utf8; names.append(0) }
@@ -385,7 +386,7 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
         }
         var dirs = Set<String>()
         for f in info.files {
-            paths.append(filesDir + "/" + f.path)
+            if !durable.contains(f.path) { paths.append(filesDir + "/" + f.path) }
             var p = f.path
             while let parent = p.beforeLastSlash, dirs.insert(parent).inserted { p = parent }
         }

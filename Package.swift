@@ -15,6 +15,8 @@ let package = Package(
     name: "assetpatch",
     products: [
         .library(name: "assetpatch", type: .dynamic, targets: ["AssetPatch"]),
+        // The Swift API: `import AssetPatchKit` (docs/swift.md).
+        .library(name: "AssetPatchKit", targets: ["AssetPatchKit"]),
         .executable(name: "assetpatch-cli", targets: ["assetpatch-cli"]),
     ],
     dependencies: [
@@ -37,6 +39,10 @@ let package = Package(
             exclude: ["assetpatch.map"],
             linkerSettings: [.unsafeFlags(sharedLibraryLinkerFlags)]
         ),
+        .target(
+            name: "AssetPatchKit",
+            dependencies: ["AssetPatchCore"]
+        ),
         .executableTarget(
             name: "assetpatch-cli",
             dependencies: [
@@ -48,6 +54,10 @@ let package = Package(
             name: "AssetPatchCoreTests",
             dependencies: ["AssetPatchCore"],
             exclude: ["vectors"]
+        ),
+        .testTarget(
+            name: "AssetPatchKitTests",
+            dependencies: ["AssetPatchKit", "AssetPatchCore"]
         ),
     ]
 )

@@ -45,12 +45,12 @@ public func assetpatch_lifecycle_get(_ c: OpaquePointer?, _ out: UnsafeMutablePo
     return status {
         let s = try h.client.lifecycle()
         var l = assetpatch_lifecycle()
-        l.active_version = s.active?.version ?? 0
-        l.pending_version = s.pending?.version ?? 0
-        l.active_marked_good = s.activeIsGood ? 1 : 0
+        l.active_version = s.activeVersion
+        l.pending_version = s.pendingVersion
+        l.active_marked_good = s.activeMarkedGood ? 1 : 0
         l.launches = UInt32(clamping: s.launches)
         l.max_failed_launches = UInt32(clamping: s.maxFailedLaunches)
-        l.bad_versions = UInt32(clamping: s.bad.count)
+        l.bad_versions = UInt32(clamping: s.badVersions)
         if let r = s.lastRollback {
             l.rolled_back_from = r.from
             l.rolled_back_to = r.to

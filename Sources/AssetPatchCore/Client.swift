@@ -21,6 +21,32 @@ public struct ReleaseSummary: Sendable, Equatable {
 }
 
 /// Which release a summary is asked for (`assetpatch_release_which`).
+/// The release lifecycle as hosts see it (`assetpatch_lifecycle_get`, the Swift API's
+/// `lifecycle`): one mapping from the state, shared by both.
+public struct LifecycleSummary: Sendable, Equatable {
+    /// 0: only the bundle is served.
+    public var activeVersion: Int64
+    /// A release installed with apply=next_open, served from the next open; 0: none.
+    public var pendingVersion: Int64
+    public var activeMarkedGood: Bool
+    /// Opens of the active release since it was activated, while not marked good.
+    public var launches: Int
+    public var maxFailedLaunches: Int
+    /// Versions rolled back from, skipped by updates until a newer one is published.
+    public var badVersions: Int
+    public var lastRollback: RollbackRecord?
+
+    init(_ s: StoreState) {
+        activeVersion = s.active?.version ?? 0
+        pendingVersion = s.pending?.version ?? 0
+        activeMarkedGood = s.activeIsGood
+        launches = s.launches
+        maxFailedLaunches = s.maxFailedLaunches
+        badVersions = s.bad.count
+        lastRollback = s.lastRollback
+    }
+}
+
 public enum WhichRelease: Int32, Sendable {
     case active = 1, pending = 2, candidate = 3
 }
@@ -421,7 +447,10 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
     }
 
     /// What the state says about the lifecycle now (read fresh from the data directory).
-    public func lifecycle() throws -> StoreState { try store.loadState() }
+    public func lifecycle() throws -> LifecycleSummary { LifecycleSummary(try state()) }
+
+    /// The data directory's whole state, read fresh.
+    public func state() throws -> StoreState { try store.loadState() }
 
     /// Serves `ref` (nil: the bundle only) from now on.
     private func serve(_ ref: ReleaseRef?) throws {
@@ -468,14 +497,20 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
 
     /// The absolute path `name` resolves to. Throws `.argument` for invalid names, `.notFound`.
     public func resolve(_ name: String) throws(AssetPatchError) -> String {
+        try resolveVariant(name).path
+    }
+
+    /// The absolute path `name` resolves to and the index in `variants` of the variant that
+    /// matched. Throws `.argument` for invalid names, `.notFound`.
+    public func resolveVariant(_ name: String) throws(AssetPatchError) -> (path: String, variant: Int) {
         let bytes = Array(name.utf8)
-        var length = 0
+        var length = 0, variant = 0
         var buffer = [UInt8](repeating: 0, count: 1024)
         while true {
             let failure: AssetPatchError? = bytes.withUnsafeBytes { n in
                 buffer.withUnsafeMutableBytes { out in
                     do {
-                        try resolve(n, into: out.baseAddress, capacity: out.count, length: &length)
+                        try resolve(n, into: out.baseAddress, capacity: out.count, length: &length, variant: &variant)
                         return nil
                     } catch let e as AssetPatchError {
                         return e
@@ -484,7 +519,7 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
                     }
                 }
             }
-            guard let failure else { return String(decoding: buffer[..<length], as: UTF8.self) }
+            guard let failure else { return (String(decoding: buffer[..<length], as: UTF8.self), variant) }
             guard failure.status == .range, buffer.count <= length else { throw failure }
             buffer = [UInt8](repeating: 0, count: length + 1)
         }

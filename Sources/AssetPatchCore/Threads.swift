@@ -88,3 +88,9 @@ func startThread(_ body: @escaping () -> Void) throws -> pthread_t {
     }
     return tid
 }
+
+/// Runs `body` on a new detached thread: blocking work started from async code (an update
+/// blocks for seconds) must not hold one of the few threads of Swift's cooperative pool.
+public func detachThread(_ body: @escaping @Sendable () -> Void) throws {
+    pthread_detach(try startThread(body))
+}

@@ -28,7 +28,7 @@ import Testing
         #expect(try c.rollback() == 1 && served(c) == "version 1")
         #expect(try c.rollback() == 0 && served(c) == nil && c.currentVersion == 0)
         #expect(statusOf { _ = try c.rollback() } == .state)
-        let s = try c.lifecycle()
+        let s = try c.state()
         #expect(s.bad.sorted() == [1, 2, 3] && s.lastRollback?.from == 1 && s.lastRollback?.to == 0)
         // Version 3 is still what the repository offers: bad, so no update.
         #expect(try c.update(progress: nil) == false && c.currentVersion == 0)
@@ -49,16 +49,16 @@ import Testing
         #expect(try first.update(progress: nil))
         try first.set("manifest_url", try publishRelease(release(2), version: 2, repo: repo))
         #expect(try first.update(progress: nil))
-        #expect(try first.lifecycle().launches == 0, "the session that activated does not count")
+        #expect(try first.state().launches == 0, "the session that activated does not count")
         first.close()
         // Version 1 was never marked good either, but it is the kept release to go back to.
         for n in 1...2 {
             let c = try Client(dataDir: data.path, bundleDir: nil)
-            #expect(try c.lifecycle().launches == n && c.currentVersion == 2)
+            #expect(try c.state().launches == n && c.currentVersion == 2)
         }
         let third = try Client(dataDir: data.path, bundleDir: nil)
         #expect(try served(third) == "version 1" && third.currentVersion == 1)
-        let s = try third.lifecycle()
+        let s = try third.state()
         #expect(s.bad == [2] && s.lastRollback?.reason.contains("crash loop") == true && s.maxFailedLaunches == 2)
         // The open's rollback reaches the first logger installed.
         let logged = LogLines()
@@ -67,7 +67,7 @@ import Testing
         // Marked good, a release is never rolled back automatically.
         try third.markGood()
         for _ in 0..<4 { #expect(try Client(dataDir: data.path, bundleDir: nil).currentVersion == 1) }
-        #expect(try third.lifecycle().launches == 0 && third.lifecycle().activeIsGood)
+        #expect(try third.state().launches == 0 && third.state().activeIsGood)
     }
 
     @Test func theOpenThatActivatesANextOpenReleaseCountsAsTheFirstLaunch() throws {
@@ -79,7 +79,7 @@ import Testing
         try c.set("manifest_url", try publishRelease(release(1), version: 1, repo: repo))
         #expect(try c.update(progress: nil) && c.currentVersion == 0)
         let activating = try Client(dataDir: data.path, bundleDir: nil)
-        #expect(try activating.lifecycle().launches == 1 && activating.currentVersion == 1)
+        #expect(try activating.state().launches == 1 && activating.currentVersion == 1)
         let next = try Client(dataDir: data.path, bundleDir: nil)
         #expect(next.currentVersion == 0, "the second launch exceeds 1: back to the bundle")
     }
@@ -101,7 +101,7 @@ import Testing
         }
         for t in threads { pthread_join(t, nil) }
         #expect(failures.count == 0)
-        #expect(try c.lifecycle().launches == 160)
+        #expect(try c.state().launches == 160)
     }
 
     @Test func aSuccessfulUpdateDropsSupersededDownloadsAndReleasesBeyondKeepVersions() throws {
@@ -122,8 +122,8 @@ import Testing
             #expect(try c.update(progress: nil))
         }
         #expect(try FS.list(data.path + "/downloads").isEmpty)
-        #expect(try FS.list(data.path + "/releases").sorted() == [c.lifecycle().active!.id, c.lifecycle().kept[0].id].sorted())
-        #expect(try c.lifecycle().kept.map(\.version) == [2])
+        #expect(try FS.list(data.path + "/releases").sorted() == [c.state().active!.id, c.state().kept[0].id].sorted())
+        #expect(try c.state().kept.map(\.version) == [2])
     }
 
     @Test func notesAndMandatoryTravelFromTheManifestToTheCandidateAndTheRelease() throws {
@@ -164,7 +164,7 @@ import Testing
         #expect(try c.update(progress: nil))
         _ = try c.rollback()
         try c.reset()
-        let s = try c.lifecycle()
+        let s = try c.state()
         #expect(c.currentVersion == 0 && s.active == nil && s.kept.isEmpty && s.bad.isEmpty)
         #expect(s.highestVersion == 2 && s.package == "test")
         #expect(try FS.list(data.path + "/releases").isEmpty && FS.list(data.path + "/downloads").isEmpty)
@@ -173,7 +173,7 @@ import Testing
         try c.set("manifest_url", URLs.fileURL(forPath: repo.path + "/manifest.json"))
         #expect(try c.update(progress: nil) && served(c) == "version 2", "the newest release, no longer bad")
         #expect(statusOf { try c.markGood() } == nil)
-        #expect(try c.lifecycle().activeIsGood)
+        #expect(try c.state().activeIsGood)
     }
 }
 
@@ -195,7 +195,7 @@ import Testing
         try BundleMarker.write(bundle.path, package: "test", version: 3)
         let upgraded = try Client(dataDir: data.path, bundleDir: bundle.path)
         #expect(try read(upgraded) == "shipped with app 2.0" && upgraded.currentVersion == 0)
-        let s = try upgraded.lifecycle()
+        let s = try upgraded.state()
         #expect(s.bundleVersion == 3 && s.lastRollback?.reason.contains("app upgrade") == true && s.bad.isEmpty)
         let logged = LogLines()
         upgraded.setLogger { _, m in logged.add(m) }
@@ -208,7 +208,7 @@ import Testing
         // A marker of another package is ignored.
         try BundleMarker.write(bundle.path, package: "other", version: 9)
         let other = try Client(dataDir: data.path, bundleDir: bundle.path)
-        #expect(try other.lifecycle().bundleVersion == 0 && other.currentVersion == 4)
+        #expect(try other.state().bundleVersion == 0 && other.currentVersion == 4)
     }
 
     @Test func anAppOutsideARelease_sAppVersionsStopsServingIt() throws {
@@ -229,7 +229,7 @@ import Testing
         #expect(try read(upgraded) == "for app 1.x", "the open alone does not know the app's version")
         try upgraded.set("app_version", "2.0")
         #expect(try read(upgraded) == "for any app" && upgraded.currentVersion == 1, "the newest kept release that fits")
-        #expect(try upgraded.lifecycle().lastRollback?.reason.contains("app version 2.0") == true)
+        #expect(try upgraded.state().lastRollback?.reason.contains("app version 2.0") == true)
         // And the release built for 1.x is refused by updates of app 2.0.
         try upgraded.set("manifest_url", try publishRelease(files("for app 1.x, again"), version: 3, repo: repo) {
             $0.append(("max_app_version", .string("1.9")))

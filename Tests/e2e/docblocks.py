@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Every code block of the README and docs/, taken from the files themselves and checked as
 what it claims to be: C and C++ compiled and linked against the installed library with
--Wall -Wextra -Werror, Python compiled (interactive sessions line by line), JSON parsed (a
+-Wall -Wextra -Werror, Swift compiled against AssetPatchKit, Python compiled (interactive sessions line by line), JSON parsed (a
 format-1 manifest also read by `assetpatch inspect`), shell parsed by `bash -n` and, for
 blocks marked ```sh run, run in a fresh directory with the installed CLI on PATH, CMake
 configured and built as a consumer of the installed package, nginx configuration checked by
@@ -54,6 +54,19 @@ class Checker:
         link = "int main" in src
         cmd = ["g++", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-I", f"{self.root}/bindings/cpp", path] + self.flags
         cmd += ["-o", f"{d}/a.out"] if link else ["-c", "-o", f"{d}/a.o"]
+        return sh(cmd, env=self.env)
+
+    def swift(self, src, d, opts):
+        """Compiled (type-checked and lowered: some compiler crashes only show there) against
+        AssetPatchKit as built by examples/swift, which the end-to-end run builds first."""
+        modules = os.path.join(self.root, "examples", "swift", ".build", "debug", "Modules")
+        if not os.path.isdir(modules):
+            return subprocess.CompletedProcess([], 1, "", f"{modules} missing: build examples/swift first")
+        path = os.path.join(d, "block.swift")
+        open(path, "w").write(src)
+        cmd = ["swiftc", "-parse-as-library", "-c", "-I", modules, path, "-o", f"{d}/a.o"]
+        for m in ("CAssetPatchABI", "CCrypto", "CCurl", "CSystem", "CZlib"):
+            cmd += ["-Xcc", f"-fmodule-map-file={self.root}/Sources/{m}/module.modulemap"]
         return sh(cmd, env=self.env)
 
     def python(self, src, d, opts):

@@ -105,6 +105,35 @@ check "find_package(assetpatch) consumer builds" cmake -G Ninja -S "$here/cmake-
 check "consumer compiles and links" cmake --build "$work/consumer"
 check "consumer runs" "$work/consumer/consumer"
 
+echo "== Swift package: examples/swift (depends on this repository by path) updates and resolves"
+swift_example="$root/examples/swift"
+if swift build --package-path "$swift_example" >"$work/swift-example.log" 2>&1; then
+  passed=$((passed + 1)); echo "ok - examples/swift builds with AssetPatchKit"
+  mkdir -p "$work/swift-ex/assets/sprites" "$work/swift-ex/bundle/sprites"
+  echo "hero 2x" >"$work/swift-ex/assets/sprites/hero@2x.png"
+  echo "bundle hero" >"$work/swift-ex/bundle/sprites/hero.png"
+  echo "readme" >"$work/swift-ex/assets/readme.txt"
+  "$cli" keygen --out "$work/swift-ex/key" >/dev/null
+  "$cli" publish "$work/swift-ex/assets" --repo "$work/swift-ex/repo" --key "$work/swift-ex/key" >/dev/null
+  demo_bin="$swift_example/.build/debug/UpdateDemo"
+  demo_args=("$work/swift-ex/data" "$work/swift-ex/bundle" "file://$work/swift-ex/repo/manifest.json" "$(cat "$work/swift-ex/key.pub")" sprites/hero.png readme.txt)
+  "$demo_bin" "${demo_args[@]}" >"$work/swift-ex/out1" 2>&1
+  "$demo_bin" "${demo_args[@]}" >"$work/swift-ex/out2" 2>&1
+  sed 's/^/    /' "$work/swift-ex/out1"
+  check "the Swift example installs version 1 with progress through every phase" bash -c "
+    grep -q '^installed version 1$' '$work/swift-ex/out1' && for p in check download install activate done; do grep -q "^  \$p " '$work/swift-ex/out1' || exit 1; done"
+  check "it resolves the release's @2x file (variant 1) and a plain file" bash -c "
+    grep -qx 'sprites/hero.png -> $work/swift-ex/data/releases/.*/files/sprites/hero@2x.png (variant 1)' '$work/swift-ex/out1' &&
+    grep -qx 'readme.txt -> $work/swift-ex/data/releases/.*/files/readme.txt (variant 2)' '$work/swift-ex/out1' &&
+    cmp -s "\$(sed -n 's/^sprites.hero.png -> \(.*\) (variant 1)$/\1/p' '$work/swift-ex/out1')" '$work/swift-ex/assets/sprites/hero@2x.png'"
+  check "a second run finds it current" grep -q '^already current (version 1)$' "$work/swift-ex/out2"
+  check "a wrong public key is a signature error" bash -c "
+    ! '$demo_bin' '$work/swift-ex/data2' '$work/swift-ex/bundle' 'file://$work/swift-ex/repo/manifest.json' \
+      AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA= > '$work/swift-ex/out3' 2>&1 && grep -q 'ASSETPATCH_ERR_SIGNATURE' '$work/swift-ex/out3'"
+else
+  failed=$((failed + 1)); echo "not ok - examples/swift builds with AssetPatchKit"; tail -30 "$work/swift-example.log" | sed 's/^/    /'
+fi
+
 echo "== documentation: every code block of the README and docs/, compiled or run"
 mkdir -p "$work/docs"
 python3 "$here/docblocks.py" "$root" "$prefix" "$work/docs" > "$work/docs.log" 2>&1

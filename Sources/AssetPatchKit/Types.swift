@@ -1,0 +1,255 @@
+internal import AssetPatchCore
+
+/// Why an assetpatch call failed: the status a program branches on and a message for people.
+///
+/// The statuses are those of the C API (`assetpatch_status`), one to one. Updates that are
+/// cancelled, through ``AssetPatchClient/cancel()`` or the calling task's cancellation, fail
+/// with ``Status/cancelled``.
+public struct AssetPatchError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What went wrong, as a code.
+    public let status: Status
+    /// What failed and where: the URL, the HTTP status, the entry, the path.
+    public let message: String
+
+    /// A failure with this status and message.
+    public init(_ status: Status, _ message: String) {
+        self.status = status
+        self.message = message
+    }
+
+    init(_ core: AssetPatchCore.AssetPatchError) {
+        self.init(Status(core.status), core.message)
+    }
+
+    /// The status's C name and the message, e.g. `ASSETPATCH_ERR_NETWORK: GET …: connection refused`.
+    public var description: String { "\(status.name): \(message)" }
+
+    /// The outcome codes of the C API (`assetpatch_status`), mirrored one to one.
+    public enum Status: Int32, Sendable, CaseIterable {
+        /// A bad argument: an unknown option or a bad value, an invalid resource name.
+        case argument = -1
+        /// The data directory could not be read or written (permissions, disk full).
+        case io = -2
+        /// No connection, a timeout, a stalled or truncated transfer.
+        case network = -3
+        /// The server answered with an HTTP error, or a TLS verification failure.
+        case http = -4
+        /// The manifest is malformed or inconsistent.
+        case manifest = -5
+        /// The manifest's signature is missing or does not verify against the public keys.
+        case signature = -6
+        /// Downloaded bytes do not match the manifest's sizes or sha256.
+        case integrity = -7
+        /// The archive is malformed or hostile (bad paths, sizes, zip bombs).
+        case archive = -8
+        /// The manifest offers a version lower than one accepted before.
+        case downgrade = -9
+        /// The manifest has expired.
+        case expired = -10
+        /// The release needs another app version.
+        case incompatible = -11
+        /// No such resource, release or plugin.
+        case notFound = -12
+        /// A buffer was too small (not raised by this API, which sizes its own).
+        case range = -13
+        /// The update was cancelled.
+        case cancelled = -14
+        /// Another update is running on this client or on the data directory.
+        case busy = -15
+        /// Not valid now: no manifest URL set, nothing to roll back, a closed client.
+        case state = -16
+        /// A bug in assetpatch; please report it with the message.
+        case `internal` = -99
+
+        init(_ core: AssetPatchCore.Status) {
+            self = Status(rawValue: core.rawValue) ?? .internal
+        }
+
+        /// The C constant's name, e.g. `ASSETPATCH_ERR_NETWORK`.
+        public var name: String { AssetPatchCore.Status(rawValue: rawValue).map { "\($0.name)" } ?? "ASSETPATCH_ERR_INTERNAL" }
+    }
+}
+
+/// Runs a core call, turning its errors into ``AssetPatchError``.
+func mapped<T>(_ body: () throws -> T) throws(AssetPatchError) -> T {
+    do {
+        return try body()
+    } catch let e as AssetPatchCore.AssetPatchError {
+        throw AssetPatchError(e)
+    } catch let e as AssetPatchError {
+        throw e
+    } catch {
+        throw AssetPatchError(.internal, "\(error)")
+    }
+}
+
+/// The phases of an update, in the order they run.
+public enum UpdatePhase: Int32, Sendable, Comparable {
+    /// Fetching and verifying the manifest.
+    case check = 1
+    /// Transferring the archive, or the changed files' ranges of it.
+    case download = 2
+    /// Building the new release on disk.
+    case install = 3
+    /// Switching to it.
+    case activate = 4
+    /// Finished.
+    case done = 5
+
+    public static func < (a: UpdatePhase, b: UpdatePhase) -> Bool { a.rawValue < b.rawValue }
+}
+
+/// Where a running update is. Byte and file counts are those of the current phase; the totals
+/// are 0 where unknown. Within a phase `bytesDone` never goes backwards.
+public struct UpdateProgress: Sendable, Equatable {
+    /// The phase the update is in.
+    public var phase: UpdatePhase
+    /// Bytes of the phase done so far.
+    public var bytesDone: UInt64
+    /// Bytes the phase will take, or 0 when unknown.
+    public var bytesTotal: UInt64
+    /// Files of the phase done so far.
+    public var filesDone: UInt64
+    /// Files the phase will take, or 0 when unknown.
+    public var filesTotal: UInt64
+
+    /// `bytesDone / bytesTotal` between 0 and 1, or nil when the total is unknown.
+    public var fraction: Double? { bytesTotal == 0 ? nil : min(1, Double(bytesDone) / Double(bytesTotal)) }
+
+    init(_ p: AssetPatchCore.Progress) {
+        phase = UpdatePhase(rawValue: p.phase.rawValue) ?? .check
+        bytesDone = p.bytesDone
+        bytesTotal = p.bytesTotal
+        filesDone = p.filesDone
+        filesTotal = p.filesTotal
+    }
+}
+
+/// What ``AssetPatchClient/updates()`` yields: the update's progress, then its outcome.
+public enum UpdateEvent: Sendable, Equatable {
+    /// The update moved on.
+    case progress(UpdateProgress)
+    /// The update ended: true when a release was installed, false when already current.
+    case finished(installed: Bool)
+}
+
+/// A newer release a check found.
+public struct AvailableUpdate: Sendable, Equatable {
+    /// Its version.
+    public var version: Int64
+    /// Bytes an update would transfer now: the changed files' ranges, or what is left of the
+    /// archive.
+    public var downloadBytes: UInt64
+}
+
+/// A release's description from its signed manifest.
+public struct ReleaseDetails: Sendable, Equatable {
+    /// Its version.
+    public var version: Int64
+    /// When it was published (seconds since 1970), if the manifest says.
+    public var created: Int64?
+    /// The publisher's short label, if any.
+    public var label: String?
+    /// The release notes, if any.
+    public var notes: String?
+    /// Whether the publisher marked it mandatory.
+    public var mandatory: Bool
+    /// Whether its manifest's signature was verified against the configured public keys.
+    public var signatureVerified: Bool
+    /// Whether the app confirmed it (``AssetPatchClient/markGood()``).
+    public var markedGood: Bool
+
+    init(_ s: ReleaseSummary) {
+        version = s.version
+        created = s.created
+        label = s.label
+        notes = s.notes
+        mandatory = s.mandatory
+        signatureVerified = s.signatureVerified
+        markedGood = s.markedGood
+    }
+}
+
+/// Which release ``AssetPatchClient/release(_:)`` describes.
+public enum WhichRelease: Sendable {
+    /// The release served now.
+    case active
+    /// A release installed with ``AssetPatchClient/Options/ApplyMode/nextOpen``, served from the next open.
+    case pending
+    /// The newer release the last check or update found.
+    case available
+
+    var core: AssetPatchCore.WhichRelease {
+        switch self {
+        case .active: .active
+        case .pending: .pending
+        case .available: .candidate
+        }
+    }
+}
+
+/// The release lifecycle: what is served, whether the app confirmed it, and the last rollback.
+public struct Lifecycle: Sendable, Equatable {
+    /// The version served; 0 when only the bundle is.
+    public var activeVersion: Int64
+    /// A release served from the next open; 0 when none.
+    public var pendingVersion: Int64
+    /// Whether the app confirmed the active release (``AssetPatchClient/markGood()``).
+    public var activeMarkedGood: Bool
+    /// Opens of the active release while not confirmed.
+    public var launches: Int
+    /// The limit of such opens before an open rolls back; 0: never.
+    public var maxFailedLaunches: Int
+    /// Versions rolled back from, which updates skip until a newer one is published.
+    public var badVersions: Int
+    /// The last rollback, if any.
+    public var lastRollback: Rollback?
+
+    /// A rollback: from which version to which (0: the bundle), why, and when.
+    public struct Rollback: Sendable, Equatable {
+        /// The version left.
+        public var from: Int64
+        /// The version served after it; 0: the bundle.
+        public var to: Int64
+        /// Why, e.g. a crash loop.
+        public var reason: String
+        /// When (seconds since 1970).
+        public var time: Int64
+    }
+
+    init(_ s: LifecycleSummary) {
+        activeVersion = s.activeVersion
+        pendingVersion = s.pendingVersion
+        activeMarkedGood = s.activeMarkedGood
+        launches = s.launches
+        maxFailedLaunches = s.maxFailedLaunches
+        badVersions = s.badVersions
+        lastRollback = s.lastRollback.map { Rollback(from: $0.from, to: $0.to, reason: $0.reason, time: $0.time) }
+    }
+}
+
+/// A plugin the active release ships.
+public struct PluginInfo: Sendable, Equatable {
+    /// Its name, as ``AssetPatchClient/loadPlugin(_:symbol:)`` takes it.
+    public var name: String
+    /// The plugin's own version, if the manifest gives one.
+    public var version: String?
+    /// The symbol loaded when none is named.
+    public var entry: String
+    /// The ABI tag the publisher gave it, if any.
+    public var abi: String?
+}
+
+/// The level of a log message.
+public enum LogLevel: Int, Sendable, Comparable {
+    /// Details: each request, each resume.
+    case debug = 0
+    /// What happened: an update started, a release installed.
+    case info = 1
+    /// Something went wrong and was handled: a retry, a fallback, a rollback.
+    case warning = 2
+    /// A call failed (the message is also the error's).
+    case error = 3
+
+    public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
+}

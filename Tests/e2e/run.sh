@@ -120,16 +120,15 @@ if swift build --package-path "$swift_example" >"$work/swift-example.log" 2>&1; 
   "$demo_bin" "${demo_args[@]}" >"$work/swift-ex/out1" 2>&1
   "$demo_bin" "${demo_args[@]}" >"$work/swift-ex/out2" 2>&1
   sed 's/^/    /' "$work/swift-ex/out1"
-  check "the Swift example installs version 1 with progress through every phase" bash -c "
-    grep -q '^installed version 1$' '$work/swift-ex/out1' && for p in check download install activate done; do grep -q "^  \$p " '$work/swift-ex/out1' || exit 1; done"
-  check "it resolves the release's @2x file (variant 1) and a plain file" bash -c "
-    grep -qx 'sprites/hero.png -> $work/swift-ex/data/releases/.*/files/sprites/hero@2x.png (variant 1)' '$work/swift-ex/out1' &&
-    grep -qx 'readme.txt -> $work/swift-ex/data/releases/.*/files/readme.txt (variant 2)' '$work/swift-ex/out1' &&
-    cmp -s "\$(sed -n 's/^sprites.hero.png -> \(.*\) (variant 1)$/\1/p' '$work/swift-ex/out1')" '$work/swift-ex/assets/sprites/hero@2x.png'"
+  check "the Swift example installs version 1 with progress through every phase" bash -c '
+    grep -q "^installed version 1$" "$1" && for p in check download install activate done; do grep -q "^  $p " "$1" || exit 1; done' _ "$work/swift-ex/out1"
+  hero=$(sed -n 's/^sprites\/hero\.png -> \(.*\) (variant 1)$/\1/p' "$work/swift-ex/out1")
+  check "it resolves the release's @2x file (variant 1)" bash -c '[[ $1 == "$2"/data/releases/*/files/sprites/hero@2x.png ]] && cmp "$1" "$2/assets/sprites/hero@2x.png"' _ "$hero" "$work/swift-ex"
+  check "and a plain file (variant 2, the plain name)" grep -qE "^readme.txt -> $work/swift-ex/data/releases/[^ ]+/files/readme.txt \(variant 2\)$" "$work/swift-ex/out1"
   check "a second run finds it current" grep -q '^already current (version 1)$' "$work/swift-ex/out2"
-  check "a wrong public key is a signature error" bash -c "
-    ! '$demo_bin' '$work/swift-ex/data2' '$work/swift-ex/bundle' 'file://$work/swift-ex/repo/manifest.json' \
-      AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA= > '$work/swift-ex/out3' 2>&1 && grep -q 'ASSETPATCH_ERR_SIGNATURE' '$work/swift-ex/out3'"
+  check "a wrong public key is a signature error" bash -c '
+    ! "$1" "$2/data2" "$2/bundle" "file://$2/repo/manifest.json" AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA= >"$2/out3" 2>&1 &&
+      grep -q ASSETPATCH_ERR_SIGNATURE "$2/out3"' _ "$demo_bin" "$work/swift-ex"
 else
   failed=$((failed + 1)); echo "not ok - examples/swift builds with AssetPatchKit"; tail -30 "$work/swift-example.log" | sed 's/^/    /'
 fi

@@ -116,10 +116,16 @@ def bench_differential(tools, nginx, repos, work, runs, run_measured, stats, cli
     ub = tools["update_bench"]
     base_v1 = os.path.join(work, "base-v1")
     subprocess.run([ub, base_v1, url["d1"]], check=True)
-    run_dir = os.path.join(work, "drun")
+    runs_dir = os.path.join(work, "druns")
+    run_dir = None
 
     def fresh(from_dir=None):
-        shutil.rmtree(run_dir, ignore_errors=True)
+        """A new directory for each run; none is deleted until the end. Deleting the last
+        run's tree just before a run made ext4 rescan the freed inodes (recently_deleted())
+        in every mkdir of the run, which no device that updates now and then sees."""
+        nonlocal run_dir
+        os.makedirs(runs_dir, exist_ok=True)
+        run_dir = os.path.join(runs_dir, str(len(os.listdir(runs_dir))))
         if from_dir:
             subprocess.run(["cp", "-a", from_dir, run_dir], check=True)
         else:
@@ -199,7 +205,7 @@ def bench_differential(tools, nginx, repos, work, runs, run_measured, stats, cli
     out["shares"] = bench_shares(tools, nginx, access, repos, work, run_measured, stats, cli, quick)
     out["quickack"] = bench_quickack(tools, nginx, access, repos, work, runs, run_measured, stats, cli)
     out["needed_v2"], out["needed_v3"] = need12, need13
-    shutil.rmtree(run_dir, ignore_errors=True)
+    shutil.rmtree(runs_dir, ignore_errors=True)
     return out
 
 

@@ -55,19 +55,23 @@ private func contents(_ path: String) throws -> [UInt8] { try FS.readFile(path) 
 
 /// Collects values from the update's thread.
 private final class Recorder<T: Sendable>: @unchecked Sendable {  // every access holds the lock
-    private let lock = NSLockish()
+    private let lock = PthreadLock()
     private var items: [T] = []
     func append(_ item: T) { lock.locked { items.append(item) } }
     var all: [T] { lock.locked { items } }
 }
 
-private final class NSLockish: @unchecked Sendable {  // a pthread mutex, used only through locked()
-    private var mutex = pthread_mutex_t()
-    init() { pthread_mutex_init(&mutex, nil) }
-    deinit { pthread_mutex_destroy(&mutex) }
+/// A pthread mutex on the heap (a mutex must not move), used only through `locked`.
+private final class PthreadLock: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    init() { pthread_mutex_init(mutex, nil) }
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
     func locked<R>(_ body: () -> R) -> R {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
         return body()
     }
 }

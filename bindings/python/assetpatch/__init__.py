@@ -238,10 +238,10 @@ class Client:
         handle = ctypes.c_void_p()
         _check(lib.assetpatch_client_open(str(data_dir).encode(), None if bundle_dir is None else str(bundle_dir).encode(),
                                           ctypes.byref(handle)))
-        self._handle: Optional[int] = handle.value
-        # resolve's fast path: the handle as a ready pointer, calls bound without argtypes, and
-        # one result buffer per thread (resolve may run on many threads at once).
-        self._handle_p: Optional[ctypes.c_void_p] = ctypes.c_void_p(handle.value)
+        # The handle as a ready ctypes pointer: resolve's calls bound without argtypes take it
+        # as it is. Those calls write into one result buffer per thread (resolve may run on
+        # many threads at once).
+        self._handle: Optional[ctypes.c_void_p] = handle
         self._resolve_fn = _ffi.unchecked(lib, "assetpatch_resolve")
         self._resolve_variant_fn = _ffi.unchecked(lib, "assetpatch_resolve_variant")
         self._buffers = threading.local()
@@ -275,7 +275,7 @@ class Client:
         except Exception:  # noqa: BLE001 - never let logging unwind into C
             pass
 
-    def _h(self) -> int:
+    def _h(self) -> ctypes.c_void_p:
         if self._handle is None:
             raise StateError(Status.ERR_STATE, "client is closed")
         return self._handle
@@ -327,7 +327,7 @@ class Client:
 
     def _resolve_slow(self, name: str, variant: Optional[ctypes.c_int]) -> "_ResolveBuffer":
         """resolve and resolve_variant: every case, raising for errors, growing the buffer."""
-        handle = self._handle_p
+        handle = self._handle
         if handle is None:
             raise StateError(Status.ERR_STATE, "client is closed")
         if "\0" in name:
@@ -350,7 +350,7 @@ class Client:
         """The absolute path for a resource name: the active release first, then the bundle."""
         # The common case inline (one ctypes call, nothing converted); the rest in _resolve_slow.
         b = getattr(self._buffers, "b", None)
-        handle = self._handle_p
+        handle = self._handle
         if b is not None and handle is not None and "\0" not in name and \
                 self._resolve_fn(handle, name.encode(), b.buf, b.cap, b.len_ref) == 0:
             return b.buf.value.decode()
@@ -448,7 +448,6 @@ class Client:
     def close(self) -> None:
         """Cancels a running update, waits for it, frees the client. Safe to call twice."""
         handle, self._handle = self._handle, None
-        self._handle_p = None
         if handle is not None:
             self._lib.assetpatch_client_close(handle)
         self._background = None

@@ -20,7 +20,6 @@ public struct ReleaseSummary: Sendable, Equatable {
     public var markedGood: Bool
 }
 
-/// Which release a summary is asked for (`assetpatch_release_which`).
 /// The release lifecycle as hosts see it (`assetpatch_lifecycle_get`, the Swift API's
 /// `lifecycle`): one mapping from the state, shared by both.
 public struct LifecycleSummary: Sendable, Equatable {
@@ -47,6 +46,7 @@ public struct LifecycleSummary: Sendable, Equatable {
     }
 }
 
+/// Which release a summary is asked for (`assetpatch_release_which`).
 public enum WhichRelease: Int32, Sendable {
     case active = 1, pending = 2, candidate = 3
 }
@@ -503,25 +503,22 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
     /// The absolute path `name` resolves to and the index in `variants` of the variant that
     /// matched. Throws `.argument` for invalid names, `.notFound`.
     public func resolveVariant(_ name: String) throws(AssetPatchError) -> (path: String, variant: Int) {
-        let bytes = Array(name.utf8)
-        var length = 0, variant = 0
-        var buffer = [UInt8](repeating: 0, count: 1024)
+        var name = name
+        var length = 0, variant = 0, capacity = 1024
         while true {
-            let failure: AssetPatchError? = bytes.withUnsafeBytes { n in
-                buffer.withUnsafeMutableBytes { out in
-                    do {
-                        try resolve(n, into: out.baseAddress, capacity: out.count, length: &length, variant: &variant)
-                        return nil
-                    } catch let e as AssetPatchError {
-                        return e
+            // On the stack: a path is copied once, into the String returned.
+            let found = name.withUTF8 { n in
+                withUnsafeTemporaryAllocation(byteCount: capacity, alignment: 1) { out -> Result<String?, AssetPatchError> in
+                    do throws(AssetPatchError) {
+                        try resolve(UnsafeRawBufferPointer(n), into: out.baseAddress, capacity: out.count, length: &length, variant: &variant)
+                        return .success(String(decoding: UnsafeRawBufferPointer(rebasing: out[..<length]), as: UTF8.self))
                     } catch {
-                        return AssetPatchError(.internal, "\(error)")
+                        return error.status == .range && capacity <= length ? .success(nil) : .failure(error)
                     }
                 }
             }
-            guard let failure else { return (String(decoding: buffer[..<length], as: UTF8.self), variant) }
-            guard failure.status == .range, buffer.count <= length else { throw failure }
-            buffer = [UInt8](repeating: 0, count: length + 1)
+            if let path = try found.get() { return (path, variant) }
+            capacity = length + 1  // longer than the buffer; the view may change before the retry
         }
     }
 }

@@ -2,7 +2,7 @@ import Dispatch
 import Glibc
 import Testing
 @testable import AssetPatchKit
-import AssetPatchCore
+@testable import AssetPatchCore
 
 /// The Swift API's error (the core has its own of the same name).
 typealias KitError = AssetPatchKit.AssetPatchError
@@ -54,26 +54,10 @@ private func noise(_ count: Int, seed: UInt64) -> [UInt8] {
 private func contents(_ path: String) throws -> [UInt8] { try FS.readFile(path) }
 
 /// Collects values from the update's thread.
-private final class Recorder<T: Sendable>: @unchecked Sendable {  // every access holds the lock
-    private let lock = PthreadLock()
-    private var items: [T] = []
-    func append(_ item: T) { lock.locked { items.append(item) } }
-    var all: [T] { lock.locked { items } }
-}
-
-/// A pthread mutex on the heap (a mutex must not move), used only through `locked`.
-private final class PthreadLock: @unchecked Sendable {
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    init() { pthread_mutex_init(mutex, nil) }
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-    func locked<R>(_ body: () -> R) -> R {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return body()
-    }
+private final class Recorder<T: Sendable>: Sendable {
+    private let items = Locked<[T]>([])
+    func append(_ item: T) { items.withLock { $0.append(item) } }
+    var all: [T] { items.withLock { $0 } }
 }
 
 @Suite struct AssetPatchKitTests {
@@ -82,12 +66,16 @@ private final class PthreadLock: @unchecked Sendable {
         defer { s.cleanup() }
         try FS.makeDirectories(s.path + "/bundle/img")
         try File.open(s.path + "/bundle/img/logo.png", O_WRONLY | O_CREAT).write(Array("bundle logo".utf8))
+        let deep = (0..<6).map { _ in String(repeating: "d", count: 200) }.joined(separator: "/") + "/deep.txt"
+        try FS.makeDirectories(FS.parent(of: s.path + "/bundle/" + deep))
+        try File.open(s.path + "/bundle/" + deep, O_WRONLY | O_CREAT).write(Array("deep".utf8))
         let url = try s.publish([("img/logo@2x.png", Array("release logo 2x".utf8)), ("data/level1.json", Array("{}".utf8))], version: 1)
 
         let client = try AssetPatchClient(dataDirectory: s.path + "/data", bundleDirectory: s.path + "/bundle",
                                           options: .init(manifestURL: url, variants: ["@2x", ""]))
         #expect(client.currentVersion == 0)
         #expect(try contents(client.resolve("img/logo.png")) == Array("bundle logo".utf8))
+        #expect(try client.resolve(deep) == s.path + "/bundle/" + deep, "a path longer than the first buffer")
         let available = try #require(try await client.check())
         let archive = FS.fileSize(s.path + "/repo/archives/" + (try FS.list(s.path + "/repo/archives")).first!)!
         #expect(available.version == 1 && available.downloadBytes > 0 && available.downloadBytes <= archive)

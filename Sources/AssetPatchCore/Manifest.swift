@@ -139,6 +139,10 @@ public struct Manifest: Sendable {
     /// The total unpacked size (the sum of `files[].size`).
     public var releaseBytes: UInt64 { files.reduce(0) { $0 &+ $1.size } }
 
+    /// Whether every file's zip location is given (format 1 with files): what fetching files by
+    /// ranges, and extracting them while the archive arrives, need.
+    var locatesEveryFile: Bool { kind == .format1 && !files.isEmpty && files.allSatisfy { $0.location != nil } }
+
     static func fail(_ what: String) -> AssetPatchError { AssetPatchError(.manifest, what) }
 
     /// Decodes manifest or envelope bytes. With `trustedKeys` non-empty only an envelope with a

@@ -160,16 +160,12 @@ final class Updater {
         let d = try plan(c)
         let installer = Installer(store: store, config: config, cancel: cancel, progress: progress)
         let installed = installedFiles(state)
-        guard c.manifest.kind == .format1, !c.manifest.files.isEmpty, c.manifest.files.allSatisfy({ $0.location != nil }) else {
+        guard c.manifest.locatesEveryFile,
+              let plan = DeltaPlan.make(c.manifest.files, local: onDisk(installed, verifiedFetchedFiles())) else {
             let archive = try fetch(c, d)
             try cancel.check()
             return try installer.install(c, archive: archive, installed: installed)
         }
-        let fetched = verifiedFetchedFiles()
-        let plan = DeltaPlan.make(c.manifest.files, local: { f in
-            if let i = installed[f.sha256], i.size == f.size { return .installed(i.path) }
-            return fetched[f.sha256].map(FileSource.fetched)
-        })!
         let dir = store.fetchedDir(c.manifest.archiveDigest)
         try FS.makeDirectories(dir)
         let follower = ArchiveFollower(path: d.partPath, entries: plan.ranges.flatMap(\.entries), workers: ArchiveFollower.workerCount(),
@@ -182,7 +178,6 @@ final class Updater {
             throw error
         }
         let (kept, stopped) = follower.finish()
-        for path in kept.values { verifiedFetched.insert(path) }
         try cancel.check()
         if let why = stopped.first { log(1, "extracting behind the download stopped (\(why)); finishing from the archive") }
 
@@ -221,6 +216,17 @@ final class Updater {
         return fetched
     }
 
+    /// Where a file's content already is on disk: an installed release's file of the same
+    /// sha256 and size, a file an earlier attempt fetched, or the bundle's file (in that order).
+    private func onDisk(_ installed: [String: (path: String, size: UInt64)], _ fetched: [String: String],
+                        _ bundle: [String: String] = [:]) -> (ManifestFile) -> FileSource? {
+        { f in
+            if let i = installed[f.sha256], i.size == f.size { return .installed(i.path) }
+            if let p = fetched[f.sha256] { return .fetched(p) }
+            return bundle[f.sha256].map(FileSource.bundle)
+        }
+    }
+
     // MARK: Differential
 
     /// How an update gets its files.
@@ -238,24 +244,20 @@ final class Updater {
     func choosePath(_ c: Candidate, _ state: StoreState) throws -> Path {
         guard config.differential else { return .whole("differential=off") }
         guard c.manifest.kind == .format1, let archiveSize = c.manifest.archiveSize else { return .whole("a legacy manifest") }
-        guard !c.manifest.files.isEmpty, c.manifest.files.allSatisfy({ $0.location != nil }) else {
-            return .whole("the manifest has no per-file locations")
-        }
+        guard c.manifest.locatesEveryFile else { return .whole("the manifest has no per-file locations") }
         let installed = installedFiles(state)
         let fetched = verifiedFetchedFiles()
         var bundle: [String: String] = [:]
         if let bundleDir {
-            let missing = Set(c.manifest.files.filter { installed[$0.sha256]?.size != $0.size && fetched[$0.sha256] == nil }.map(\.size))
+            let local = onDisk(installed, fetched)
+            let missing = Set(c.manifest.files.filter { local($0) == nil }.map(\.size))
             var digests = BundleDigests(bundleDir: bundleDir, cachePath: store.bundleDigestsPath)
             bundle = try digests.digests(sizes: missing, cancel: cancel)
             if digests.hashedCount > 0 { log(1, "hashed \(digests.hashedCount) bundle files (cached for later updates)") }
         }
-        guard let delta = DeltaPlan.make(c.manifest.files, local: { f in
-            if let i = installed[f.sha256], i.size == f.size { return .installed(i.path) }
-            if let p = fetched[f.sha256] { return .fetched(p) }
-            if let p = bundle[f.sha256] { return .bundle(p) }
-            return nil
-        }) else { return .whole("the manifest has no per-file locations") }
+        guard let delta = DeltaPlan.make(c.manifest.files, local: onDisk(installed, fetched, bundle)) else {
+            return .whole("the manifest has no per-file locations")
+        }
         guard delta.paysOff(archiveSize: archiveSize, maxPercent: config.differentialMaxPercent) else {
             return .whole("ranges would transfer \(delta.fetchBytes) of the archive's \(archiveSize) bytes (more than \(config.differentialMaxPercent)%)")
         }

@@ -80,9 +80,8 @@ final class RangeReceiver {
         }
     }
 
-    /// The archive offset of the next byte this receiver needs: the bytes before the next
-    /// entry's local header are passed over without being pushed (a reader of a file on disk
-    /// skips them).
+    /// Moves `offset` to the next entry's local header when the receiver is between entries:
+    /// a reader of a file on disk skips the bytes in between instead of pushing them.
     func skipToNextEntry() {
         guard index < range.entries.count, header.isEmpty, decoder == nil else { return }
         offset = max(offset, range.entries[index].location!.headerOffset)

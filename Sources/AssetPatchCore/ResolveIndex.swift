@@ -173,12 +173,11 @@ public final class ResolveIndex: @unchecked Sendable {  // immutable after init;
         count += 1
     }
 
-    /// Every name with the file it resolves to (under this index's root).
-    func forEach(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Void) {
+    /// Every file an entry resolves to (under this index's root).
+    func forEachFile(_ body: (UnsafeRawBufferPointer) -> Void) {
         for i in 0...mask where slots[i].name != Slot.empty {
             let s = slots[i]
-            let name = UnsafeRawBufferPointer(start: arena.baseAddress! + Int(s.name), count: Int(s.nameLength))
-            body(name, file(of: s, name: name))
+            body(file(of: s, name: UnsafeRawBufferPointer(start: arena.baseAddress! + Int(s.name), count: Int(s.nameLength))))
         }
     }
 

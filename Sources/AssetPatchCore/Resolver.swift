@@ -31,7 +31,7 @@ final class ResolveView: @unchecked Sendable {  // immutable after init
         let sources = [release, bundle].compactMap { $0 }
         for (i, v) in variants.enumerated() {
             for (root, index) in sources.enumerated() {
-                index.forEach { _, file in
+                index.forEachFile { file in
                     if v.isEmpty {
                         entries.append(name: file, file: file, root: root, tag: i)
                         return
@@ -45,10 +45,10 @@ final class ResolveView: @unchecked Sendable {  // immutable after init
         return ResolveIndex(roots: sources.map(\.root), entries: entries)
     }
 
-    /// The names whose candidate with `variant` is `file`: at most two (the suffix inserted at
-    /// the end, or before the extension), each confirmed by applying the variant forward.
+    /// The names whose candidate with the non-empty `variant` is `file`: at most two (the suffix
+    /// inserted at the end, or before the extension), each confirmed by applying the variant
+    /// forward. (With the empty variant the name is the file itself.)
     static func requestedNames(for file: UnsafeRawBufferPointer, variant: [UInt8]) -> [[UInt8]] {
-        if variant.isEmpty { return [Array(file)] }
         let n = file.count, k = variant.count
         func endsWith(_ end: Int) -> Bool {  // file[end - k ..< end] == variant
             guard end >= k else { return false }

@@ -95,12 +95,18 @@ public struct StoreState: Sendable, Equatable {
     mutating func rollBack(reason: String, now: Int64) throws {
         guard let from = active else { throw AssetPatchError(.state, "nothing to roll back: only the bundle is served") }
         if !bad.contains(from.version) { bad.append(from.version) }
+        leaveActive(from, reason: reason, now: now)
+        good.removeAll { $0 == from.id }
+    }
+
+    /// Serves the newest kept release (or the bundle) instead of `from`, the active one, and
+    /// records why.
+    private mutating func leaveActive(_ from: ReleaseRef, reason: String, now: Int64) {
         active = kept.first
         if !kept.isEmpty { kept.removeFirst() }
         activeLegacyDigest = nil
         launches = 0
         lastRollback = RollbackRecord(from: from.version, to: active?.version ?? 0, reason: reason, time: now)
-        good.removeAll { $0 == from.id }
     }
 
     /// Stops serving the active release for `reason`, going to the newest kept release that
@@ -111,11 +117,7 @@ public struct StoreState: Sendable, Equatable {
         if let p = pending, !keep(p) { pending = nil; pendingLegacyDigest = nil }
         kept = kept.filter(keep)
         guard let from = active, !keep(from) else { return nil }
-        active = kept.first
-        if !kept.isEmpty { kept.removeFirst() }
-        activeLegacyDigest = nil
-        launches = 0
-        lastRollback = RollbackRecord(from: from.version, to: active?.version ?? 0, reason: reason, time: now)
+        leaveActive(from, reason: reason, now: now)
         return "stopped serving version \(from.version), now \(active.map { "version \($0.version)" } ?? "the bundle"): \(reason)"
     }
 
@@ -131,7 +133,6 @@ public struct StoreState: Sendable, Equatable {
         try rollBack(reason: reason, now: now)
         return "rolled back from version \(a.version) to \(active.map { "version \($0.version)" } ?? "the bundle"): \(reason)"
     }
-
 
     /// The releases the state names: active, pending and kept.
     var liveReleaseIDs: Set<String> {
@@ -372,9 +373,10 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
     /// staging tree durable before the state may name the release: fdatasync of every file
     /// (their writeback was started as each was written) except those in `durable` (hard links
     /// to files of installed releases, whose data was made durable when they were installed),
-    /// and fsync of every directory, deepest first (the entries, links included). Only the release's own bytes are waited for, never what other processes have
-    /// dirty on the filesystem (as syncfs would). A failure means the staging directory is
-    /// discarded and the step redone from scratch: an interrupted staging directory is never used.
+    /// and fsync of every directory, deepest first (the entries, links included). Only the
+    /// release's own bytes are waited for, never what other processes have dirty on the
+    /// filesystem (as syncfs would). A failure means the staging directory is discarded and the
+    /// step redone from scratch: an interrupted staging directory is never used.
     func sealStaging(_ id: String, _ info: ReleaseInfo, durable: Set<String> = []) throws {
         let stage = stagingDir(id), filesDir = stagingFilesDir(id)
         var names: [UInt8] = []

@@ -52,7 +52,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AssetPatchCoreTests",
-            dependencies: ["AssetPatchCore"],
+            dependencies: ["AssetPatchCore", "CZlib"],
             exclude: ["vectors"]
         ),
         .testTarget(

@@ -44,6 +44,12 @@ final class Inflater {
 
     /// Decodes `chunk`, passing the output to `sink`. No more than `limit` bytes are produced in
     /// all: zlib is never given room for more than one byte past it, so a bomb stops at once.
+    ///
+    /// Every byte `chunk` decodes to is delivered before this returns: zlib is called again
+    /// while it fills the output buffer to its end, also after it has consumed all the input.
+    /// Output can be pending then (highly compressible data whose decoded length passes a
+    /// multiple of the buffer size), and the last chunk of a stream gets no later call to
+    /// deliver it.
     func push(_ chunk: UnsafeRawBufferPointer, limit: UInt64 = .max,
               _ sink: (UnsafeRawBufferPointer) throws -> Void) throws {
         guard chunk.count > 0, let base = chunk.baseAddress else { return }
@@ -51,7 +57,7 @@ final class Inflater {
         stream.pointee.next_in = UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: Bytef.self))
         stream.pointee.avail_in = UInt32(chunk.count)
         defer { stream.pointee.next_in = nil; stream.pointee.avail_in = 0 }
-        while stream.pointee.avail_in > 0 && !ended {
+        while !ended {
             let room = limit == .max ? UInt64(output.count) : min(UInt64(output.count), limit - min(produced, limit) + 1)
             stream.pointee.next_out = output.baseAddress!.assumingMemoryBound(to: Bytef.self)
             stream.pointee.avail_out = UInt32(room)
@@ -66,9 +72,11 @@ final class Inflater {
                 produced += UInt64(n)
                 if produced > limit { throw InflateFailure.overrun }
                 try sink(UnsafeRawBufferPointer(rebasing: output[0..<n]))
-            } else if rc == Z_BUF_ERROR {
-                break  // no progress possible: needs more input
             }
+            // A full output buffer may leave output pending inside zlib: call again. Otherwise
+            // zlib stopped for want of input (all consumed) or could make no progress at all.
+            if stream.pointee.avail_out == 0 { continue }
+            if stream.pointee.avail_in == 0 || n == 0 { break }
         }
         if ended && stream.pointee.avail_in > 0 { throw InflateFailure.trailing }
     }

@@ -228,8 +228,15 @@ final class ArchiveDownload {
             hash.reset()
             // An announced length is not trusted either way: the sink enforces the limit on the
             // bytes that actually arrive.
-            let etag = head.header("ETag").flatMap { $0.hasPrefix("W/") ? nil : $0 }
-            let meta = PartialMeta(url: source.url, validator: etag ?? head.header("Last-Modified"), coding: coding)
+            // A legacy archive is replaced in place at its URL: a racy validator (the file written
+            // within the second it was served) could match a later file of the same size, and a
+            // resume would splice the two (see `Validators`). A format-1 archive is checked
+            // against the size and sha256 the manifest gives, and publishers name it by them.
+            let validator = expectedSize == nil ? Validators.reusable(head)?.ifRange : Validators.any(head)?.ifRange
+            if validator == nil, head.header("ETag") != nil || head.header("Last-Modified") != nil {
+                log(0, "\(what): the response's validators are too recent to rely on; an interruption restarts this download")
+            }
+            let meta = PartialMeta(url: source.url, validator: validator, coding: coding)
             try FS.writeAtomically(metaPath, Array(meta.toJSON().serialized().utf8))
             return Sink(offset: 0, decoder: try coding.map { try ContentDecoder(coding: $0, what: what) })
         case 416:

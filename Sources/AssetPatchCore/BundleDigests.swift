@@ -6,7 +6,17 @@ import Glibc
 /// modification and change times (nanoseconds), inode and device. An app upgrade that replaces
 /// or rewrites a bundle file changes its fingerprint (the change time can't be set back), and
 /// that file alone is hashed again. Only files whose size some wanted file has are hashed at all.
+///
+/// A fingerprint is only as fine as the file system's timestamps: a file rewritten with the same
+/// size within one timestamp tick of being hashed (ext4 ticks every few milliseconds, some file
+/// systems every second or two) keeps its fingerprint with new content ("racy git"). So a digest
+/// is cached only when the file had not changed for `racyWindowNs` before it was fingerprinted;
+/// a file changed more recently is hashed again by the next update that wants it. (A digest
+/// only proposes a source: the bundle file is hashed again as it is copied into a release.)
 struct BundleDigests {
+    /// How long before hashing a file must have last changed for its digest to be cached: two
+    /// seconds, the coarsest timestamps in common use (FAT).
+    static let racyWindowNs: Int64 = 2_000_000_000
     /// One bundle file's identity on disk.
     struct Fingerprint: Equatable {
         var size: UInt64
@@ -38,6 +48,8 @@ struct BundleDigests {
     let cachePath: String
     /// Files hashed by the last `digests` call that the cache did not know (for tests and logs).
     private(set) var hashedCount = 0
+    /// The wall clock, nanoseconds (tests move it).
+    var clock: () -> Int64 = wallClockNanos
 
     init(bundleDir: String, cachePath: String) {
         self.bundleDir = bundleDir
@@ -54,6 +66,9 @@ struct BundleDigests {
         var result: [String: String] = [:]
         hashedCount = 0
         var changed = false
+        // Files changed since this instant, less the window, may still change unseen.
+        let settled = clock() - BundleDigests.racyWindowNs
+        var racy = Set<String>()
         for rel in try FS.walkFiles(bundleDir) where ResourceName.isValid(rel) {
             let path = bundleDir + "/" + rel
             guard let fp = Fingerprint(path) else { continue }
@@ -69,10 +84,12 @@ struct BundleDigests {
                 sha = d
                 hashedCount += 1
                 changed = true
+                if max(fp.ctimeNs, fp.mtimeNs) > settled { racy.insert(rel) }
             }
             fresh[rel] = (fp, sha)
             if sizes.contains(fp.size), result[sha] == nil { result[sha] = path }
         }
+        for rel in racy { fresh[rel] = nil }
         if changed || cached.keys.contains(where: { fresh[$0] == nil }) { saveCache(fresh) }
         return result
     }

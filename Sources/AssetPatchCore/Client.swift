@@ -101,6 +101,9 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
     /// `countsLaunch`: false for tools that open the data directory without being the app (the
     /// command-line tool): no launch is counted and no crash-loop rollback happens.
     public init(dataDir: String, bundleDir: String?, countsLaunch: Bool = true) throws {
+        // On the host's thread, before any update thread exists (see `CurlGlobal`); a failure
+        // is reported by the first HTTP transfer, and file:// updates don't need libcurl.
+        _ = try? CurlGlobal.initialize()
         store = try Store(root: dataDir)
         var bundle: String?
         if let bundleDir {

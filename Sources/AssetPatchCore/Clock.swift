@@ -15,6 +15,13 @@ public func unixTime() -> Int64 {
     return Int64(ts.tv_sec)
 }
 
+/// Wall-clock nanoseconds since the epoch (CLOCK_REALTIME): the clock file timestamps follow.
+func wallClockNanos() -> Int64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+}
+
 /// A cancellation flag shared by the caller's thread and the updating thread.
 public final class CancelToken: Sendable {
     private let flag = Atomic<Bool>(false)

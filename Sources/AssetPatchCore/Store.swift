@@ -6,29 +6,6 @@ public struct ReleaseRef: Sendable, Equatable {
     public var version: Int64
 }
 
-/// A manifest kept for conditional requests: a small JSON header line, then the bytes.
-struct ManifestCache {
-    var url: String
-    var finalURL: String
-    var etag: String?
-    var lastModified: String?
-    var bytes: [UInt8]
-
-    func encode() -> [UInt8] {
-        var pairs: [(String, JSON)] = [("url", .string(url)), ("final_url", .string(finalURL))]
-        if let etag { pairs.append(("etag", .string(etag))) }
-        if let lastModified { pairs.append(("last_modified", .string(lastModified))) }
-        return Array((JSON.object(pairs).serialized() + "\n").utf8) + bytes
-    }
-
-    static func decode(_ data: [UInt8]) -> ManifestCache? {
-        guard let nl = data.firstIndex(of: 0x0A), let json = try? JSONParser.parse(Array(data[..<nl])),
-              let url = json["url"]?.string, let finalURL = json["final_url"]?.string else { return nil }
-        return ManifestCache(url: url, finalURL: finalURL, etag: json["etag"]?.string, lastModified: json["last_modified"]?.string,
-                             bytes: Array(data[(nl + 1)...]))
-    }
-}
-
 /// Why the active release last changed by going back, for the host and `assetpatch status`.
 public struct RollbackRecord: Sendable, Equatable {
     public var from: Int64
@@ -425,24 +402,6 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
         }
         return out
     }
-
-    // MARK: The last manifest fetched over HTTP
-
-    var manifestCachePath: String { root + "/manifest-cache" }
-
-    /// The last manifest fetched from `url`, if it is cached with a validator.
-    func cachedManifest(url: String) -> ManifestCache? {
-        guard let bytes = try? FS.readFile(manifestCachePath, limit: 256 << 20), let m = ManifestCache.decode(bytes), m.url == url,
-              m.etag != nil || m.lastModified != nil else { return nil }
-        return m
-    }
-
-    /// Keeps a manifest for the next conditional request. Failing to write it only costs a 200.
-    func cacheManifest(_ m: ManifestCache) {
-        try? FS.writeAtomically(manifestCachePath, m.encode())
-    }
-
-    func dropCachedManifest() { try? FS.unlink(manifestCachePath) }
 
     /// Drops every partial download and fetched file (a reset).
     func discardDownloads() {

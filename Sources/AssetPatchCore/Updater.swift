@@ -317,23 +317,25 @@ final class Updater {
         case let .http(url):
             // A check that finds nothing new should cost one 304: the last manifest fetched from
             // this URL is kept with its validators, and a 304 reuses it (decoded and verified
-            // again like any manifest).
+            // again like any manifest). Racy validators are not kept (see `Validators`).
             let cached = store.cachedManifest(url: url)
             let r = try withRetries {
-                try http.fetch(url, limit: config.maxManifestBytes, limitStatus: .manifest,
-                               ifNoneMatch: cached?.etag, ifModifiedSince: cached?.etag == nil ? cached?.lastModified : nil)
+                try http.fetch(url, limit: config.maxManifestBytes, limitStatus: .manifest, conditions: cached?.conditionalHeaders ?? [])
             }
             guard let body = r.body else {
                 guard let cached else { throw AssetPatchError(.http, "GET \(URLs.redacted(url)): HTTP 304 to an unconditional request") }
                 log(0, "GET \(URLs.redacted(url)): 304 Not Modified; using the manifest fetched before")
                 return (cached.bytes, cached.finalURL)
             }
-            if r.etag != nil || r.lastModified != nil {
-                store.cacheManifest(ManifestCache(url: url, finalURL: r.finalURL, etag: r.etag, lastModified: r.lastModified, bytes: body))
+            if let validators = Validators.reusable(r.head) {
+                store.cacheManifest(ManifestCache(url: url, finalURL: r.head.effectiveURL, validators: validators, bytes: body))
             } else {
+                if r.head.header("Last-Modified") != nil {
+                    log(0, "GET \(URLs.redacted(url)): Last-Modified \(r.head.header("Last-Modified")!) is not a second older than the response's Date (\(r.head.header("Date") ?? "none")); the next check asks unconditionally")
+                }
                 store.dropCachedManifest()
             }
-            return (body, r.finalURL)
+            return (body, r.head.effectiveURL)
         }
     }
 

@@ -159,6 +159,7 @@ private func located(_ path: String, sha: String = "", size: UInt64 = 10, at sta
         try bundle.write("sub/b.bin", noise(2000, seed: 2))
         try bundle.write("c.bin", noise(3000, seed: 3))
         var d = BundleDigests(bundleDir: bundle.path, cachePath: data.path + "/bundle-digests")
+        d.clock = { wallClockNanos() + 10_000_000_000 }  // the files are old by then: not racy
         let never = CancelToken()
         var found = try d.digests(sizes: [1000, 2000], cancel: never)
         #expect(d.hashedCount == 2, "only files of a wanted size are hashed")
@@ -175,6 +176,26 @@ private func located(_ path: String, sha: String = "", size: UInt64 = 10, at sta
         var other = BundleDigests(bundleDir: bundle.path + "/sub", cachePath: data.path + "/bundle-digests")
         _ = try other.digests(sizes: [2000], cancel: never)
         #expect(other.hashedCount == 1)
+    }
+
+    /// A file changed within the racy window of being hashed may change again without its
+    /// fingerprint moving: its digest is used but not cached, until the file has settled.
+    @Test func aDigestIsNotCachedWhileTheFileMayStillChangeUnseen() throws {
+        let bundle = TempDir(), data = TempDir()
+        defer { bundle.cleanup(); data.cleanup() }
+        try bundle.write("a.bin", noise(1000, seed: 1))
+        var d = BundleDigests(bundleDir: bundle.path, cachePath: data.path + "/bundle-digests")
+        let never = CancelToken()
+        let written = wallClockNanos()
+        d.clock = { written + BundleDigests.racyWindowNs / 2 }
+        #expect(try d.digests(sizes: [1000], cancel: never).count == 1)
+        #expect(try d.digests(sizes: [1000], cancel: never).count == 1)
+        #expect(d.hashedCount == 1, "hashed again: changed less than the window before it was hashed")
+        d.clock = { written + BundleDigests.racyWindowNs + 1_000_000_000 }
+        _ = try d.digests(sizes: [1000], cancel: never)
+        #expect(d.hashedCount == 1, "hashed once more, now settled, and cached")
+        _ = try d.digests(sizes: [1000], cancel: never)
+        #expect(d.hashedCount == 0)
     }
 }
 

@@ -1,0 +1,98 @@
+"""Conditional manifest requests against a real nginx, whose validators come from the file's
+modification time in whole seconds (ETag "<mtime hex>-<size hex>", a one-second Last-Modified).
+
+A manifest replaced by one of the same size within the second it was served keeps both
+validators. The client must not send such racy validators back (it would get 304 and stay on
+the old release until the next publish), while a manifest older than a second must still cost
+one 304 per check that finds nothing. The modification times are set by hand so that what the
+test checks does not depend on when the requests happen."""
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+import assetpatch
+from conftest import CLI, ROOT, make_tree
+
+sys.path.insert(0, os.path.join(ROOT, "Tests", "e2e"))
+from nginxctl import Nginx  # noqa: E402
+
+LOG = """log_format manifest escape=none '$request_uri $status $http_if_none_match|$http_if_modified_since';"""
+
+
+def publish_same_size(base):
+    """Two releases of one package whose manifests have exactly the same size, kept aside as
+    manifest-1.json and manifest-2.json; the repository's manifest.json is release 1's."""
+    repo = base / "repo"
+    for version in (1, 2):
+        src = base / f"src{version}"
+        make_tree(src, {"a.txt": f"release {version}\n".encode(), "b/c.bin": bytes([version]) * 5000})
+        subprocess.run([CLI, "publish", str(src), "--repo", str(repo), "--package", "racy", "--version", str(version)],
+                       check=True, stdout=subprocess.DEVNULL)
+        shutil.copy(repo / "manifest.json", base / f"manifest-{version}.json")
+    sizes = {os.path.getsize(base / f"manifest-{v}.json") for v in (1, 2)}
+    assert len(sizes) == 1, f"manifests differ in size: {sizes}"
+    shutil.copy(base / "manifest-1.json", repo / "manifest.json")
+    return repo
+
+
+def place(base, repo, version, mtime):
+    """Makes release `version`'s manifest the repository's, with modification time `mtime`."""
+    tmp = repo / "manifest.json.tmp"
+    shutil.copy(base / f"manifest-{version}.json", tmp)
+    os.utime(tmp, (mtime, mtime))
+    os.replace(tmp, repo / "manifest.json")
+
+
+def manifest_requests(workdir):
+    """(status, conditional headers sent) of every manifest request nginx logged, in order."""
+    lines = open(f"{workdir}/access.log").read().splitlines()
+    return [(int(status), cond.strip("|-")) for uri, status, cond in (line.split(" ", 2) for line in lines)
+            if uri.endswith("manifest.json")]
+
+
+@pytest.mark.parametrize("etag", ["on", "off"])
+def test_a_manifest_replaced_within_the_second_it_was_served_is_fetched_again(tmp_path, etag):
+    repo = publish_same_size(tmp_path)
+    work = tmp_path / "nginx"
+    os.makedirs(work)
+    # Both manifests carry one modification time that is not yet a second old when served:
+    # equal ETags and Last-Modified. (A time ahead of the server's clock is the same case.)
+    racy = int(time.time()) + 30
+    place(tmp_path, repo, 1, racy)
+    with Nginx(str(tmp_path), str(work), http=LOG, locations=f"etag {etag};",
+               access_log=f"{work}/access.log manifest") as n:
+        url = n.url("repo/manifest.json")
+        with assetpatch.Client(str(tmp_path / "data"), manifest_url=url) as c:
+            assert c.update() is True and c.current_version == 1
+            place(tmp_path, repo, 2, racy)
+            assert c.check() is not None, "release 2 was not seen: a racy validator was sent back"
+            assert c.update() is True and c.current_version == 2
+            assert open(c.resolve("a.txt")).read() == "release 2\n"
+    requests = manifest_requests(work)
+    assert [s for s, _ in requests] == [200, 200, 200], requests
+    assert all(cond == "" for _, cond in requests), f"racy validators were sent: {requests}"
+
+
+@pytest.mark.parametrize("etag", ["on", "off"])
+def test_a_check_that_finds_nothing_costs_one_304_when_the_manifest_is_old(tmp_path, etag):
+    repo = publish_same_size(tmp_path)
+    work = tmp_path / "nginx"
+    os.makedirs(work)
+    place(tmp_path, repo, 1, int(time.time()) - 10)
+    with Nginx(str(tmp_path), str(work), http=LOG, locations=f"etag {etag};",
+               access_log=f"{work}/access.log manifest") as n:
+        url = n.url("repo/manifest.json")
+        with assetpatch.Client(str(tmp_path / "data"), manifest_url=url) as c:
+            assert c.update() is True
+            assert c.check() is None
+            assert c.update() is False
+            # A new manifest a second later than the old one: seen at once.
+            place(tmp_path, repo, 2, int(time.time()) - 5)
+            assert c.update() is True and c.current_version == 2
+    requests = manifest_requests(work)
+    assert [s for s, _ in requests] == [200, 304, 304, 200], requests
+    assert all(cond.startswith('"') if etag == "on" else cond.endswith("GMT") for _, cond in requests[1:3]), requests

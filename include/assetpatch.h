@@ -108,6 +108,14 @@ typedef struct assetpatch_client assetpatch_client;
  * apply=next_open.
  * Several clients, in one process or several, may open one data_dir.
  * On success *out owns a client; free it with assetpatch_client_close.
+ * libcurl: the first open in a process calls curl_global_init(CURL_GLOBAL_DEFAULT), on the
+ * caller's thread, and the library never calls curl_global_cleanup. libcurl counts its
+ * initialisations, so a host that uses libcurl too keeps its own init and cleanup. libcurl 7.84
+ * and later built thread-safe (curl_version_info() has CURL_VERSION_THREADSAFE; Debian 12's
+ * 7.88 does) need nothing more. With an older libcurl, curl_global_init is not thread-safe: a
+ * host that also uses libcurl calls curl_global_init itself before it starts threads, or makes
+ * its first assetpatch_client_open before then. If libcurl's initialisation failed, HTTP(S)
+ * transfers fail with ERR_NETWORK saying so; file:// needs no libcurl.
  * @return ASSETPATCH_OK; ERR_ARGUMENT (NULL data_dir or out); ERR_IO (data_dir not creatable or
  *         writable, bundle_dir not a directory, corrupt state). */
 ASSETPATCH_WARN_UNUSED_RESULT
@@ -141,19 +149,21 @@ int assetpatch_client_open(const char *data_dir, const char *bundle_dir, assetpa
  *   user_agent          default "assetpatch/VERSION"
  *   parallel_downloads  concurrent range requests of a differential update, 1..16; default 4
  *   allow_unsigned_plugins
- *                       "1": plugins of releases that were not signature-verified load too
- *                       (assetpatch_plugin_load); "0" (default): they are refused
- *   differential        "auto" (default): differential updates whenever they pay off (see
- *                       assetpatch_update); "off": always the whole archive
+ *                       on: plugins of releases that were not signature-verified load too
+ *                       (assetpatch_plugin_load); off (default): they are refused
+ *   differential        "auto" (default, or any spelling of on): differential updates whenever
+ *                       they pay off (see assetpatch_update); off: always the whole archive
  *   differential_max_percent
  *                       a differential update whose ranges would transfer more than this share
  *                       of the archive downloads the whole archive instead, 1..100; default 90
  *                       (ranges were faster than the whole archive at every share measured, up
  *                       to 88%, and always move fewer bytes; near 100% the whole archive wins on
  *                       its byte-exact resume)
- *   tcp_quickack        "1" (default): acknowledge each response head at once (Linux
+ *   tcp_quickack        on (default): acknowledge each response head at once (Linux
  *                       TCP_QUICKACK), which keeps servers that hold a body back until its head is
- *                       acknowledged from adding a delayed-ACK wait to every small range; "0": off
+ *                       acknowledged from adding a delayed-ACK wait to every small range; off: not
+ * On/off options take "1", "true", "yes", "on" for on and "0", "false", "no", "off" for off, in
+ * any case; nothing else.
  * @return ASSETPATCH_OK; ERR_ARGUMENT (NULL pointer, unknown option, bad value, a manifest_url
  *         that is empty or not http/https/file). */
 ASSETPATCH_WARN_UNUSED_RESULT
@@ -200,6 +210,12 @@ typedef int (*assetpatch_progress_fn)(const assetpatch_progress *progress, void 
  * Over HTTP(S) the last manifest fetched is kept in data_dir with its ETag or Last-Modified, and
  * the next fetch of the same URL is conditional (If-None-Match / If-Modified-Since): when nothing
  * changed it costs one 304 round trip, and the kept manifest is decoded and verified again.
+ * Static servers derive both validators from the file's modification time in whole seconds, so
+ * a manifest replaced within the second it was served, by one of the same size, would match
+ * them. The validators are therefore kept only when the response's Last-Modified is at least one
+ * second older than its Date (RFC 9110 section 8.8.2.2); an ETag without a Last-Modified is kept
+ * as it is. A manifest fetched within the second it was written is kept without validators:
+ * the next check fetches it in full, once.
  * @return ASSETPATCH_OK (a newer compatible release exists); ASSETPATCH_NO_UPDATE; ERR_STATE (no
  *         manifest_url); ERR_IO, ERR_NETWORK, ERR_HTTP, ERR_MANIFEST, ERR_SIGNATURE,
  *         ERR_DOWNGRADE, ERR_EXPIRED, ERR_INCOMPATIBLE, ERR_ARCHIVE (release too large). */

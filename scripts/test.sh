@@ -2,7 +2,7 @@
 # Runs every test: installs what is missing (Debian packages, as root; pytest into a venv),
 # builds the library (CMake) and the CLI (SwiftPM), runs the Swift unit tests, then the
 # end-to-end suite (C ABI over file:// and a private nginx, CLI contract, exports, CMake
-# consumer, documentation snippets), the Python package's tests, and the fault suite.
+# consumer, documentation snippets), the demo, the Python package's tests, and the fault suite.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export PATH="/opt/swift/usr/bin:$PATH"
@@ -27,6 +27,17 @@ rm -f "$log"
 
 echo "== end-to-end"
 bash "$root/Tests/e2e/run.sh"
+
+# The README's first command, as a user runs it: its output is shown only when it fails.
+echo "== the demo: bash scripts/demo.sh"
+demo_log="$root/build/demo.log"
+if bash "$root/scripts/demo.sh" >"$demo_log" 2>&1; then
+  echo "ok - the demo ran to its end ($(grep -c '== ' "$demo_log" || true) steps)"
+else
+  cat "$demo_log"
+  echo "the demo failed"
+  exit 1
+fi
 
 echo "== Python package: pip install ./bindings/python into the venv, pytest over file:// and nginx"
 "$venv/bin/pip" install -q "$root/bindings/python"

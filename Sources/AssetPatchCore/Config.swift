@@ -34,6 +34,16 @@ public struct ClientConfig: Sendable {
         return n
     }
 
+    /// The spellings every on/off option takes, whatever the case: "1", "true", "yes", "on"
+    /// and "0", "false", "no", "off". Bindings send "1" and "0".
+    static func boolean(_ option: String, _ value: String) throws -> Bool {
+        switch value.lowercased() {
+        case "1", "true", "yes", "on": return true
+        case "0", "false", "no", "off": return false
+        default: throw AssetPatchError(.argument, "option \(option): \"\(value)\" is not one of 1, true, yes, on, 0, false, no, off")
+        }
+    }
+
     /// Applies one option; unknown options and bad values are `ERR_ARGUMENT`.
     public mutating func set(_ option: String, _ value: String) throws {
         switch option {
@@ -87,24 +97,11 @@ public struct ClientConfig: Sendable {
         case "max_legacy_archive_bytes": maxLegacyArchiveBytes = UInt64(try ClientConfig.number(option, value, 1...Int64.max))
         case "parallel_downloads": parallelDownloads = Int(try ClientConfig.number(option, value, 1...16))
         case "differential":
-            switch value {
-            case "auto": differential = true
-            case "off": differential = false
-            default: throw AssetPatchError(.argument, "option differential: \"\(value)\" is neither auto nor off")
-            }
-        case "allow_unsigned_plugins":
-            switch value {
-            case "1": allowUnsignedPlugins = true
-            case "0": allowUnsignedPlugins = false
-            default: throw AssetPatchError(.argument, "option allow_unsigned_plugins: \"\(value)\" is neither 1 nor 0")
-            }
+            // "auto" is the documented spelling of on: ranges are used when they pay off.
+            differential = value.lowercased() == "auto" ? true : try ClientConfig.boolean(option, value)
+        case "allow_unsigned_plugins": allowUnsignedPlugins = try ClientConfig.boolean(option, value)
         case "differential_max_percent": differentialMaxPercent = Int(try ClientConfig.number(option, value, 1...100))
-        case "tcp_quickack":
-            switch value {
-            case "1": http.quickAck = true
-            case "0": http.quickAck = false
-            default: throw AssetPatchError(.argument, "option tcp_quickack: \"\(value)\" is neither 1 nor 0")
-            }
+        case "tcp_quickack": http.quickAck = try ClientConfig.boolean(option, value)
         case "ca_file":
             http.caFile = value.isEmpty ? nil : value
         case "header":

@@ -1,3 +1,5 @@
+import Glibc
+
 /// An immutable name -> absolute path table for resources under one or more root directories
 /// (a release, the bundle, or both for the table resolved ahead for variants). Lookups hash raw
 /// bytes and compare them in one contiguous arena: no allocation, no system call. Built once,
@@ -237,7 +239,3 @@ extension UnsafeRawBufferPointer {
         if let base = baseAddress, count > 0 { destination.copyMemory(from: base, byteCount: count) }
     }
 }
-
-#if canImport(Glibc)
-import Glibc
-#endif

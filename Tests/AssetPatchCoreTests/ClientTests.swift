@@ -59,6 +59,26 @@ import Testing
         #expect(try FS.readFile(oldPath) == Array("one".utf8))  // kept: keep_versions=1
     }
 
+    /// Every on/off option takes one set of spellings, whatever the case; "differential" also
+    /// takes "auto". Anything else is an argument error that leaves the option as it was.
+    @Test func everyBooleanOptionTakesOneSetOfSpellings() throws {
+        var config = ClientConfig()
+        for (value, on) in [("1", true), ("TRUE", true), ("yes", true), ("On", true), ("0", false), ("false", false), ("No", false), ("off", false)] {
+            try config.set("allow_unsigned_plugins", value)
+            try config.set("tcp_quickack", value)
+            try config.set("differential", value)
+            #expect(config.allowUnsignedPlugins == on && config.http.quickAck == on && config.differential == on, "\(value)")
+        }
+        try config.set("differential", "auto")
+        #expect(config.differential)
+        for option in ["allow_unsigned_plugins", "tcp_quickack", "differential"] {
+            for bad in ["", "2", "maybe", " 1", "auto "] {
+                #expect(statusOf { try config.set(option, bad) } == .argument, "\(option)=\"\(bad)\"")
+            }
+        }
+        #expect(config.differential && config.allowUnsignedPlugins == false)
+    }
+
     @Test func unchangedFilesAreHardLinkedFromTheInstalledRelease() throws {
         let repo = TempDir(), data = TempDir()
         defer { repo.cleanup(); data.cleanup() }

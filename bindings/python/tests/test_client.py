@@ -68,6 +68,20 @@ def test_keyword_options_and_set(tmp_path, base_url):
         assert c.current_version == 1
 
 
+def test_boolean_options_take_python_booleans(tmp_path, base_url):
+    # differential=False must reach the core as a value it takes ("0"), and mean off: the
+    # update then downloads the whole archive, which a progress callback sees as one download.
+    seen = []
+    with assetpatch.Client(tmp_path / "data", manifest_url=f"{base_url}/v1/manifest.json", differential=False,
+                           allow_unsigned_plugins=True, tcp_quickack=False) as c:
+        assert c.update(progress=seen.append) is True
+        c.set("differential", True)
+        c.set("allow_unsigned_plugins", False)
+        with pytest.raises(assetpatch.ArgumentError):
+            c.set("differential", "maybe")
+    assert any(p.phase is assetpatch.Phase.DOWNLOAD for p in seen)
+
+
 def test_background_update_wait_and_cancel(tmp_path, base_url):
     with assetpatch.Client(tmp_path / "data", manifest_url=f"{base_url}/v2/manifest.json") as c:
         with pytest.raises(assetpatch.StateError):

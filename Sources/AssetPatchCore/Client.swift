@@ -1,77 +1,6 @@
 import Glibc
 import Synchronization
 
-/// The result of a check: the release an update would install and what it would transfer.
-public struct CheckResult: Sendable {
-    public var version: Int64
-    public var downloadBytes: UInt64
-}
-
-/// What the host may show about a release: "what's new", and whether to insist on it.
-public struct ReleaseSummary: Sendable, Equatable {
-    public var version: Int64
-    /// Unix seconds, from the manifest; nil when it gives none.
-    public var created: Int64?
-    public var label: String?
-    public var notes: String?
-    public var mandatory: Bool
-    public var signatureVerified: Bool
-    /// Confirmed with mark_good (installed releases only).
-    public var markedGood: Bool
-}
-
-/// The release lifecycle as hosts see it (`assetpatch_lifecycle_get`, the Swift API's
-/// `lifecycle`): one mapping from the state, shared by both.
-public struct LifecycleSummary: Sendable, Equatable {
-    /// 0: only the bundle is served.
-    public var activeVersion: Int64
-    /// A release installed with apply=next_open, served from the next open; 0: none.
-    public var pendingVersion: Int64
-    public var activeMarkedGood: Bool
-    /// Opens of the active release since it was activated, while not marked good.
-    public var launches: Int
-    public var maxFailedLaunches: Int
-    /// Versions rolled back from, skipped by updates until a newer one is published.
-    public var badVersions: Int
-    public var lastRollback: RollbackRecord?
-
-    init(_ s: StoreState) {
-        activeVersion = s.active?.version ?? 0
-        pendingVersion = s.pending?.version ?? 0
-        activeMarkedGood = s.activeIsGood
-        launches = s.launches
-        maxFailedLaunches = s.maxFailedLaunches
-        badVersions = s.bad.count
-        lastRollback = s.lastRollback
-    }
-}
-
-/// Which release a summary is asked for (`assetpatch_release_which`).
-public enum WhichRelease: Int32, Sendable {
-    case active = 1, pending = 2, candidate = 3
-}
-
-/// What an update would do now: the release, how its files would arrive, what it would transfer.
-public struct UpdatePreview: Sendable {
-    /// The release an update would install.
-    public var candidate: ReleaseSummary
-    public var version: Int64 { candidate.version }
-    /// nil: a differential update; otherwise why the whole archive would be downloaded.
-    public var wholeArchiveReason: String?
-    /// Bytes still to transfer (resumable bytes already on disk not counted).
-    public var transferBytes: UInt64
-    /// The archive's size as the manifest says (0 for a legacy manifest).
-    public var archiveBytes: UInt64
-    /// Requests: range requests of a differential update, 1 for the whole archive.
-    public var requests: Int
-    /// Files that would come from the archive.
-    public var fetchedFiles: [String] = []
-    /// Files that would be linked from installed releases or earlier attempts.
-    public var linkedFiles = 0
-    /// Files that would be copied from the bundle.
-    public var bundleFiles = 0
-}
-
 /// One client of a data directory. It coordinates threads and state: the options, the snapshot
 /// resolving reads (`ResolveView`), one update at a time (blocking or on a background thread,
 /// run by an `Updater` under the data directory's lock), cancellation and logging. Every
@@ -80,16 +9,16 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
     public let store: Store
     public let bundleDir: String?
     private let config: Locked<ClientConfig>
-    private let view: Locked<ResolveView>
+    let view: Locked<ResolveView>
     private let cancelToken = CancelToken()
-    private let updating = Atomic<Bool>(false)
+    let updating = Atomic<Bool>(false)
     private let logger = Locked<(@Sendable (Int, String) -> Void)?>(nil)
     /// What the open did that the host should hear of (a crash-loop rollback): logged to the
     /// first logger installed, since none can be installed before the open.
     private var openMessages: [(Int, String)] = []  // written in init, then only under `logger`
     private let plugins = PluginLoader()
     /// The release the last check found (nil: none, or nothing new).
-    private let lastCandidate = Locked<ReleaseSummary?>(nil)
+    let lastCandidate = Locked<ReleaseSummary?>(nil)
 
     private enum Background { case idle, running, finished(Status, String) }
     private let background = Condition()
@@ -166,7 +95,7 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
         }
     }
 
-    private func loadIndex(_ ref: ReleaseRef?) throws -> ResolveIndex? {
+    func loadIndex(_ ref: ReleaseRef?) throws -> ResolveIndex? {
         guard let ref else { return nil }
         // Fast path: the NUL-separated names file (no JSON, no hashes); release.json otherwise.
         if let bytes = store.loadNames(ref.id),
@@ -351,114 +280,6 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
             while case .running = backgroundState { background.wait(until: nil) }
             if let t = backgroundThread { pthread_join(t, nil); backgroundThread = nil }
         }
-    }
-
-    // MARK: The release lifecycle
-
-    /// Confirms the active release: it is no longer counted towards `max_failed_launches` and
-    /// will not be rolled back automatically. `.state` when only the bundle is served.
-    public func markGood() throws {
-        do {
-            try store.modifyState { s in
-                guard let a = s.active else { throw AssetPatchError(.state, "nothing to mark good: only the bundle is served") }
-                if !s.good.contains(a.id) { s.good.append(a.id) }
-                s.launches = 0
-            }
-        } catch let e as AssetPatchError {
-            log(3, e.message)
-            throw e
-        }
-    }
-
-    /// Goes back one kept release (or to the bundle) and serves it at once; the version rolled
-    /// back from is skipped by updates until a newer one is published. Its files stay on disk
-    /// until the next open, so paths already handed out from it keep working this session.
-    /// Returns the version now active (0: the bundle). `.state` when only the bundle is served.
-    @discardableResult
-    public func rollback(reason: String = "rolled back by the app") throws -> Int64 {
-        do {
-            let (_, state) = try store.modifyState { try $0.rollBack(reason: reason, now: unixTime()) }
-            try serve(state.active)
-            log(2, "rolled back to \(state.active.map { "version \($0.version)" } ?? "the bundle"): \(reason)")
-            return state.active?.version ?? 0
-        } catch let e as AssetPatchError {
-            log(3, e.message)
-            throw e
-        }
-    }
-
-    /// Drops every release, partial download and fetched file and the bad-version list, and
-    /// serves the bundle only. The downgrade mark and the pinned package stay (a reset must not
-    /// let an older manifest back in). `.busy` while an update runs on this data directory.
-    public func reset() throws {
-        do {
-            guard !updating.load(ordering: .acquiring), let lock = try store.tryLock() else {
-                throw AssetPatchError(.busy, "an update is running on \(store.root)")
-            }
-            defer { _ = lock }
-            let (_, state) = try store.modifyState { s in
-                s.active = nil
-                s.kept = []
-                s.pending = nil
-                s.bad = []
-                s.good = []
-                s.launches = 0
-                s.activeLegacyDigest = nil
-                s.pendingLegacyDigest = nil
-            }
-            try serve(nil)
-            try store.recover(state)
-            store.discardDownloads()
-            log(1, "reset: serving the bundle only")
-        } catch let e as AssetPatchError {
-            log(3, e.message)
-            throw e
-        }
-    }
-
-    /// Stops serving installed releases built for other app versions (their min_app_version /
-    /// max_app_version): the active one gives way to the newest kept release that fits, or to
-    /// the bundle. Runs when the app sets `app_version`, right after its open.
-    private func judgeInstalledReleases(appVersion app: [UInt64]) throws {
-        let current = try store.loadState()
-        var fits: [String: Bool] = [:]
-        for ref in [current.active, current.pending].compactMap({ $0 }) + current.kept {
-            guard let info = try? store.loadRelease(ref.id) else { continue }
-            fits[ref.id] = AppVersion.fits(app, min: info.minAppVersion, max: info.maxAppVersion)
-        }
-        guard fits.values.contains(false) else { return }
-        let shown = app.map(String.init).joined(separator: ".")
-        let (message, state) = try store.modifyState { s in
-            s.supersede(keeping: { fits[$0.id] ?? true }, reason: "app version \(shown) is outside the release's app versions", now: unixTime())
-        }
-        if let message {
-            try serve(state.active)
-            log(2, message)
-        }
-    }
-
-    /// The active or pending release (from its record), or the candidate the last check found.
-    /// nil when there is none.
-    public func release(_ which: WhichRelease) throws -> ReleaseSummary? {
-        if which == .candidate { return lastCandidate.withLock { $0 } }
-        let state = try store.loadState()
-        guard let ref = which == .active ? state.active : state.pending else { return nil }
-        let info = try store.loadRelease(ref.id)
-        return ReleaseSummary(version: ref.version, created: info.created, label: info.label, notes: info.notes,
-                              mandatory: info.mandatory, signatureVerified: info.signatureVerified,
-                              markedGood: state.good.contains(ref.id))
-    }
-
-    /// What the state says about the lifecycle now (read fresh from the data directory).
-    public func lifecycle() throws -> LifecycleSummary { LifecycleSummary(try state()) }
-
-    /// The data directory's whole state, read fresh.
-    public func state() throws -> StoreState { try store.loadState() }
-
-    /// Serves `ref` (nil: the bundle only) from now on.
-    private func serve(_ ref: ReleaseRef?) throws {
-        let index = try loadIndex(ref)
-        view.withLock { $0 = $0.with(release: .some(index), activeVersion: index == nil ? 0 : ref?.version ?? 0) }
     }
 
     // MARK: Plugins

@@ -1,0 +1,89 @@
+import Glibc
+
+/// The release lifecycle as the host drives it: confirm, roll back, reset, and what the state says.
+extension Client {
+    /// Confirms the active release: it is no longer counted towards `max_failed_launches` and
+    /// will not be rolled back automatically. `.state` when only the bundle is served.
+    public func markGood() throws {
+        do {
+            try store.modifyState { s in
+                guard let a = s.active else { throw AssetPatchError(.state, "nothing to mark good: only the bundle is served") }
+                if !s.good.contains(a.id) { s.good.append(a.id) }
+                s.launches = 0
+            }
+        } catch let e as AssetPatchError {
+            log(3, e.message)
+            throw e
+        }
+    }
+
+    /// Goes back one kept release (or to the bundle) and serves it at once; the version rolled
+    /// back from is skipped by updates until a newer one is published. Its files stay on disk
+    /// until the next open, so paths already handed out from it keep working this session.
+    /// Returns the version now active (0: the bundle). `.state` when only the bundle is served.
+    @discardableResult
+    public func rollback(reason: String = "rolled back by the app") throws -> Int64 {
+        do {
+            let (_, state) = try store.modifyState { try $0.rollBack(reason: reason, now: unixTime()) }
+            try serve(state.active)
+            log(2, "rolled back to \(state.active.map { "version \($0.version)" } ?? "the bundle"): \(reason)")
+            return state.active?.version ?? 0
+        } catch let e as AssetPatchError {
+            log(3, e.message)
+            throw e
+        }
+    }
+
+    /// Drops every release, partial download and fetched file and the bad-version list, and
+    /// serves the bundle only. The downgrade mark and the pinned package stay (a reset must not
+    /// let an older manifest back in). `.busy` while an update runs on this data directory.
+    public func reset() throws {
+        do {
+            guard !updating.load(ordering: .acquiring), let lock = try store.tryLock() else {
+                throw AssetPatchError(.busy, "an update is running on \(store.root)")
+            }
+            defer { _ = lock }
+            let (_, state) = try store.modifyState { s in
+                s.active = nil
+                s.kept = []
+                s.pending = nil
+                s.bad = []
+                s.good = []
+                s.launches = 0
+                s.activeLegacyDigest = nil
+                s.pendingLegacyDigest = nil
+            }
+            try serve(nil)
+            try store.recover(state)
+            store.discardDownloads()
+            log(1, "reset: serving the bundle only")
+        } catch let e as AssetPatchError {
+            log(3, e.message)
+            throw e
+        }
+    }
+
+    /// The active or pending release (from its record), or the candidate the last check found.
+    /// nil when there is none.
+    public func release(_ which: WhichRelease) throws -> ReleaseSummary? {
+        if which == .candidate { return lastCandidate.withLock { $0 } }
+        let state = try store.loadState()
+        guard let ref = which == .active ? state.active : state.pending else { return nil }
+        let info = try store.loadRelease(ref.id)
+        return ReleaseSummary(version: ref.version, created: info.created, label: info.label, notes: info.notes,
+                              mandatory: info.mandatory, signatureVerified: info.signatureVerified,
+                              markedGood: state.good.contains(ref.id))
+    }
+
+    /// What the state says about the lifecycle now (read fresh from the data directory).
+    public func lifecycle() throws -> LifecycleSummary { LifecycleSummary(try state()) }
+
+    /// The data directory's whole state, read fresh.
+    public func state() throws -> StoreState { try store.loadState() }
+
+    /// Serves `ref` (nil: the bundle only) from now on.
+    func serve(_ ref: ReleaseRef?) throws {
+        let index = try loadIndex(ref)
+        view.withLock { $0 = $0.with(release: .some(index), activeVersion: index == nil ? 0 : ref?.version ?? 0) }
+    }
+}

@@ -1,0 +1,56 @@
+import Glibc
+
+/// What a release directory records about itself (`releases/<id>/release.json`).
+public struct ReleaseInfo: Sendable {
+    public var version: Int64
+    public var files: [ManifestFile]
+    public var plugins: [PluginDeclaration]
+    public var signatureVerified: Bool
+    public var archiveDigest: String
+    public var label: String?
+    public var created: Int64?
+    public var notes: String?
+    public var mandatory = false
+    public var minAppVersion: String?
+    public var maxAppVersion: String?
+
+    func toJSON() -> JSON {
+        .object([
+            ("format", .int(1)),
+            ("version", .int(version)),
+            ("label", label.map { .string($0) } ?? .null),
+            ("created", created.map { .int($0) } ?? .null),
+            ("notes", notes.map { .string($0) } ?? .null),
+            ("mandatory", .bool(mandatory)),
+            ("min_app_version", minAppVersion.map { .string($0) } ?? .null),
+            ("max_app_version", maxAppVersion.map { .string($0) } ?? .null),
+            ("archive_digest", .string(archiveDigest)),
+            ("signature_verified", .bool(signatureVerified)),
+            ("files", .array(files.map { .object([("path", .string($0.path)), ("size", .int(Int64($0.size))), ("sha256", .string($0.sha256))]) })),
+            ("plugins", .array(plugins.map { $0.toJSON() })),
+        ])
+    }
+
+    static func from(_ json: JSON) -> ReleaseInfo? {
+        guard json["format"]?.int64 == 1, let version = json["version"]?.int64, let digest = json["archive_digest"]?.string,
+              let files = json["files"]?.array else { return nil }
+        var info = ReleaseInfo(version: version, files: [], plugins: [], signatureVerified: json["signature_verified"] == .bool(true),
+                               archiveDigest: digest, label: json["label"]?.string)
+        info.created = json["created"]?.int64
+        info.notes = json["notes"]?.string
+        info.mandatory = json["mandatory"] == .bool(true)
+        info.minAppVersion = json["min_app_version"]?.string
+        info.maxAppVersion = json["max_app_version"]?.string
+        info.files.reserveCapacity(files.count)
+        for f in files {
+            guard let p = f["path"]?.string, ResourceName.isValid(p), let size = f["size"]?.int64, size >= 0,
+                  let sha = f["sha256"]?.string else { return nil }
+            info.files.append(ManifestFile(path: p, size: UInt64(size), sha256: sha))
+        }
+        for p in json["plugins"]?.array ?? [] {
+            guard let decl = PluginDeclaration.from(p) else { return nil }
+            info.plugins.append(decl)
+        }
+        return info
+    }
+}

@@ -1,0 +1,175 @@
+import Glibc
+
+/// One installed release, as the state file records it.
+public struct ReleaseRef: Sendable, Equatable {
+    public var id: String
+    public var version: Int64
+}
+
+/// Why the active release last changed by going back, for the host and `assetpatch status`.
+public struct RollbackRecord: Sendable, Equatable {
+    public var from: Int64
+    /// 0: the bundle.
+    public var to: Int64
+    public var reason: String
+    public var time: Int64
+}
+
+/// The persistent state of a data directory. It changes only by `Store.modifyState` (under
+/// the state lock, one atomic rename), so a crash leaves either the old or the new state and
+/// concurrent writers never lose each other's changes.
+public struct StoreState: Sendable, Equatable {
+    public var active: ReleaseRef?
+    /// Earlier releases kept for rollback and for paths already handed out, newest first.
+    public var kept: [ReleaseRef] = []
+    /// Installed with apply=next_open, activated by the next open.
+    public var pending: ReleaseRef?
+    /// The downgrade mark: the highest format-1 version ever accepted.
+    public var highestVersion: Int64 = 0
+    /// The highest version ever installed (legacy releases are numbered after it).
+    public var highestInstalled: Int64 = 0
+    /// Pinned by the first manifest accepted.
+    public var package: String?
+    /// Versions rolled back from; never re-installed.
+    public var bad: [Int64] = []
+    /// md5 of the active legacy archive (a legacy manifest with it is "no update").
+    public var activeLegacyDigest: String?
+    public var pendingLegacyDigest: String?
+    /// Releases confirmed with `assetpatch_mark_good` (ids; only live ones are kept).
+    public var good: [String] = []
+    /// Opens since the active release was activated while it was not marked good.
+    public var launches = 0
+    /// `max_failed_launches` as last set by any client of this data directory; 0 = never.
+    public var maxFailedLaunches = 0
+    public var lastRollback: RollbackRecord?
+    /// The release the app's bundle carries (its `assetpatch-bundle.json`); 0 when it says none.
+    /// Releases up to it are not served and not installed: the bundle has them.
+    public var bundleVersion: Int64 = 0
+    /// What the bundle looked like at the last open (an app upgrade changes it).
+    public var bundleFingerprint: String?
+
+    public init() {}
+
+    /// Whether the active release was confirmed with mark_good.
+    public var activeIsGood: Bool { active.map { good.contains($0.id) } ?? false }
+
+    /// Makes a release installed with apply=next_open the active one, keeping the previous
+    /// active release first in `kept`. False when none was pending.
+    mutating func activatePending() -> Bool {
+        guard let pending else { return false }
+        if let old = active { kept.insert(old, at: 0) }
+        active = pending
+        activeLegacyDigest = pendingLegacyDigest
+        self.pending = nil
+        pendingLegacyDigest = nil
+        launches = 0
+        return true
+    }
+
+    /// Goes back from the active release to the newest kept one, or to the bundle: the release
+    /// rolled back from is remembered as bad (updates skip its version). Throws `.state` when
+    /// only the bundle is served.
+    mutating func rollBack(reason: String, now: Int64) throws {
+        guard let from = active else { throw AssetPatchError(.state, "nothing to roll back: only the bundle is served") }
+        if !bad.contains(from.version) { bad.append(from.version) }
+        leaveActive(from, reason: reason, now: now)
+        good.removeAll { $0 == from.id }
+    }
+
+    /// Serves the newest kept release (or the bundle) instead of `from`, the active one, and
+    /// records why.
+    private mutating func leaveActive(_ from: ReleaseRef, reason: String, now: Int64) {
+        active = kept.first
+        if !kept.isEmpty { kept.removeFirst() }
+        activeLegacyDigest = nil
+        launches = 0
+        lastRollback = RollbackRecord(from: from.version, to: active?.version ?? 0, reason: reason, time: now)
+    }
+
+    /// Stops serving the active release for `reason`, going to the newest kept release that
+    /// `keep` accepts (or the bundle), without marking anything bad: the releases left may fit
+    /// another app. Releases `keep` refuses leave `kept` and `pending` too. Returns the message
+    /// for the log, or nil when the active release is kept.
+    mutating func supersede(keeping keep: (ReleaseRef) -> Bool, reason: String, now: Int64) -> String? {
+        if let p = pending, !keep(p) { pending = nil; pendingLegacyDigest = nil }
+        kept = kept.filter(keep)
+        guard let from = active, !keep(from) else { return nil }
+        leaveActive(from, reason: reason, now: now)
+        return "stopped serving version \(from.version), now \(active.map { "version \($0.version)" } ?? "the bundle"): \(reason)"
+    }
+
+    /// An open of the data directory: activates a pending release (that open counts as the
+    /// first launch), counts a launch of an active release not marked good, and rolls back once
+    /// the count exceeds `maxFailedLaunches`. Returns the rollback's message, if one happened.
+    mutating func countLaunch(now: Int64) throws -> String? {
+        let activated = activatePending()
+        guard let a = active, !good.contains(a.id) else { return nil }
+        launches = activated ? 1 : launches + 1
+        guard maxFailedLaunches > 0, launches > maxFailedLaunches else { return nil }
+        let reason = "crash loop: \(launches) opens of version \(a.version) without mark_good (max_failed_launches \(maxFailedLaunches))"
+        try rollBack(reason: reason, now: now)
+        return "rolled back from version \(a.version) to \(active.map { "version \($0.version)" } ?? "the bundle"): \(reason)"
+    }
+
+    /// The releases the state names: active, pending and kept.
+    var liveReleaseIDs: Set<String> {
+        var live = Set(kept.map(\.id))
+        if let active { live.insert(active.id) }
+        if let pending { live.insert(pending.id) }
+        return live
+    }
+
+    func toJSON() -> JSON {
+        func ref(_ r: ReleaseRef?) -> JSON {
+            guard let r else { return .null }
+            return .object([("id", .string(r.id)), ("version", .int(r.version))])
+        }
+        func string(_ v: String?) -> JSON { v.map { JSON.string($0) } ?? .null }
+        var rollback = JSON.null
+        if let r = lastRollback {
+            rollback = .object([("from", .int(r.from)), ("to", .int(r.to)), ("reason", .string(r.reason)), ("time", .int(r.time))])
+        }
+        var pairs: [(String, JSON)] = [("format", .int(1)), ("active", ref(active)), ("kept", .array(kept.map { ref($0) })),
+                                       ("pending", ref(pending))]
+        pairs += [("highest_version", .int(highestVersion)), ("highest_installed", .int(highestInstalled)),
+                  ("package", string(package)), ("bad", .array(bad.map { .int($0) }))]
+        pairs += [("active_legacy_md5", string(activeLegacyDigest)), ("pending_legacy_md5", string(pendingLegacyDigest))]
+        pairs += [("good", .array(good.map { .string($0) })), ("launches", .int(Int64(launches))),
+                  ("max_failed_launches", .int(Int64(maxFailedLaunches)))]
+        pairs += [("bundle_version", .int(bundleVersion)), ("bundle_fingerprint", string(bundleFingerprint)),
+                  ("last_rollback", rollback)]
+        return .object(pairs)
+    }
+
+    static func from(_ json: JSON) -> StoreState? {
+        func ref(_ j: JSON?) -> ReleaseRef?? {
+            guard let j, j != .null else { return .some(nil) }
+            guard let id = j["id"]?.string, Store.isReleaseID(id), let v = j["version"]?.int64 else { return nil }
+            return .some(ReleaseRef(id: id, version: v))
+        }
+        guard json["format"]?.int64 == 1 else { return nil }
+        var s = StoreState()
+        guard let active = ref(json["active"]), let pending = ref(json["pending"]) else { return nil }
+        s.active = active
+        s.pending = pending
+        for k in json["kept"]?.array ?? [] {
+            guard let r = ref(k), let r else { return nil }
+            s.kept.append(r)
+        }
+        s.highestVersion = json["highest_version"]?.int64 ?? 0
+        s.highestInstalled = json["highest_installed"]?.int64 ?? 0
+        s.package = json["package"]?.string
+        s.bad = (json["bad"]?.array ?? []).compactMap { $0.int64 }
+        s.activeLegacyDigest = json["active_legacy_md5"]?.string
+        s.pendingLegacyDigest = json["pending_legacy_md5"]?.string
+        s.good = (json["good"]?.array ?? []).compactMap { $0.string }.filter(Store.isReleaseID)
+        s.launches = Int(max(0, min(json["launches"]?.int64 ?? 0, 1 << 30)))
+        s.maxFailedLaunches = Int(max(0, min(json["max_failed_launches"]?.int64 ?? 0, 1 << 30)))
+        s.bundleVersion = json["bundle_version"]?.int64 ?? 0
+        s.bundleFingerprint = json["bundle_fingerprint"]?.string
+        if let r = json["last_rollback"], let from = r["from"]?.int64, let to = r["to"]?.int64, let reason = r["reason"]?.string {
+            s.lastRollback = RollbackRecord(from: from, to: to, reason: reason, time: r["time"]?.int64 ?? 0)
+        }
+        return s
+    }
+}

@@ -11,7 +11,7 @@ private func reference(_ bytes: [UInt8]) -> Bool {
     }
     // Components by byte: in Swift a "/" followed by a combining mark is one Character.
     for c in bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
-    where c.isEmpty || c.elementsEqual([46]) || c.elementsEqual([46, 46]) {
+    where c.isEmpty || c.count > ResourceName.maxComponentLength || c.elementsEqual([46]) || c.elementsEqual([46, 46]) {
         return false
     }
     _ = s
@@ -27,8 +27,10 @@ public func fuzzName(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     // Byte comparisons throughout: String's are by Character and canonical equivalence.
     precondition(FS.absolute("/root/dir/" + name).utf8.starts(with: "/root/dir/".utf8), "valid name escapes its directory")
     let variant = ResourceName.applyingVariant(name, "@2x")
-    // A variant may only become invalid by outgrowing the length limit (then it can never match).
-    precondition(ResourceName.isValid(variant) || variant.utf8.count > ResourceName.maxLength, "variant of a valid name is invalid: \(variant)")
+    // A variant may only become invalid by outgrowing a length limit (then it can never match).
+    precondition(ResourceName.isValid(variant) || variant.utf8.count > ResourceName.maxLength
+                 || variant.utf8.split(separator: UInt8(ascii: "/")).contains { $0.count > ResourceName.maxComponentLength },
+                 "variant of a valid name is invalid: \(variant)")
     let index = ResolveIndex(root: "/r", names: [name, variant])
     precondition(index.lookup(name)?.utf8.elementsEqual(("/r/" + name).utf8) == true
         && index.lookup(variant)?.utf8.elementsEqual(("/r/" + variant).utf8) == true, "index lookup mismatch")

@@ -64,9 +64,12 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
                 s.bundleVersion = 0
                 out.append((2, e.message))
             case let .success(m)?:
-                if let pinned = s.package, pinned != m.package {
+                // The bundle marker is the app's word on its package: it pins it before any
+                // manifest is seen (the package option alone ranks above it).
+                if let message = s.pin(m.package, by: .bundle, now: now) { out.append((2, message)) }
+                if let pinned = s.pin, pinned.name != m.package {
                     s.bundleVersion = 0
-                    out.append((2, "the bundle marker names package \"\(m.package)\", not the pinned \"\(pinned)\"; ignored"))
+                    out.append((2, "the bundle marker names package \"\(m.package)\", not \"\(pinned.name)\" named by the package option; its version is ignored"))
                 } else {
                     s.bundleVersion = m.version
                     if let message = s.supersede(keeping: { $0.version > m.version },
@@ -75,6 +78,7 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
                     }
                 }
             }
+            s.bundlePackage = (try? marker?.get())?.package
             if countsLaunch {
                 if let message = try s.countLaunch(now: now) { out.append((2, message)) }
             } else {
@@ -86,6 +90,7 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
             try store.recover(state)
             _ = lock
         }
+        if state.highestVerifiedVersion == nil { try migrateTrust() }
         openMessages = messages
         let bundleIndex = try bundle.map { ResolveIndex(root: $0, names: try FS.walkFiles($0).filter(ResourceName.isValid)) }
         let releaseIndex = try loadIndex(state.active)
@@ -112,6 +117,12 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
         try config.withLock { try $0.set(option, value) }
         if option == "app_version", let app = configuration.appVersion {
             try judgeInstalledReleases(appVersion: app)
+        }
+        if option == "package", let name = configuration.package {
+            try pinPackage(name)
+        }
+        if option == "public_keys" {
+            try judgeUnverifiedReleases()
         }
         if option == "max_failed_launches" {
             // In force for every client of this data directory, from the next open on.
@@ -166,7 +177,8 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
 
     /// The package pin and downgrade mark move when a manifest is accepted, also by a check.
     private func persistAcceptance(_ before: StoreState, _ after: StoreState) {
-        guard after.package != before.package || after.highestVersion != before.highestVersion else { return }
+        guard after.pin != before.pin || after.highestVersion != before.highestVersion
+                || after.highestVerifiedVersion != before.highestVerifiedVersion else { return }
         try? Updater.recordAcceptance(after, in: store)
     }
 

@@ -1,6 +1,7 @@
 import Glibc
 
-/// What the host declares about itself (its app version) and what no longer fits it.
+/// What the host declares about itself (its package, its keys, its app version) and what no
+/// longer fits it.
 extension Client {
     /// Stops serving installed releases built for other app versions (their min_app_version /
     /// max_app_version): the active one gives way to the newest kept release that fits, or to
@@ -20,6 +21,56 @@ extension Client {
         if let message {
             try serve(state.active)
             log(2, message)
+        }
+    }
+
+    /// The host names its package (the `package` option): it is pinned, and a different package
+    /// pinned before gives way with its marks and releases (`StoreState.pin`).
+    func pinPackage(_ name: String) throws {
+        let (message, state) = try store.modifyState { $0.pin(name, by: .option, now: unixTime()) }
+        if let message {
+            try serve(state.active)
+            log(2, message)
+        }
+    }
+
+    /// With `public_keys` set, a release installed without signature verification is not
+    /// served: the newest kept release that was verified is, or the bundle. Its plugins never
+    /// loaded (unless allow_unsigned_plugins), and its version stops counting as installed, so
+    /// the genuine signed release of that version installs.
+    func judgeUnverifiedReleases() throws {
+        guard !configuration.publicKeys.isEmpty else { return }
+        let current = try store.loadState()
+        var verified: [String: Bool] = [:]
+        for ref in [current.active, current.pending].compactMap({ $0 }) + current.kept {
+            verified[ref.id] = ref.verified ?? (try? store.loadRelease(ref.id))?.signatureVerified ?? false
+        }
+        guard verified.values.contains(false) else { return }
+        let (message, state) = try store.modifyState { s in
+            s.supersede(keeping: { verified[$0.id] ?? true }, reason: "public_keys is set and it was installed without a verified signature",
+                        now: unixTime())
+        }
+        if let message {
+            try serve(state.active)
+            log(2, message)
+        }
+    }
+
+    /// A state written before 0.4 does not say which of its marks came from verified manifests.
+    /// Worked out once, from what the installed releases' records say: the verified mark is the
+    /// highest verified release installed, and the pin counts as verified when such a release
+    /// exists (0.3 pinned the first manifest it accepted, signed whenever keys were set).
+    func migrateTrust() throws {
+        let current = try store.loadState()
+        guard current.highestVerifiedVersion == nil else { return }
+        var highest: Int64 = 0
+        for ref in [current.active, current.pending].compactMap({ $0 }) + current.kept {
+            if (try? store.loadRelease(ref.id))?.signatureVerified == true { highest = max(highest, ref.version) }
+        }
+        try store.modifyState { s in
+            guard s.highestVerifiedVersion == nil else { return }
+            s.highestVerifiedVersion = highest
+            if highest > 0, let pin = s.pin, pin.source == .manifest { s.pin = PackagePin(name: pin.name, source: .verifiedManifest) }
         }
     }
 }

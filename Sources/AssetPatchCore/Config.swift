@@ -5,6 +5,8 @@ public enum ApplyMode: Sendable { case immediate, nextOpen }
 public struct ClientConfig: Sendable {
     public var manifest: Location?
     public var publicKeys: [[UInt8]] = []
+    /// The package this host is; nil: the bundle marker's, else the first manifest's.
+    public var package: String?
     public var appVersion: [UInt64]?
     public var variants: [String] = [""]
     public var apply: ApplyMode = .immediate
@@ -66,7 +68,15 @@ public struct ClientConfig: Sendable {
                 }
                 keys.append(key)
             }
+            // Verification is off only when the option is never set: a value that names no key
+            // (an empty string from a missing configuration entry) must not turn it off.
+            guard !keys.isEmpty else { throw AssetPatchError(.argument, "option public_keys: \"\(value)\" names no key") }
             publicKeys = keys
+        case "package":
+            guard PackageName.isValid(value) else {
+                throw AssetPatchError(.argument, "option package: \"\(value)\" is not a package name (1 to 256 bytes, no control characters)")
+            }
+            package = value
         case "app_version":
             if value.isEmpty { appVersion = nil; return }
             guard let v = AppVersion.parse(value) else { throw AssetPatchError(.argument, "option app_version: \"\(value)\" is not a dotted version") }

@@ -245,7 +245,7 @@ public struct Manifest: Sendable {
         }
 
         let package = try string("package", required: true)!
-        guard !package.isEmpty, package.utf8.count <= 256, !package.unicodeScalars.contains(where: { $0.value < 0x20 }) else {
+        guard PackageName.isValid(package) else {
             throw fail("\(source): \"package\" must be a non-empty name")
         }
         guard let versionValue = json["version"] else { throw fail("\(source): missing field \"version\"") }

@@ -1,6 +1,6 @@
 /// The one rule for resource names, manifest paths and archive entry names: relative,
-/// `/`-separated, every component non-empty and not `.` or `..`, no `\`, no NUL, no drive
-/// letter, valid UTF-8. Names that pass can be appended to a directory without escaping it
+/// `/`-separated, every component non-empty, at most 255 bytes and not `.` or `..`, no `\`, no
+/// NUL, no drive letter, valid UTF-8, at most 4096 bytes in all. Names that pass can be appended to a directory without escaping it
 /// ("zip slip" and path traversal).
 public enum ResourceName {
     public static let maxLength = 4096
@@ -37,11 +37,14 @@ public enum ResourceName {
         return high < 0x80 || isValidUTF8(bytes)
     }
 
-    /// A component is non-empty and neither "." nor "..".
+    /// The longest component: what Linux file systems take for a file name (NAME_MAX).
+    public static let maxComponentLength = 255
+
+    /// A component is non-empty, at most `maxComponentLength` bytes, and neither "." nor "..".
     @inline(__always)
     private static func componentOK(_ p: UnsafePointer<UInt8>, _ start: Int, _ end: Int) -> Bool {
         let len = end - start
-        if len == 0 { return false }
+        if len == 0 || len > maxComponentLength { return false }
         if len == 1 && p[start] == UInt8(ascii: ".") { return false }
         if len == 2 && p[start] == UInt8(ascii: ".") && p[start + 1] == UInt8(ascii: ".") { return false }
         return true

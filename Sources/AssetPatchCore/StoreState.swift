@@ -4,6 +4,15 @@ import Glibc
 public struct ReleaseRef: Sendable, Equatable {
     public var id: String
     public var version: Int64
+    /// Whether its manifest's signature was verified; nil in states written before 0.4 (the
+    /// release's record says).
+    public var verified: Bool?
+
+    public init(id: String, version: Int64, verified: Bool? = nil) {
+        self.id = id
+        self.version = version
+        self.verified = verified
+    }
 }
 
 /// Why the active release last changed by going back, for the host and `assetpatch status`.
@@ -26,10 +35,15 @@ public struct StoreState: Sendable, Equatable {
     public var pending: ReleaseRef?
     /// The downgrade mark: the highest format-1 version ever accepted.
     public var highestVersion: Int64 = 0
+    /// The highest format-1 version ever accepted with a verified signature: the mark in force
+    /// once `public_keys` is set. nil in states written before 0.4 (the open works it out).
+    public var highestVerifiedVersion: Int64? = 0
     /// The highest version ever installed (legacy releases are numbered after it).
     public var highestInstalled: Int64 = 0
-    /// Pinned by the first manifest accepted.
-    public var package: String?
+    /// The package manifests must name, and who named it (see `PackagePin`).
+    public var pin: PackagePin?
+    /// The package the bundle marker names (its `bundleVersion` is of that package).
+    public var bundlePackage: String?
     /// Versions rolled back from; never re-installed.
     public var bad: [Int64] = []
     /// md5 of the active legacy archive (a legacy manifest with it is "no update").
@@ -122,7 +136,9 @@ public struct StoreState: Sendable, Equatable {
     func toJSON() -> JSON {
         func ref(_ r: ReleaseRef?) -> JSON {
             guard let r else { return .null }
-            return .object([("id", .string(r.id)), ("version", .int(r.version))])
+            var pairs: [(String, JSON)] = [("id", .string(r.id)), ("version", .int(r.version))]
+            if let verified = r.verified { pairs.append(("verified", .bool(verified))) }
+            return .object(pairs)
         }
         func string(_ v: String?) -> JSON { v.map { JSON.string($0) } ?? .null }
         var rollback = JSON.null
@@ -132,7 +148,9 @@ public struct StoreState: Sendable, Equatable {
         var pairs: [(String, JSON)] = [("format", .int(1)), ("active", ref(active)), ("kept", .array(kept.map { ref($0) })),
                                        ("pending", ref(pending))]
         pairs += [("highest_version", .int(highestVersion)), ("highest_installed", .int(highestInstalled)),
-                  ("package", string(package)), ("bad", .array(bad.map { .int($0) }))]
+                  ("package", string(pin?.name)), ("bad", .array(bad.map { .int($0) }))]
+        pairs += [("package_source", string(pin?.source.rawValue)), ("bundle_package", string(bundlePackage)),
+                  ("highest_verified_version", highestVerifiedVersion.map { .int($0) } ?? .null)]
         pairs += [("active_legacy_md5", string(activeLegacyDigest)), ("pending_legacy_md5", string(pendingLegacyDigest))]
         pairs += [("good", .array(good.map { .string($0) })), ("launches", .int(Int64(launches))),
                   ("max_failed_launches", .int(Int64(maxFailedLaunches)))]
@@ -145,7 +163,8 @@ public struct StoreState: Sendable, Equatable {
         func ref(_ j: JSON?) -> ReleaseRef?? {
             guard let j, j != .null else { return .some(nil) }
             guard let id = j["id"]?.string, Store.isReleaseID(id), let v = j["version"]?.int64 else { return nil }
-            return .some(ReleaseRef(id: id, version: v))
+            let verified: Bool? = j["verified"] == .bool(true) ? true : j["verified"] == .bool(false) ? false : nil
+            return .some(ReleaseRef(id: id, version: v, verified: verified))
         }
         guard json["format"]?.int64 == 1 else { return nil }
         var s = StoreState()
@@ -158,7 +177,12 @@ public struct StoreState: Sendable, Equatable {
         }
         s.highestVersion = json["highest_version"]?.int64 ?? 0
         s.highestInstalled = json["highest_installed"]?.int64 ?? 0
-        s.package = json["package"]?.string
+        if let name = json["package"]?.string {
+            // A pin from before 0.4 has no source: taken as unverified until the open works it out.
+            s.pin = PackagePin(name: name, source: json["package_source"]?.string.flatMap(PackagePin.Source.init) ?? .manifest)
+        }
+        s.bundlePackage = json["bundle_package"]?.string
+        s.highestVerifiedVersion = json["highest_verified_version"]?.int64
         s.bad = (json["bad"]?.array ?? []).compactMap { $0.int64 }
         s.activeLegacyDigest = json["active_legacy_md5"]?.string
         s.pendingLegacyDigest = json["pending_legacy_md5"]?.string

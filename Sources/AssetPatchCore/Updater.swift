@@ -302,8 +302,9 @@ final class Updater {
     /// downgrade mark) into the current state.
     static func recordAcceptance(_ accepted: StoreState, in store: Store) throws {
         try store.modifyState { s in
-            if s.package == nil { s.package = accepted.package }
+            if let pin = accepted.pin, s.pin == nil || (s.pin?.source == .manifest && pin.source == .verifiedManifest) { s.pin = pin }
             s.highestVersion = max(s.highestVersion, accepted.highestVersion)
+            s.highestVerifiedVersion = max(s.highestVerifiedVersion ?? 0, accepted.highestVerifiedVersion ?? 0)
         }
     }
 
@@ -365,26 +366,40 @@ final class Updater {
                              releaseID: Store.releaseID(version: version, digest: manifest.archiveDigest))
         }
 
+        // The order matters: the signature (checked by decoding), then the package, then the
+        // expiry, then the version rules. A manifest of another package changes nothing, and an
+        // expired one is an error even when its version is the one installed (a replayed or
+        // 304-kept manifest must not hide that the publisher's manifest went stale).
         let package = manifest.package ?? "default"
-        if let pinned = state.package, pinned != package {
-            throw AssetPatchError(.manifest, "\(source): package \"\(package)\" is not the pinned package \"\(pinned)\"")
+        let verifying = !config.publicKeys.isEmpty
+        if let expected = state.expectedPackage(verifying: verifying), expected.name != package {
+            let who: String
+            switch expected.source {
+            case .option: who = "the package option names"
+            case .bundle: who = "the bundle marker names"
+            case .verifiedManifest, .manifest: who = "was pinned by the first manifest accepted"
+            }
+            throw AssetPatchError(.manifest, "\(source): package \"\(package)\" is not this client's package \"\(expected.name)\" (\(who))")
         }
         let v = manifest.version
-        if v <= state.bundleVersion {
+        if let expires = manifest.expires, expires <= unixTime() {
+            throw AssetPatchError(.expired, "\(source): version \(v) expired at \(RFC3339.format(expires))")
+        }
+        var accepted = state
+        accepted.accept(package: package, version: v, verified: manifest.signatureVerified)
+        if state.bundlePackage == package && v <= state.bundleVersion {
             // The app's bundle already carries this release (or a newer one).
-            state.package = package
+            state = accepted
             return nil
         }
         let activeIsFormat1 = state.activeLegacyDigest == nil
         if (activeIsFormat1 && v == state.active?.version) || state.bad.contains(v) || (state.pendingLegacyDigest == nil && v == state.pending?.version) {
-            state.package = package
+            state = accepted
             return nil
         }
-        if v < state.highestVersion {
-            throw AssetPatchError(.downgrade, "\(source): version \(v) is lower than version \(state.highestVersion) accepted before")
-        }
-        if let expires = manifest.expires, expires <= unixTime() {
-            throw AssetPatchError(.expired, "\(source): version \(v) expired at \(RFC3339.format(expires))")
+        let mark = state.downgradeMark(verifying: verifying)
+        if v < mark {
+            throw AssetPatchError(.downgrade, "\(source): version \(v) is lower than version \(mark) accepted before")
         }
         if let have = config.appVersion, !AppVersion.fits(have, min: manifest.minAppVersion, max: manifest.maxAppVersion) {
             let range = [manifest.minAppVersion.map { "\($0) or newer" }, manifest.maxAppVersion.map { "\($0) or older" }]
@@ -394,8 +409,7 @@ final class Updater {
         if manifest.releaseBytes > config.maxReleaseBytes {
             throw AssetPatchError(.archive, "\(source): release of \(manifest.releaseBytes) bytes exceeds max_release_bytes (\(config.maxReleaseBytes))")
         }
-        state.package = package
-        state.highestVersion = max(state.highestVersion, v)
+        state = accepted
         return Candidate(manifest: manifest, archive: archive, version: v,
                          releaseID: Store.releaseID(version: v, digest: manifest.archiveDigest))
     }
@@ -488,7 +502,7 @@ final class Updater {
         progress.report(Progress(phase: .activate))
         try store.moveStagingIntoPlace(c.releaseID, state: state)
 
-        let ref = ReleaseRef(id: c.releaseID, version: c.version)
+        let ref = ReleaseRef(id: c.releaseID, version: c.version, verified: c.manifest.signatureVerified)
         let legacyDigest = c.manifest.kind == .legacy ? c.manifest.archiveDigest : nil
         let apply = config.apply, keep = config.keepVersions
         // Applied to the state as it is now: opens, mark_good or a rollback may have changed it

@@ -131,7 +131,6 @@ public final class ZipReader {
         entries.reserveCapacity(Int(entryCount))
         for index in 0..<Int(entryCount) {
             guard pos + 46 <= cd.count, le32(cd, pos) == 0x0201_4b50 else { throw fail("central directory entry \(index) is malformed") }
-            let madeBy = le16(cd, pos + 4)
             let flags = le16(cd, pos + 8)
             let method = le16(cd, pos + 10)
             let crc = le32(cd, pos + 16)
@@ -158,12 +157,13 @@ public final class ZipReader {
             }
             if flags & 0x0001 != 0 || flags & 0x0040 != 0 { throw fail("entry \"\(name)\" is encrypted") }
             if method != 0 && method != 8 { throw fail("entry \"\(name)\" uses unsupported compression method \(method)") }
-            // Unix mode bits live in the high half of the external attributes (made by Unix = 3).
-            if madeBy >> 8 == 3 {
-                let type = (external >> 16) & 0o170000
-                if type != 0 && type != 0o100000 && type != 0o040000 {
-                    throw fail("entry \"\(name)\" is a link or special file, not a regular file")
-                }
+            // Unix mode bits live in the high half of the external attributes. They are read
+            // whatever the creator the entry claims (zippers on Windows and macOS store Unix
+            // modes too, and a link marked by a "DOS" creator is still a link to some unzippers),
+            // and so is the Windows reparse-point attribute, which marks links and junctions.
+            let type = (external >> 16) & 0o170000
+            if (type != 0 && type != 0o100000 && type != 0o040000) || external & 0x400 != 0 {
+                throw fail("entry \"\(name)\" is a link or special file, not a regular file")
             }
 
             // ZIP64 extended information: only the fields whose classic value is 0xFFFFFFFF.

@@ -254,7 +254,11 @@ struct StatusCommand: ParsableCommand {
             if let r = s.lastRollback {
                 print("rollback: \(RFC3339.format(r.time)) from version \(r.from) to \(r.to == 0 ? "the bundle" : "version \(r.to)"): \(r.reason)")
             }
-            if let p = s.package { print("package:  \(p) (highest accepted version \(s.highestVersion))") }
+            if let p = s.pin {
+                let by = ["option": "named by the package option", "bundle": "named by the bundle marker",
+                          "verified_manifest": "pinned by a verified manifest", "manifest": "pinned by an unverified manifest"][p.source.rawValue] ?? ""
+                print("package:  \(p.name) (\(by); highest accepted version \(s.highestVersion), \(s.highestVerifiedVersion ?? 0) verified)")
+            }
             if s.bundleVersion > 0 { print("bundle:   carries version \(s.bundleVersion)") }
             print("disk:     \(formatBytes(bytes)): releases \(formatBytes(usage.releases)), downloads \(formatBytes(usage.downloads))")
             if checked {

@@ -19,14 +19,15 @@ import Testing
                 guard !bytes.isEmpty, bytes.first != 0x2F, !bytes.contains(0), !bytes.contains(0x5C),
                       String(validating: bytes, as: UTF8.self) != nil else { return false }
                 return !bytes.split(separator: 0x2F, omittingEmptySubsequences: false)
-                    .contains { $0.isEmpty || $0.elementsEqual([46]) || $0.elementsEqual([46, 46]) }
+                    .contains { $0.isEmpty || $0.count > ResourceName.maxComponentLength || $0.elementsEqual([46]) || $0.elementsEqual([46, 46]) }
             }()
             #expect(valid == reference)
             guard valid, let name = String(validating: bytes, as: UTF8.self) else { continue }
             #expect(FS.absolute("/root/dir/" + name).utf8.starts(with: "/root/dir/".utf8))
             #expect(name.slashComponents.count == bytes.split(separator: 0x2F).count)
             let variant = ResourceName.applyingVariant(name, "@2x")
-            #expect(ResourceName.isValid(variant) || variant.utf8.count > ResourceName.maxLength)
+            #expect(ResourceName.isValid(variant) || variant.utf8.count > ResourceName.maxLength
+                    || variant.utf8.split(separator: 0x2F).contains { $0.count > ResourceName.maxComponentLength })
         }
     }
 

@@ -166,7 +166,7 @@ import Testing
         try c.reset()
         let s = try c.state()
         #expect(c.currentVersion == 0 && s.active == nil && s.kept.isEmpty && s.bad.isEmpty)
-        #expect(s.highestVersion == 2 && s.package == "test")
+        #expect(s.highestVersion == 2 && s.pin?.name == "test")
         #expect(try FS.list(data.path + "/releases").isEmpty && FS.list(data.path + "/downloads").isEmpty)
         try c.set("manifest_url", oldURL)
         #expect(statusOf { _ = try c.update(progress: nil) } == .downgrade)
@@ -205,10 +205,12 @@ import Testing
         #expect(try upgraded.update(progress: nil) == false)
         try upgraded.set("manifest_url", try publishRelease(files("hot update 4"), version: 4, repo: repo))
         #expect(try upgraded.update(progress: nil) && read(upgraded) == "hot update 4")
-        // A marker of another package is ignored.
+        // An app upgrade to another package: its releases go, with the marks of the old one.
         try BundleMarker.write(bundle.path, package: "other", version: 9)
         let other = try Client(dataDir: data.path, bundleDir: bundle.path)
-        #expect(try other.state().bundleVersion == 0 && other.currentVersion == 4)
+        let o = try other.state()
+        #expect(o.bundleVersion == 9 && other.currentVersion == 0 && o.pin == PackagePin(name: "other", source: .bundle))
+        #expect(o.highestVersion == 0 && o.kept.isEmpty)
     }
 
     @Test func anAppOutsideARelease_sAppVersionsStopsServingIt() throws {

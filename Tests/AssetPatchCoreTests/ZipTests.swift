@@ -15,6 +15,8 @@ struct RawZip {
         var localOffsetOverride: UInt64? = nil
         var centralUncompressedOverride: UInt64? = nil
         var dataDescriptor = false
+        var madeBy: UInt16 = 3 << 8 | 20
+        var dosAttributes: UInt32 = 0
     }
     var entries: [Entry] = []
 
@@ -47,11 +49,11 @@ struct RawZip {
         }
         let cdStart = out.count
         for (i, e) in entries.enumerated() {
-            out.put32(0x0201_4b50); out.put16(3 << 8 | 20); out.put16(20); out.put16(e.flags | (e.dataDescriptor ? 8 : 0)); out.put16(e.method)
+            out.put32(0x0201_4b50); out.put16(e.madeBy); out.put16(20); out.put16(e.flags | (e.dataDescriptor ? 8 : 0)); out.put16(e.method)
             out.put16(0); out.put16(0x21)
             out.put32(e.crc); out.put32(UInt32(e.data.count)); out.put32(UInt32(e.centralUncompressedOverride ?? e.uncompressed))
             out.put16(UInt16(e.name.count)); out.put16(0); out.put16(0); out.put16(0); out.put16(0)
-            out.put32(e.externalMode << 16)
+            out.put32(e.externalMode << 16 | e.dosAttributes)
             out.put32(UInt32(e.localOffsetOverride ?? offsets[i]))
             out += e.name
         }
@@ -170,6 +172,12 @@ struct RawZip {
     @Test func refusesLinksDevicesEncryptionAndUnknownMethods() throws {
         for mutate in [{ (r: inout RawZip) in r.entries[0].externalMode = 0o120777 },
                        { (r: inout RawZip) in r.entries[0].externalMode = 0o020644 },
+                       // A link whatever creator the entry claims (MS-DOS 0, NTFS 10, macOS 19), and
+                       // Windows' reparse-point attribute (links, junctions).
+                       { (r: inout RawZip) in r.entries[0].externalMode = 0o120777; r.entries[0].madeBy = 0 << 8 | 20 },
+                       { (r: inout RawZip) in r.entries[0].externalMode = 0o120777; r.entries[0].madeBy = 10 << 8 | 20 },
+                       { (r: inout RawZip) in r.entries[0].externalMode = 0o120777; r.entries[0].madeBy = 19 << 8 | 20 },
+                       { (r: inout RawZip) in r.entries[0].externalMode = 0; r.entries[0].madeBy = 10 << 8 | 20; r.entries[0].dosAttributes = 0x420 },
                        { (r: inout RawZip) in r.entries[0].flags = 1 },
                        { (r: inout RawZip) in r.entries[0].method = 14 }] {
             var raw = RawZip()
@@ -179,6 +187,26 @@ struct RawZip {
                 #expect(statusOf { _ = try ZipReader(path: path) } == .archive)
             }
         }
+    }
+
+    /// Plain Windows entries (archive attribute, no Unix mode) and long but legal names are
+    /// fine; a component past 255 bytes (NAME_MAX) is an unsafe name, not a failed write.
+    @Test func acceptsWindowsEntriesAndRefusesComponentsPastNameMax() throws {
+        var windows = RawZip()
+        windows.stored("a/b.txt", [1, 2, 3])
+        windows.entries[0].madeBy = 0 << 8 | 20
+        windows.entries[0].externalMode = 0
+        windows.entries[0].dosAttributes = 0x20
+        windows.stored(String(repeating: "n", count: 255), [4])
+        try withZip(windows.bytes()) { path in
+            let count = try ZipReader(path: path).entries.count
+            #expect(count == 2)
+        }
+        var long = RawZip()
+        long.stored("dir/" + String(repeating: "n", count: 256), [1])
+        try withZip(long.bytes()) { path in #expect(statusOf { _ = try ZipReader(path: path) } == .archive) }
+        #expect(!ResourceName.isValid(String(repeating: "é", count: 128)))  // 256 bytes
+        #expect(ResourceName.isValid(String(repeating: "a/", count: 100) + String(repeating: "b", count: 255)))
     }
 
     @Test func refusesDuplicateNamesAndHeaderDisagreement() throws {

@@ -102,6 +102,8 @@ public struct ClientConfig: Sendable {
         case "max_failed_launches": maxFailedLaunches = Int(try ClientConfig.number(option, value, 0...1000))
         case "connect_timeout_ms": http.connectTimeoutMs = Int(try ClientConfig.number(option, value, 1...3_600_000))
         case "stall_timeout_ms": http.stallTimeoutMs = Int(try ClientConfig.number(option, value, 1...3_600_000))
+        case "low_speed_limit": http.lowSpeedLimit = Int(try ClientConfig.number(option, value, 0...(1 << 30)))
+        case "low_speed_time_ms": http.lowSpeedTimeMs = Int(try ClientConfig.number(option, value, 1...3_600_000))
         case "max_manifest_bytes": maxManifestBytes = Int(try ClientConfig.number(option, value, 1...(1 << 30)))
         case "max_release_bytes": maxReleaseBytes = UInt64(try ClientConfig.number(option, value, 1...Int64.max))
         case "max_legacy_archive_bytes": maxLegacyArchiveBytes = UInt64(try ClientConfig.number(option, value, 1...Int64.max))

@@ -5,6 +5,11 @@ internal import CCurl
 public struct HTTPSettings: Sendable {
     public var connectTimeoutMs: Int = 10_000
     public var stallTimeoutMs: Int = 30_000
+    /// A transfer that receives fewer than `lowSpeedLimit` bytes per second, averaged over
+    /// each `lowSpeedTimeMs`, is aborted (transient, so retried): a body trickling just fast
+    /// enough to beat the stall timeout must not hold an update, and its lock, forever.
+    public var lowSpeedLimit = 1024
+    public var lowSpeedTimeMs = 60_000
     public var caFile: String?
     public var headers: [String] = []
     public var userAgent: String = "assetpatch/\(AssetPatchVersion.string)"
@@ -109,6 +114,7 @@ public final class HTTPClient {
             while !exhausted && active.count < max(1, parallel) {
                 guard let t = try next() else { exhausted = true; return }
                 t.ctx.lastActivity = monotonicMillis()
+                t.ctx.windowStart = t.ctx.lastActivity
                 let rc = curl_multi_add_handle(multi, t.easy)
                 if rc != CURLM_OK { throw AssetPatchError(.internal, "\(t.what): curl_multi_add_handle: \(String(cString: curl_multi_strerror(rc)))") }
                 active[t.easy] = t
@@ -138,11 +144,23 @@ public final class HTTPClient {
             if cancel.isCancelled {
                 throw AssetPatchError(.cancelled, "\(active.values.first?.what ?? "transfer"): cancelled")
             }
+            let now = monotonicMillis()
             if settings.stallTimeoutMs > 0 {
-                let now = monotonicMillis()
                 for t in active.values where now - t.ctx.lastActivity > UInt64(settings.stallTimeoutMs) {
                     throw AssetPatchError(.network, "\(t.what): stalled, no data for \(settings.stallTimeoutMs) ms (after \(t.ctx.bodyBytes) body bytes)",
                                           transient: true)
+                }
+            }
+            if settings.lowSpeedLimit > 0 {
+                let window = UInt64(settings.lowSpeedTimeMs)
+                for t in active.values where now - t.ctx.windowStart >= window {
+                    let got = t.ctx.receivedBytes - t.ctx.windowBytes
+                    if got * 1000 < UInt64(settings.lowSpeedLimit) * window {
+                        throw AssetPatchError(.network, "\(t.what): slower than low_speed_limit, \(got) bytes in \(window) ms (after \(t.ctx.bodyBytes) body bytes)",
+                                              transient: true)
+                    }
+                    t.ctx.windowStart = now
+                    t.ctx.windowBytes = t.ctx.receivedBytes
                 }
             }
             var fds: Int32 = 0

@@ -27,7 +27,12 @@ final class TransferContext {
     var sink: (UnsafeRawBufferPointer) throws -> Void = { _ in }
     var error: (any Error)?
     var bodyBytes: UInt64 = 0
+    /// Head and body bytes received: what the minimum-speed rule counts.
+    var receivedBytes: UInt64 = 0
     var lastActivity = monotonicMillis()
+    /// The current minimum-speed window: when it began and `receivedBytes` then.
+    var windowStart = monotonicMillis()
+    var windowBytes: UInt64 = 0
     var easy: UnsafeMutableRawPointer?
     var quickAck = false
 
@@ -47,6 +52,7 @@ private let writeCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, In
     let ctx = Unmanaged<TransferContext>.fromOpaque(user).takeUnretainedValue()
     let n = size * count
     ctx.lastActivity = monotonicMillis()
+    ctx.receivedBytes += UInt64(n)
     if !ctx.begin() { return 0 }
     do {
         try ctx.sink(UnsafeRawBufferPointer(start: ptr, count: n))
@@ -63,6 +69,7 @@ private let headerCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, I
     let ctx = Unmanaged<TransferContext>.fromOpaque(user).takeUnretainedValue()
     let n = size * count
     ctx.lastActivity = monotonicMillis()
+    ctx.receivedBytes += UInt64(n)
     let line = String(decoding: UnsafeRawBufferPointer(start: ptr, count: n), as: UTF8.self)
         .trimmingCharacters(in: " \t\r\n")
     if line.isEmpty, ctx.quickAck, let easy = ctx.easy {

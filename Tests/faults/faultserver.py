@@ -16,7 +16,7 @@ range), corrupt (a 206 whose last byte is flipped), 503 (answer 503), 404, 429 (
 Retry-After: N if N > 0), long-length (announce 1000 bytes more than sent, then close), portal
 (200 text/html login page), endless (the archive over and over, never ending), gzip
 (Content-Encoding: gzip, the range asked for gzipped: a 200 or a 206), gzip-cut (a gzip 200
-closed after N encoded bytes).
+closed after N encoded bytes), trickle (one byte every N ms).
 /_endless/* is a body without end; /_loop/* redirects to itself.
 `rate` throttles every archive response (bytes per second), whatever the mode.
 
@@ -225,6 +225,19 @@ class Handler(BaseHTTPRequestHandler):
         if mode == "long-length":
             self.send_header("Connection", "close")
         self.end_headers()
+
+        if mode == "trickle":
+            # One byte every N ms: never a stall, never an end worth waiting for.
+            with open(path, "rb") as f:
+                f.seek(start)
+                for _ in range(length):
+                    try:
+                        self.wfile.write(f.read(1))
+                        self.wfile.flush()
+                    except OSError:
+                        return
+                    time.sleep(max(n, 1) / 1000)
+            return
 
         # reset and stall act at an absolute offset of the file, whatever range was asked for.
         limit = max(0, n - start) if mode in ("reset", "stall", "cut") else length

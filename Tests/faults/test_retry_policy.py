@@ -80,3 +80,21 @@ def test_failed_check_logs_its_message_at_error_level(tmp_path, fault, caplog):
         with pytest.raises(assetpatch.NetworkError) as e:
             c.check()
     assert error_lines(caplog) == [e.value.message]
+
+
+def test_a_body_trickling_past_the_stall_timeout_ends_the_update(tmp_path, fault, repos, caplog):
+    # One byte every 100 ms beats a 2 s stall timeout for ever; the minimum speed (1 KiB/s over
+    # 500 ms) ends each attempt, and the update gives up after its retries, releasing its lock.
+    caplog.set_level(logging.DEBUG, logger="assetpatch")
+    fault.control("trickle", n=100)
+    with client(tmp_path, fault.url("v2"), stall_timeout_ms=2000, low_speed_limit=1024, low_speed_time_ms=500,
+                differential="off") as c:
+        c.start_update()
+        with pytest.raises(assetpatch.NetworkError) as e:
+            c.wait(timeout=120)  # TimeoutError, failing the test, if it never ends
+    assert "slower than low_speed_limit" in e.value.message
+    assert len(retry_lines(caplog)) >= 3
+    fault.reset()
+    with client(tmp_path, fault.url("v2")) as c:
+        assert c.update() is True, "the lock was released"
+        assert_serves(c, repos["v2"])

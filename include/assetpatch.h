@@ -107,6 +107,12 @@ typedef struct assetpatch_client assetpatch_client;
  * (never leaving a half-installed release active) and activates a release installed with
  * apply=next_open.
  * Several clients, in one process or several, may open one data_dir.
+ * data_dir is a trust anchor: whoever can write in it can change the releases served and the
+ * plugins loaded. It and its sub-directories must belong to the user the library runs as (or
+ * to root) and be writable by no one else, as OpenSSH requires of ~/.ssh; its sub-directories
+ * must not be symbolic links (data_dir itself may be reached through one). Otherwise the open
+ * fails with ERR_IO saying why. The library never follows a symbolic link inside data_dir: files
+ * are created new (O_EXCL) and opened with O_NOFOLLOW.
  * On success *out owns a client; free it with assetpatch_client_close.
  * libcurl: the first open in a process calls curl_global_init(CURL_GLOBAL_DEFAULT), on the
  * caller's thread, and the library never calls curl_global_cleanup. libcurl counts its
@@ -117,7 +123,8 @@ typedef struct assetpatch_client assetpatch_client;
  * its first assetpatch_client_open before then. If libcurl's initialisation failed, HTTP(S)
  * transfers fail with ERR_NETWORK saying so; file:// needs no libcurl.
  * @return ASSETPATCH_OK; ERR_ARGUMENT (NULL data_dir or out); ERR_IO (data_dir not creatable or
- *         writable, bundle_dir not a directory, corrupt state). */
+ *         writable, another user's or writable by others, a symbolic link inside it,
+ *         bundle_dir not a directory, corrupt state). */
 ASSETPATCH_WARN_UNUSED_RESULT
 int assetpatch_client_open(const char *data_dir, const char *bundle_dir, assetpatch_client **out);
 
@@ -125,7 +132,19 @@ int assetpatch_client_open(const char *data_dir, const char *bundle_dir, assetpa
  * running keeps the options it started with.
  *   manifest_url        https://, http:// or file:// URL of the release manifest (required to update)
  *   public_keys         comma-separated base64 Ed25519 public keys; when set, only manifests signed
- *                       by one of them are accepted
+ *                       by one of them are accepted. A value that names no key ("", ",") is
+ *                       ERR_ARGUMENT: verification is off only while the option is never set.
+ *                       Once set, nothing accepted without verification counts: the downgrade
+ *                       mark and package pin of unsigned manifests accepted earlier are ignored,
+ *                       and a release installed without verification is no longer served (the
+ *                       newest kept release that was verified is, or the bundle) until an update
+ *                       installs a verified one
+ *   package             the package this app is (the manifest's "package"). Manifests of another
+ *                       package are ERR_MANIFEST and change nothing. Without it, the bundle
+ *                       marker's package (see "App upgrades") pins it at open; a host that names
+ *                       no package anywhere takes the first manifest's (trust on first use). A
+ *                       package named here, different from the one pinned before, replaces it:
+ *                       the old package's releases stop being served and its marks are dropped
  *   app_version         the host app's dotted version, compared with a release's min_app_version
  *                       and max_app_version: updates refuse releases outside them
  *                       (ERR_INCOMPATIBLE), and setting it stops serving installed releases
@@ -138,12 +157,20 @@ int assetpatch_client_open(const char *data_dir, const char *bundle_dir, assetpa
  *                       (see assetpatch_lifecycle); persisted for the data_dir; 0 (default) never
  *   connect_timeout_ms  default 10000
  *   stall_timeout_ms    abort a transfer that moves no byte for this long; default 30000
+ *   low_speed_limit     abort a transfer that receives fewer bytes per second than this, averaged
+ *                       over each low_speed_time_ms (a body trickling just fast enough to beat
+ *                       stall_timeout_ms); retried like a stall, so a trickling server ends an
+ *                       update within about 4 x low_speed_time_ms plus the retry waits; default
+ *                       1024; 0: off
+ *   low_speed_time_ms   the window low_speed_limit averages over; default 60000
  *   max_manifest_bytes  default 67108864 (a manifest with per-file locations takes about 230
  *                       bytes per file: 64 MiB holds some 280,000 files)
  *   max_release_bytes   total unpacked size a release may have (ERR_ARCHIVE); default 4294967296
  *   max_legacy_archive_bytes
  *                       a legacy {url, md5} manifest declares no sizes: its archive download
- *                       stops there (ERR_ARCHIVE); default 5368709120
+ *                       stops there (ERR_ARCHIVE); default 5368709120. It also stops (ERR_IO)
+ *                       before it leaves less than 16 MiB or 1% of data_dir's file system free,
+ *                       whichever is more, and what it wrote is dropped
  *   ca_file             PEM bundle for TLS verification (peer verification is never off)
  *   header              one extra request header "Name: value"; repeatable; "" clears
  *   user_agent          default "assetpatch/VERSION"
@@ -206,7 +233,11 @@ typedef int (*assetpatch_progress_fn)(const assetpatch_progress *progress, void 
  * the newer release's version and the bytes an update would transfer from now (partial
  * downloads already on disk not counted). A legacy manifest declares no size: the archive's is
  * read from the file (file://) or a HEAD request, and 0 means the server did not tell.
- * Accepting a manifest pins its package and raises the downgrade mark. Any thread.
+ * A manifest is judged in this order: its signature (public_keys), its package (see the package
+ * option), its expiry (ERR_EXPIRED, also for the version already installed: a replayed or kept
+ * manifest that went stale is reported, not taken for "no update"), then the version rules.
+ * Accepting a manifest pins its package (when nothing named it) and raises the downgrade mark.
+ * Any thread.
  * Over HTTP(S) the last manifest fetched is kept in data_dir with its ETag or Last-Modified, and
  * the next fetch of the same URL is conditional (If-None-Match / If-Modified-Since): when nothing
  * changed it costs one 304 round trip, and the kept manifest is decoded and verified again.
@@ -296,7 +327,7 @@ void assetpatch_cancel(assetpatch_client *c);
  * A returned path stays valid while its release is active or kept (keep_versions).
  * @return ASSETPATCH_OK; ERR_NOT_FOUND; ERR_RANGE (path_cap too small, size query);
  *         ERR_ARGUMENT (NULL c or name; empty name, name starting with '/', containing '\\', or
- *         with an empty, "." or ".." component). */
+ *         with an empty, "." or ".." component, or a component longer than 255 bytes). */
 ASSETPATCH_WARN_UNUSED_RESULT
 int assetpatch_resolve(assetpatch_client *c, const char *name, char *path, size_t path_cap, size_t *path_len);
 
@@ -335,7 +366,8 @@ int assetpatch_rollback(assetpatch_client *c);
 /* Drops every release (active, kept, pending), every partial download and the bad-version
  * list, and serves the bundle only; paths handed out from releases stop being valid. The
  * highest accepted manifest version and the pinned package stay, so a reset does not let an
- * older manifest back in; the next update installs the newest release.
+ * older manifest back in; the next update installs the newest release. (A package named by the
+ * host replaces a pin taken from a manifest: see the package option.)
  * @return ASSETPATCH_OK; ERR_BUSY (an update runs on this data_dir); ERR_IO; ERR_ARGUMENT. */
 ASSETPATCH_WARN_UNUSED_RESULT
 int assetpatch_reset(assetpatch_client *c);
@@ -344,7 +376,9 @@ int assetpatch_reset(assetpatch_client *c);
  * - A bundle may carry assetpatch-bundle.json, {"package": NAME, "version": N} (written by
  *   `assetpatch stamp-bundle`): it ships release N. assetpatch_client_open then stops serving
  *   installed releases up to N (the active one gives way to the bundle) and updates install only
- *   releases newer than N. A marker of another package than the pinned one is ignored (logged).
+ *   releases newer than N. The marker's package is the app's package: it is pinned before any
+ *   manifest is seen, replacing another pinned before (whose releases stop being served); only
+ *   the package option ranks above it, and then the marker's version is ignored (logged).
  * - Setting app_version stops serving installed releases whose min_app_version/max_app_version
  *   exclude it: the active one gives way to the newest kept release that fits, or the bundle.
  * Neither marks a version bad. The reason is recorded (assetpatch_lifecycle_get) and logged at
@@ -439,7 +473,12 @@ int assetpatch_lifecycle_get(assetpatch_client *c, assetpatch_lifecycle *out);
  *   rollback keep working, and the host decides when to switch to the new ones.
  * - A plugin's own dependencies must be found by the system's search path or already be loaded
  *   by the host: it is mapped from an anonymous file, so $ORIGIN in its rpath does not name the
- *   release directory. Kernels that forbid executable memfds (vm.memfd_noexec=2) refuse plugins.
+ *   release directory. The sysctl vm.memfd_noexec (Linux 6.3 and later) does not stop plugins:
+ *   it governs execve of anonymous files, and a plugin is mapped with mmap, which it leaves
+ *   alone (plugins load with it at 0, 1 and 2, checked on Linux 6.18 in a pid namespace of
+ *   each setting). A security policy that forbids executable mappings of anonymous files
+ *   (SELinux's execute permission on them, for one) makes dlopen fail: ERR_ARCHIVE with
+ *   dlerror's text.
  * @return ASSETPATCH_OK; ERR_NOT_FOUND (bundle only, unknown plugin or symbol); ERR_SIGNATURE
  *         (unsigned release); ERR_INTEGRITY (the file changed on disk since install);
  *         ERR_ARCHIVE (another machine's code, or dlopen failed, e.g. a missing dependency:

@@ -121,7 +121,7 @@ final class ArchiveDownload {
 
     /// The partial's record, if it is there and readable.
     func loadMeta() -> PartialMeta? {
-        (try? FS.readFile(metaPath, limit: 65536)).flatMap(PartialMeta.from)
+        (try? FS.readFile(metaPath, limit: 65536, followLinks: false)).flatMap(PartialMeta.from)
     }
 
     /// Bytes on disk that a resume can keep.
@@ -134,11 +134,35 @@ final class ArchiveDownload {
     }
 
     /// One attempt: the whole archive or what is missing of it. Returns the digest's hex of
-    /// the complete file (the caller compares it with the manifest).
+    /// the complete file (the caller compares it with the manifest). A full disk drops the
+    /// partial download: it could not complete here, and its bytes are better given back to
+    /// the app and to the state that must still be written.
     func attempt() throws -> String {
-        switch source {
-        case let .file(path, _): return try copyLocal(from: path)
-        case let .http(url): return try fetchHTTP(url)
+        do {
+            switch source {
+            case let .file(path, _): return try copyLocal(from: path)
+            case let .http(url): return try fetchHTTP(url)
+            }
+        } catch let e as AssetPatchError where e.isDiskFull {
+            store.discardPartial(digest)
+            onWritten?(0)
+            hash.reset()
+            log(2, "\(source.shown): \(e.message); the partial download is dropped")
+            throw e
+        }
+    }
+
+    /// Bytes written since the free space was last looked at (downloads of unknown size).
+    private var sinceReserveCheck: UInt64 = 0
+
+    /// A download of unknown size (a legacy archive) stops before it eats into the file
+    /// system's reserve (`Store.requireReserve`), looking every 4 MiB.
+    private func checkReserve(after bytes: Int) throws {
+        guard expectedSize == nil else { return }
+        sinceReserveCheck += UInt64(bytes)
+        if sinceReserveCheck >= 4 << 20 {
+            sinceReserveCheck = 0
+            try store.requireReserve(for: "the download of \(source.shown)")
         }
     }
 
@@ -148,7 +172,7 @@ final class ArchiveDownload {
         let source = try File.openRead(sourcePath)
         let sourceSize = try source.size()
         if sourceSize > limit { throw limitError(sourceSize) }
-        let out = try File.open(partPath, O_RDWR | O_CREAT, mode: 0o644)
+        let out = try File.open(partPath, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o644)
         try FS.writeAtomically(metaPath, Array(PartialMeta(url: self.source.url).toJSON().serialized().utf8))
         var have = try out.size()
         if have > sourceSize { try out.truncate(to: 0); have = 0 }
@@ -163,6 +187,7 @@ final class ArchiveDownload {
             let n = try source.pread(into: buffer, at: offset)
             if n == 0 { break }
             let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
+            try checkReserve(after: n)
             try out.pwrite(chunk, at: offset)
             hash.update(chunk)
             offset += UInt64(n)
@@ -251,6 +276,7 @@ final class ArchiveDownload {
     private func write(_ chunk: UnsafeRawBufferPointer, _ sink: inout Sink, _ out: File) throws {
         func keep(_ bytes: UnsafeRawBufferPointer) throws {
             if sink.offset + UInt64(bytes.count) > limit { throw limitError(sink.offset + UInt64(bytes.count)) }
+            try checkReserve(after: bytes.count)
             try out.pwrite(bytes, at: sink.offset)
             hash.update(bytes)
             sink.offset += UInt64(bytes.count)
@@ -261,7 +287,7 @@ final class ArchiveDownload {
 
     private func fetchHTTP(_ url: String) throws -> String {
         let what = "GET \(source.shown)"
-        let out = try File.open(partPath, O_RDWR | O_CREAT, mode: 0o644)
+        let out = try File.open(partPath, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o644)
         var restarts = 0
         while true {
             try cancel.check()

@@ -99,7 +99,7 @@ struct BundleDigests {
     /// `{"format":1,"bundle":DIR,"files":[[path,sha256,size,mtime_ns,ctime_ns,inode,device],…]}`.
     /// Another bundle directory's cache, or an unreadable one, counts as empty.
     private func loadCache() -> [String: (Fingerprint, String)] {
-        guard let bytes = try? FS.readFile(cachePath, limit: 256 << 20), let json = try? JSONParser.parse(bytes),
+        guard let bytes = try? FS.readFile(cachePath, limit: 256 << 20, followLinks: false), let json = try? JSONParser.parse(bytes),
               json["format"]?.int64 == 1, json["bundle"]?.string == bundleDir, let files = json["files"]?.array else { return [:] }
         var out: [String: (Fingerprint, String)] = [:]
         for item in files {

@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 
 internal import CSystem
 
@@ -36,7 +37,7 @@ func errnoText(_ code: Int32) -> String {
 
 /// An `ASSETPATCH_ERR_IO` error naming the operation, the path and the errno text.
 func ioError(_ operation: String, _ path: String, _ code: Int32 = errno) -> AssetPatchError {
-    AssetPatchError(.io, "\(operation) \(path): \(errnoText(code))")
+    AssetPatchError(.io, "\(operation) \(path): \(errnoText(code))", errno: code)
 }
 
 /// An open file descriptor that closes itself. Not shared between threads.
@@ -292,8 +293,10 @@ public enum FS {
     }
 
     /// Reads a whole (small) file; more than `limit` bytes is an error of `limitStatus`.
-    public static func readFile(_ path: String, limit: Int = 64 << 20, limitStatus: Status = .io) throws -> [UInt8] {
-        let file = try File.openRead(path)
+    /// `followLinks` false: a symbolic link at `path` is an error (ELOOP), for files inside the
+    /// data directory, which the library alone writes.
+    public static func readFile(_ path: String, limit: Int = 64 << 20, limitStatus: Status = .io, followLinks: Bool = true) throws -> [UInt8] {
+        let file = try File.open(path, O_RDONLY | (followLinks ? 0 : O_NOFOLLOW))
         var out: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
@@ -312,18 +315,50 @@ public enum FS {
     /// Replaces `path` atomically and durably: write a temporary file, fsync it, rename it over
     /// `path`, fsync the directory. Readers see the old or the new content, never a mix, also
     /// after a power cut.
+    ///
+    /// The temporary file is new (O_EXCL, O_NOFOLLOW) and named for this process and call
+    /// (`tempName`): nothing already at a temporary name, such as a planted symbolic link, is
+    /// ever written through, and two processes writing one file never share a temporary.
     public static func writeAtomically(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o644) throws {
-        let tmp = path + ".tmp"
+        var tmp = ""
+        var file: File?
+        for _ in 0..<100 {
+            tmp = tempName(for: path)
+            do {
+                file = try File.open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: mode)
+                break
+            } catch let e as AssetPatchError where e.errno == EEXIST {
+                continue  // left by a process of the same pid long gone: recovery removes it
+            }
+        }
+        guard let file else { throw AssetPatchError(.io, "\(path): no free temporary name") }
         do {
-            let file = try File.open(tmp, O_WRONLY | O_CREAT | O_TRUNC, mode: mode)
             try file.write(bytes)
             try file.sync()
         } catch {
             _ = Glibc.unlink(tmp)
             throw error
         }
-        try rename(tmp, path)
+        do { try rename(tmp, path) } catch {
+            _ = Glibc.unlink(tmp)
+            throw error
+        }
         try syncDirectory(parent(of: path))
+    }
+
+    private static let tempCounter = Atomic<UInt64>(0)
+
+    /// `<path>.tmp.<pid>.<n>`: the temporary name of one `writeAtomically` call.
+    static func tempName(for path: String) -> String {
+        let n = tempCounter.add(1, ordering: .relaxed).newValue
+        return "\(path).tmp.\(getpid()).\(n)"
+    }
+
+    /// The pid in a temporary name `tempName` made, if `name` is one.
+    static func tempOwner(_ name: String) -> pid_t? {
+        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count >= 4, parts[parts.count - 3] == "tmp", UInt64(parts[parts.count - 1]) != nil else { return nil }
+        return pid_t(parts[parts.count - 2])
     }
 
     public static func parent(of path: String) -> String {

@@ -87,7 +87,7 @@ extension Store {
 
     /// The last manifest fetched from `url`, if it is cached with a validator.
     func cachedManifest(url: String) -> ManifestCache? {
-        guard let bytes = try? FS.readFile(manifestCachePath, limit: 256 << 20), let m = ManifestCache.decode(bytes), m.url == url,
+        guard let bytes = try? FS.readFile(manifestCachePath, limit: 256 << 20, followLinks: false), let m = ManifestCache.decode(bytes), m.url == url,
               !m.conditionalHeaders.isEmpty else { return nil }
         return m
     }

@@ -1,3 +1,5 @@
+import Glibc
+
 /// The outcome codes of the C ABI, mirrored one to one (`assetpatch_status` in the header).
 public enum Status: Int32, Sendable, CaseIterable {
     case ok = 0
@@ -57,13 +59,19 @@ public struct AssetPatchError: Error, Sendable, CustomStringConvertible {
     public let transient: Bool
     /// The server's Retry-After, when it sent one.
     public let retryAfterMs: UInt64?
+    /// The errno of a failed system call (ERR_IO), for callers that act on it (a full disk).
+    public let errno: Int32?
 
-    public init(_ status: Status, _ message: String, transient: Bool = false, retryAfterMs: UInt64? = nil) {
+    public init(_ status: Status, _ message: String, transient: Bool = false, retryAfterMs: UInt64? = nil, errno: Int32? = nil) {
         self.status = status
         self.message = message
         self.transient = transient
         self.retryAfterMs = retryAfterMs
+        self.errno = errno
     }
+
+    /// The file system is full (ENOSPC) or the user's quota is used up (EDQUOT).
+    public var isDiskFull: Bool { errno == ENOSPC || errno == EDQUOT }
 
     public var description: String { "\(status.name): \(message)" }
 }

@@ -26,7 +26,11 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
     public init(root: String) throws {
         self.root = FS.absolute(root)
         try FS.makeDirectories(self.root, mode: 0o755)
-        for d in [releasesDir, stagingRoot, downloadsDir] { try FS.makeDirectories(d) }
+        try Store.requireTrusted(self.root, "data directory", followLink: true)
+        for d in [releasesDir, stagingRoot, downloadsDir] {
+            try FS.makeDirectories(d)
+            try Store.requireTrusted(d, "data directory's", followLink: false)
+        }
     }
 
     static func isReleaseID(_ id: String) -> Bool {
@@ -63,7 +67,7 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
 
     public func loadState() throws -> StoreState {
         guard FS.exists(statePath) else { return StoreState() }
-        let bytes = try FS.readFile(statePath, limit: 16 << 20)
+        let bytes = try FS.readFile(statePath, limit: 16 << 20, followLinks: false)
         guard let json = try? JSONParser.parse(bytes), let state = StoreState.from(json) else {
             throw AssetPatchError(.io, "\(statePath): state file is corrupt")
         }
@@ -82,7 +86,7 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
     /// never overwrite each other. Returns `body`'s result and the state as written.
     @discardableResult
     public func modifyState<T>(_ body: (inout StoreState) throws -> T) throws -> (T, StoreState) {
-        let file = try File.open(stateLockPath, O_RDWR | O_CREAT, mode: 0o644)
+        let file = try File.open(stateLockPath, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o644)
         while flock(file.fd, LOCK_EX) != 0 {
             if errno != EINTR { throw ioError("flock", file.path) }
         }
@@ -97,7 +101,7 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
 
     public func loadRelease(_ id: String) throws -> ReleaseInfo {
         let path = releaseRecordPath(id)
-        let bytes = try FS.readFile(path, limit: 512 << 20)
+        let bytes = try FS.readFile(path, limit: 512 << 20, followLinks: false)
         guard let json = try? JSONParser.parse(bytes), let info = ReleaseInfo.from(json) else {
             throw AssetPatchError(.io, "\(path): release record is corrupt")
         }
@@ -106,7 +110,7 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
 
     /// The release's names, NUL-separated, if its names file is there and readable.
     func loadNames(_ id: String) -> [UInt8]? {
-        try? FS.readFile(namesPath(id), limit: 512 << 20)
+        try? FS.readFile(namesPath(id), limit: 512 << 20, followLinks: false)
     }
 
     // MARK: Installing a release
@@ -200,7 +204,7 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
 
     /// Takes the update lock without waiting; nil when another update (any process) holds it.
     public func tryLock() throws -> UpdateLock? {
-        let file = try File.open(lockPath, O_RDWR | O_CREAT, mode: 0o644)
+        let file = try File.open(lockPath, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o644)
         if flock(file.fd, LOCK_EX | LOCK_NB) != 0 {
             if errno == EWOULDBLOCK || errno == EAGAIN { return nil }
             throw ioError("flock", file.path)
@@ -212,6 +216,8 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
     /// the state does not name go, partial downloads stay (they are resumed).
     public func recover(_ state: StoreState) throws {
         for name in (try? FS.list(stagingRoot)) ?? [] { try FS.removeTree(stagingRoot + "/" + name) }
+        removeStaleTemporaries(in: root)
+        removeStaleTemporaries(in: downloadsDir)
         try collectGarbage(state)
     }
 
@@ -253,6 +259,26 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
         let needed = bytes + bytes / 50 + (4 << 20)
         if needed > available {
             throw AssetPatchError(.io, "\(root): not enough free space for \(what): \(needed) bytes needed (\(bytes) and a margin), \(available) available")
+        }
+    }
+}
+
+extension Store {
+    /// What a download of unknown size (a legacy archive) leaves free: 16 MiB or 1% of the file
+    /// system, whichever is more, so that the state and the app's own files can still be written.
+    static let reserveBytes: UInt64 = 16 << 20
+    static let reservePercent: UInt64 = 1
+
+    /// Throws before a download of unknown size eats into the reserve. Unknown free space
+    /// (statvfs failing) lets the writes themselves tell.
+    func requireReserve(for what: String) throws {
+        var st = statvfs()
+        guard statvfs(root, &st) == 0 else { return }
+        let available = UInt64(st.f_bavail) * UInt64(st.f_frsize)
+        let reserve = max(Store.reserveBytes, UInt64(st.f_blocks) * UInt64(st.f_frsize) / 100 * Store.reservePercent)
+        if available < reserve {
+            throw AssetPatchError(.io, "\(root): stopping \(what) with \(available) bytes free, less than the reserve of \(reserve) bytes (16 MiB or 1% of the file system)",
+                                  errno: ENOSPC)
         }
     }
 }

@@ -89,6 +89,11 @@ final class Updater {
                 // The archive matched the manifest's digest yet is unusable: don't resume it.
                 store.discardPartial(candidate.manifest.archiveDigest)
             }
+            if let e = error as? AssetPatchError, e.isDiskFull {
+                // A full disk breaks the app too: give back what this update downloaded.
+                store.discardDownloads()
+                log(2, "the disk is full: partial downloads dropped")
+            }
             throw error
         }
         progress.report(Progress(phase: .done), final: true)

@@ -15,8 +15,12 @@ extension AssetPatchClient {
 
         /// The release manifest: an `https://`, `http://` or `file://` URL. Required to update.
         public var manifestURL: String?
-        /// Base64 Ed25519 public keys; when set, only manifests signed by one of them are accepted.
+        /// Base64 Ed25519 public keys; when set, only manifests signed by one of them are accepted
+        /// (an empty list is refused: verification is off only while this is never set).
         public var publicKeys: [String]?
+        /// The app's package: manifests of another package are refused. Without it, the bundle
+        /// marker's, else the first manifest's.
+        public var package: String?
         /// The app's dotted version (e.g. `"2.4.1"`): releases whose `min_app_version` and
         /// `max_app_version` exclude it are refused, and installed ones stop being served.
         public var appVersion: String?
@@ -34,6 +38,11 @@ extension AssetPatchClient {
         public var connectTimeoutMs: Int?
         /// A transfer that moves no byte for this long (milliseconds) is aborted. Default 30,000.
         public var stallTimeoutMs: Int?
+        /// A transfer receiving fewer bytes per second than this, averaged over each
+        /// ``lowSpeedTimeMs``, is aborted. Default 1024; 0 turns it off.
+        public var lowSpeedLimit: Int?
+        /// The window of ``lowSpeedLimit``, in milliseconds. Default 60,000.
+        public var lowSpeedTimeMs: Int?
         /// The largest manifest accepted, in bytes. Default 64 MiB.
         public var maxManifestBytes: Int?
         /// The largest unpacked release accepted, in bytes. Default 4 GiB.
@@ -59,14 +68,16 @@ extension AssetPatchClient {
         public var tcpQuickAck: Bool?
 
         /// Options with the given fields set; everything else stays as it is.
-        public init(manifestURL: String? = nil, publicKeys: [String]? = nil, appVersion: String? = nil, variants: [String]? = nil,
-                    apply: ApplyMode? = nil, keepVersions: Int? = nil, maxFailedLaunches: Int? = nil, connectTimeoutMs: Int? = nil,
-                    stallTimeoutMs: Int? = nil, maxManifestBytes: Int? = nil, maxReleaseBytes: UInt64? = nil,
+        public init(manifestURL: String? = nil, publicKeys: [String]? = nil, package: String? = nil, appVersion: String? = nil,
+                    variants: [String]? = nil, apply: ApplyMode? = nil, keepVersions: Int? = nil, maxFailedLaunches: Int? = nil,
+                    connectTimeoutMs: Int? = nil, stallTimeoutMs: Int? = nil, lowSpeedLimit: Int? = nil, lowSpeedTimeMs: Int? = nil,
+                    maxManifestBytes: Int? = nil, maxReleaseBytes: UInt64? = nil,
                     maxLegacyArchiveBytes: UInt64? = nil, caFile: String? = nil, headers: [String]? = nil, userAgent: String? = nil,
                     parallelDownloads: Int? = nil, differential: Bool? = nil, differentialMaxPercent: Int? = nil,
                     allowUnsignedPlugins: Bool? = nil, tcpQuickAck: Bool? = nil) {
             self.manifestURL = manifestURL
             self.publicKeys = publicKeys
+            self.package = package
             self.appVersion = appVersion
             self.variants = variants
             self.apply = apply
@@ -74,6 +85,8 @@ extension AssetPatchClient {
             self.maxFailedLaunches = maxFailedLaunches
             self.connectTimeoutMs = connectTimeoutMs
             self.stallTimeoutMs = stallTimeoutMs
+            self.lowSpeedLimit = lowSpeedLimit
+            self.lowSpeedTimeMs = lowSpeedTimeMs
             self.maxManifestBytes = maxManifestBytes
             self.maxReleaseBytes = maxReleaseBytes
             self.maxLegacyArchiveBytes = maxLegacyArchiveBytes
@@ -95,6 +108,7 @@ extension AssetPatchClient {
             func flag(_ b: Bool?) -> String? { b.map { $0 ? "1" : "0" } }
             add("manifest_url", manifestURL)
             add("public_keys", publicKeys.map { $0.joined(separator: ",") })
+            add("package", package)
             add("app_version", appVersion)
             add("variants", variants.map { $0.joined(separator: ",") })
             add("apply", apply?.rawValue)
@@ -102,6 +116,8 @@ extension AssetPatchClient {
             add("max_failed_launches", maxFailedLaunches.map(String.init))
             add("connect_timeout_ms", connectTimeoutMs.map(String.init))
             add("stall_timeout_ms", stallTimeoutMs.map(String.init))
+            add("low_speed_limit", lowSpeedLimit.map(String.init))
+            add("low_speed_time_ms", lowSpeedTimeMs.map(String.init))
             add("max_manifest_bytes", maxManifestBytes.map(String.init))
             add("max_release_bytes", maxReleaseBytes.map(String.init))
             add("max_legacy_archive_bytes", maxLegacyArchiveBytes.map(String.init))

@@ -37,9 +37,11 @@ struct TrustOptions: ParsableArguments {
     @Option(name: .customLong("public-key"), help: "Trusted base64 Ed25519 public key (repeatable).") var publicKey: [String] = []
     @Option(name: .customLong("app-version"), help: "This app's version, for min_app_version.") var appVersion: String?
     @Option(name: .customLong("ca-file"), help: "PEM bundle of trusted CAs.") var caFile: String?
+    @Option(name: .long, help: "The app's package: manifests of another package are refused.") var package: String?
 
     func configure(_ client: Client) throws {
         if !publicKey.isEmpty { try client.set("public_keys", publicKey.joined(separator: ",")) }
+        if let package { try client.set("package", package) }
         if let appVersion { try client.set("app_version", appVersion) }
         if let caFile { try client.set("ca_file", caFile) }
     }

@@ -249,9 +249,10 @@ private final class Recorder<T: Sendable>: Sendable {
     @Test func everyOptionOfTheHeaderIsATypedOptionAppliedByTheCoreParser() throws {
         let documented = try headerOptions()
         #expect(documented.count >= 20 && documented.contains("manifest_url") && documented.contains("tcp_quickack"))
-        let all = AssetPatchClient.Options(manifestURL: "file:///m.json", publicKeys: ["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="], appVersion: "1.0", variants: ["@2x", ""],
+        let all = AssetPatchClient.Options(manifestURL: "file:///m.json", publicKeys: ["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="], package: "kit",
+                                           appVersion: "1.0", variants: ["@2x", ""],
                                            apply: .nextOpen, keepVersions: 2, maxFailedLaunches: 3, connectTimeoutMs: 1000,
-                                           stallTimeoutMs: 1000, maxManifestBytes: 1000, maxReleaseBytes: 1000, maxLegacyArchiveBytes: 1000,
+                                           stallTimeoutMs: 1000, lowSpeedLimit: 10, lowSpeedTimeMs: 2000, maxManifestBytes: 1000, maxReleaseBytes: 1000, maxLegacyArchiveBytes: 1000,
                                            caFile: "/ca.pem", headers: ["X-A: b"], userAgent: "kit", parallelDownloads: 2,
                                            differential: false, differentialMaxPercent: 50, allowUnsignedPlugins: true, tcpQuickAck: false)
         let spelled = Set(all.settings.map(\.name))
@@ -259,6 +260,7 @@ private final class Recorder<T: Sendable>: Sendable {
         // Applied through the core's one parser: the configuration equals the C API's.
         var viaStrings = ClientConfig()
         for (name, value) in all.settings { try viaStrings.set(name, value) }
+        #expect(viaStrings.package == "kit" && viaStrings.http.lowSpeedLimit == 10 && viaStrings.http.lowSpeedTimeMs == 2000)
         #expect(viaStrings.parallelDownloads == 2 && viaStrings.differential == false && viaStrings.http.headers == ["X-A: b"]
                 && viaStrings.variants == ["@2x", ""] && viaStrings.apply == .nextOpen && viaStrings.allowUnsignedPlugins)
     }

@@ -183,3 +183,16 @@ def test_the_python_example_updates_and_calls_the_new_plugin(tmp_path, plugin_re
         outputs.append(r.stdout)
     assert "greeter says: Hello from greeter 1" in outputs[0]
     assert "greeter says: Greetings from greeter 2" in outputs[1]
+
+
+def test_another_products_signed_plugin_never_loads(tmp_path, plugin_repos):
+    # The same key signs "plugins" (the repositories above) and this app, "game": the app names
+    # its package, so the other product's signed release is refused and its plugin never runs.
+    with assetpatch.Client(str(tmp_path / "data"), manifest_url=plugin_repos["urls"][2], public_keys=[plugin_repos["pub"]],
+                           package="game") as c:
+        with pytest.raises(assetpatch.ManifestError) as e:
+            c.update()
+        assert 'package "plugins" is not this client\'s package "game"' in e.value.message
+        with pytest.raises(assetpatch.NotFoundError):
+            c.load_plugin("greeter")
+        assert c.current_version == 0 and c.plugins == ()

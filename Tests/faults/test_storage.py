@@ -121,3 +121,63 @@ def test_unwritable_data_dir_is_an_io_error_for_an_unprivileged_user(tmp_path, s
                         "--data-dir", str(data), "--url", server.url("v1")], capture_output=True, text=True)
     assert r.returncode == 3
     assert "ASSETPATCH_ERR_IO" in r.stderr and "Permission denied" in r.stderr
+
+
+@root_only
+def test_a_download_of_unknown_size_stops_before_the_disk_fills(tmpfs, server, repos):
+    # A legacy {url, md5} manifest declares no size: the archive (48 MiB, random, stored) is
+    # larger than the 40 MiB file system. The download stops before it eats into the reserve
+    # (16 MiB here), drops what it wrote, and the state can still be written afterwards.
+    import hashlib, json, zipfile
+    legacy = os.path.join(repos["base"], "legacy-big")
+    os.makedirs(legacy, exist_ok=True)
+    archive = os.path.join(legacy, "patch.zip")
+    if not os.path.exists(archive):
+        with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as z:
+            for i in range(6):
+                z.writestr(f"big{i}.bin", os.urandom(8 << 20))
+        with open(archive, "rb") as f:
+            md5 = hashlib.md5(f.read()).hexdigest()
+        with open(os.path.join(legacy, "manifest.json"), "w") as f:
+            json.dump({"url": "patch.zip", "md5": md5}, f)
+    mount = tmpfs("40m")
+    data = str(mount / "data")
+    with assetpatch.Client(data, manifest_url=server.url("v1")) as c:
+        assert c.update()
+        c.set("manifest_url", server.base + "/legacy-big/manifest.json")
+        with pytest.raises(assetpatch.FilesystemError) as e:
+            c.update()
+        assert "less than the reserve" in e.value.message
+        free = shutil.disk_usage(str(mount)).free
+        assert free >= 15 << 20, f"only {free} bytes left free"
+        assert os.listdir(os.path.join(data, "downloads")) == [], "the partial download was dropped"
+        assert_serves(c, repos["v1"])
+        c.mark_good()  # a state write still succeeds
+        assert c.lifecycle.marked_good
+
+
+@root_only
+def test_a_download_that_hits_a_full_disk_is_dropped(tmpfs, fault, repos):
+    server = fault
+    # Another program fills the disk while a format-1 download runs: ENOSPC drops the partial,
+    # giving its bytes back, and the active release stays.
+    mount = tmpfs("40m")
+    data = str(mount / "data")
+    with assetpatch.Client(data, manifest_url=server.url("v1")) as c:
+        assert c.update()
+        c.set("manifest_url", server.url("v2"))
+        c.set("differential", "off")
+        server.control("normal", rate=1 << 20)  # about 5 s for the archive: the disk fills during it
+        filled = []
+
+        def progress(p):
+            if p.phase == assetpatch.Phase.DOWNLOAD and p.bytes_done > 0 and not filled:
+                fill(str(mount))
+                filled.append(True)
+            return False
+
+        with pytest.raises(assetpatch.FilesystemError):
+            c.update(progress=progress)
+        assert filled
+        assert not [n for n in os.listdir(os.path.join(data, "downloads")) if n.endswith(".part")]
+        assert_serves(c, repos["v1"])

@@ -96,3 +96,33 @@ def test_a_check_that_finds_nothing_costs_one_304_when_the_manifest_is_old(tmp_p
     requests = manifest_requests(work)
     assert [s for s, _ in requests] == [200, 304, 304, 200], requests
     assert all(cond.startswith('"') if etag == "on" else cond.endswith("GMT") for _, cond in requests[1:3]), requests
+
+
+def test_an_expired_manifest_kept_for_a_304_is_an_error_not_no_update(tmp_path):
+    # Release 5 expires a few seconds after it is installed. The server keeps answering 304 (as
+    # a replaying cache would): the kept manifest is judged again, and its expiry is reported.
+    key = tmp_path / "key"
+    subprocess.run([CLI, "keygen", "--out", str(key)], check=True, stdout=subprocess.DEVNULL)
+    pub = (tmp_path / "key.pub").read_text().strip()
+    src = tmp_path / "src"
+    make_tree(src, {"a.txt": b"release 5\n"})
+    deadline = int(time.time()) + 4
+    expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(deadline))
+    repo = tmp_path / "repo"
+    subprocess.run([CLI, "publish", str(src), "--repo", str(repo), "--package", "exp", "--version", "5", "--key", str(key),
+                    "--expires", expires], check=True, stdout=subprocess.DEVNULL)
+    old = int(time.time()) - 10
+    os.utime(repo / "manifest.json", (old, old))
+    work = tmp_path / "nginx"
+    os.makedirs(work)
+    with Nginx(str(tmp_path), str(work), http=LOG, access_log=f"{work}/access.log manifest") as n:
+        with assetpatch.Client(str(tmp_path / "data"), manifest_url=n.url("repo/manifest.json"), public_keys=[pub]) as c:
+            assert c.update() is True and c.current_version == 5
+            while time.time() < deadline + 1:  # past the expiry, whatever the machine's speed
+                time.sleep(0.2)
+            with pytest.raises(assetpatch.ExpiredError):
+                c.check()
+            with pytest.raises(assetpatch.ExpiredError):
+                c.update()
+            assert open(c.resolve("a.txt")).read() == "release 5\n"
+    assert [s for s, _ in manifest_requests(work)] == [200, 304, 304]

@@ -225,9 +225,11 @@ class Client:
     """A client of one data directory. Thread-safe; use as a context manager or call close().
 
     Options are keyword arguments (any option of the C API by its name) or set(name, value):
-    manifest_url, public_keys, app_version, variants, apply, keep_versions, connect_timeout_ms,
-    stall_timeout_ms, max_manifest_bytes, max_release_bytes, max_legacy_archive_bytes, ca_file,
-    headers, user_agent, parallel_downloads, differential, differential_max_percent, tcp_quickack.
+    manifest_url, public_keys, package, app_version, variants, apply, keep_versions,
+    max_failed_launches, connect_timeout_ms, stall_timeout_ms, low_speed_limit, low_speed_time_ms,
+    max_manifest_bytes, max_release_bytes, max_legacy_archive_bytes, ca_file, headers, user_agent,
+    parallel_downloads, differential, differential_max_percent, allow_unsigned_plugins,
+    tcp_quickack. On/off options take Python booleans.
     """
 
     def __init__(self, data_dir: str, bundle_dir: Optional[str] = None, *, manifest_url: Optional[str] = None,

@@ -67,7 +67,8 @@ typedef enum assetpatch_status {
     ASSETPATCH_ERR_SIGNATURE    =  -6,  /* signature missing, malformed, or not by a trusted key */
     ASSETPATCH_ERR_INTEGRITY    =  -7,  /* downloaded or extracted bytes do not match size/sha256 */
     ASSETPATCH_ERR_ARCHIVE      =  -8,  /* archive malformed or unsafe (path traversal, link, bomb) */
-    ASSETPATCH_ERR_DOWNGRADE    =  -9,  /* manifest version lower than one already accepted */
+    ASSETPATCH_ERR_DOWNGRADE    =  -9,  /* kept for ABI stability: nothing returns it since 0.4 (an older
+                                           manifest is ASSETPATCH_NO_UPDATE, see assetpatch_last_check) */
     ASSETPATCH_ERR_EXPIRED      = -10,  /* manifest past its "expires" time */
     ASSETPATCH_ERR_INCOMPATIBLE = -11,  /* release needs a newer app_version */
     ASSETPATCH_ERR_NOT_FOUND    = -12,  /* no such resource */
@@ -237,7 +238,11 @@ typedef int (*assetpatch_progress_fn)(const assetpatch_progress *progress, void 
  * option), its expiry (ERR_EXPIRED, also for the version already installed: a replayed or kept
  * manifest that went stale is reported, not taken for "no update"), then the version rules.
  * Accepting a manifest pins its package (when nothing named it) and raises the downgrade mark.
- * Any thread.
+ * A manifest older than the newest accepted installs nothing and is ASSETPATCH_NO_UPDATE, not an
+ * error: every multi-tier CDN serves an old manifest from some edge for up to max-age times its
+ * tiers, and a replay gains nothing. It is logged at level 2 with both versions, and
+ * assetpatch_last_check gives the reason (ASSETPATCH_REASON_OLDER). (Up to 0.3 this was
+ * ERR_DOWNGRADE.) Any thread.
  * Over HTTP(S) the last manifest fetched is kept in data_dir with its ETag or Last-Modified, and
  * the next fetch of the same URL is conditional (If-None-Match / If-Modified-Since): when nothing
  * changed it costs one 304 round trip, and the kept manifest is decoded and verified again.
@@ -249,7 +254,7 @@ typedef int (*assetpatch_progress_fn)(const assetpatch_progress *progress, void 
  * the next check fetches it in full, once.
  * @return ASSETPATCH_OK (a newer compatible release exists); ASSETPATCH_NO_UPDATE; ERR_STATE (no
  *         manifest_url); ERR_IO, ERR_NETWORK, ERR_HTTP, ERR_MANIFEST, ERR_SIGNATURE,
- *         ERR_DOWNGRADE, ERR_EXPIRED, ERR_INCOMPATIBLE, ERR_ARCHIVE (release too large). */
+ *         ERR_EXPIRED, ERR_INCOMPATIBLE, ERR_ARCHIVE (release too large). */
 ASSETPATCH_WARN_UNUSED_RESULT
 int assetpatch_check(assetpatch_client *c, int64_t *version, uint64_t *download_bytes);
 
@@ -310,6 +315,38 @@ int assetpatch_update_wait(assetpatch_client *c, int timeout_ms, int *result);
  * then returns ASSETPATCH_ERR_CANCELLED, keeping downloaded bytes. Does nothing when no update
  * runs, or for NULL. Any thread, also from a signal-free progress callback. */
 void assetpatch_cancel(assetpatch_client *c);
+
+/* Why a check or update found nothing to install. */
+typedef enum assetpatch_no_update_reason {
+    ASSETPATCH_REASON_CURRENT = 1,      /* the manifest offers the release installed (active, or pending) */
+    ASSETPATCH_REASON_OLDER = 2,        /* the manifest is older than one accepted before: a cache still
+                                           serving an old manifest, or a replay; nothing older installs */
+    ASSETPATCH_REASON_BAD_VERSION = 3,  /* the manifest offers a version this client rolled back from */
+    ASSETPATCH_REASON_IN_BUNDLE = 4     /* the app's bundle carries that release or a newer one */
+} assetpatch_no_update_reason;
+
+/* What the last assetpatch_check or assetpatch_update of a client found. The caller sets `size`
+ * (ASSETPATCH_CHECK_OUTCOME_INIT does) and the library writes no byte past it, so a host built
+ * against this header keeps working with a newer library whose struct has grown, and one built
+ * against a newer header gets the fields this library knows (the rest keep their initial 0). */
+typedef struct assetpatch_check_outcome {
+    uint32_t size;              /* set by the caller: sizeof(assetpatch_check_outcome) */
+    int32_t  status;            /* that call's status: ASSETPATCH_OK, ASSETPATCH_NO_UPDATE or an error */
+    int32_t  reason;            /* an assetpatch_no_update_reason when status is ASSETPATCH_NO_UPDATE, else 0 */
+    int32_t  reserved;          /* 0 */
+    int64_t  manifest_version;  /* the version the manifest offered; 0 when none was read, or a legacy manifest */
+    int64_t  accepted_version;  /* the highest version accepted before that call (the downgrade mark in force) */
+} assetpatch_check_outcome;
+
+#define ASSETPATCH_CHECK_OUTCOME_INIT { sizeof(assetpatch_check_outcome), 0, 0, 0, 0, 0 }
+
+/* Fills *out with what the last check or update of `c` found: whether there was something to
+ * install and, when there was not, why (a host can tell a stale cache edge from "up to date"
+ * without reading the log). Any thread.
+ * @return ASSETPATCH_OK; ERR_STATE (no check or update has run on this client); ERR_ARGUMENT
+ *         (NULL c or out, out->size smaller than the first version of the struct, 32 bytes). */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_last_check(assetpatch_client *c, assetpatch_check_outcome *out);
 
 /* ------------------------------------------------------------------------------------------
  * Resolving resources

@@ -59,3 +59,19 @@ public func assetpatch_update_wait(_ c: OpaquePointer?, _ timeoutMs: CInt, _ res
 public func assetpatch_cancel(_ c: OpaquePointer?) {
     handle(c)?.client.cancel()
 }
+
+@_cdecl("assetpatch_last_check")
+public func assetpatch_last_check(_ c: OpaquePointer?, _ out: UnsafeMutablePointer<assetpatch_check_outcome>?) -> CInt {
+    guard let h = handle(c) else { return argumentError("assetpatch_last_check: client is NULL") }
+    guard let out else { return argumentError("assetpatch_last_check: out is NULL") }
+    return status {
+        guard let o = h.client.lastCheck else { throw AssetPatchError(.state, "no check or update has run on this client") }
+        var v = assetpatch_check_outcome()
+        v.status = o.status.rawValue
+        v.reason = o.reason?.rawValue ?? 0
+        v.manifest_version = o.manifestVersion
+        v.accepted_version = o.acceptedVersion
+        try writeSized(v, to: out, what: "assetpatch_last_check", minimum: 32)
+        return .ok
+    }
+}

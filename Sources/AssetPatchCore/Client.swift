@@ -19,6 +19,8 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
     private let plugins = PluginLoader()
     /// The release the last check found (nil: none, or nothing new).
     let lastCandidate = Locked<ReleaseSummary?>(nil)
+    /// What the last check or update found (`lastCheck`).
+    private let lastOutcome = Locked<CheckOutcome?>(nil)
 
     private enum Background { case idle, running, finished(Status, String) }
     private let background = Condition()
@@ -162,18 +164,34 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
     /// no update. `recordAcceptance`: pin the package and move the downgrade mark as a check
     /// does; false leaves the data directory as it was (an inspection).
     public func preview(recordAcceptance: Bool = true) throws -> UpdatePreview? {
+        let updater = makeUpdater(progress: nil)
+        var mark: Int64 = 0
         do {
             var state = try store.loadState()
             let before = state
-            let found = try makeUpdater(progress: nil).preview(&state)
+            mark = before.downgradeMark(verifying: !updater.config.publicKeys.isEmpty)
+            let found = try updater.preview(&state)
             if recordAcceptance { persistAcceptance(before, state) }
             lastCandidate.withLock { $0 = found?.candidate }
+            record(updater, found == nil ? .noUpdate : .ok, mark: mark)
             return found
         } catch let e as AssetPatchError {
+            record(updater, e.status, mark: mark)
             log(3, e.message)
             throw e
         }
     }
+
+    /// Keeps what a check or update found, for `lastCheck`.
+    private func record(_ updater: Updater, _ status: Status, mark: Int64) {
+        let reason = status == .noUpdate ? updater.noUpdate?.reason : nil
+        let outcome = CheckOutcome(status: status, reason: reason, manifestVersion: updater.noUpdate?.version ?? updater.offered, acceptedVersion: mark)
+        lastOutcome.withLock { $0 = outcome }
+    }
+
+    /// What the last check or update of this client found, and why it found nothing to install;
+    /// nil before the first.
+    public var lastCheck: CheckOutcome? { lastOutcome.withLock { $0 } }
 
     /// The package pin and downgrade mark move when a manifest is accepted, also by a check.
     private func persistAcceptance(_ before: StoreState, _ after: StoreState) {
@@ -201,6 +219,8 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
     /// One update under the data directory's lock. A failure is logged once, at error level,
     /// with the message the caller gets.
     private func runUpdate(progress: ProgressHandler?) throws -> Bool {
+        let updater = makeUpdater(progress: progress)
+        var mark: Int64 = 0
         do {
             guard configuration.manifest != nil else { throw AssetPatchError(.state, "no manifest_url set") }
             guard let lock = try store.tryLock() else {
@@ -208,7 +228,10 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
             }
             defer { _ = lock }
             var state = try store.loadState()
-            switch try makeUpdater(progress: progress).run(&state) {
+            mark = state.downgradeMark(verifying: !updater.config.publicKeys.isEmpty)
+            let outcome = try updater.run(&state)
+            record(updater, { if case .noUpdate = outcome { return .noUpdate } else { return .ok } }(), mark: mark)
+            switch outcome {
             case .noUpdate:
                 return false
             case let .installed(candidate, info):
@@ -219,6 +242,7 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
                 return true
             }
         } catch let e as AssetPatchError {
+            record(updater, e.status, mark: mark)
             log(3, e.message)
             throw e
         }

@@ -70,3 +70,35 @@ public struct UpdatePreview: Sendable {
     /// Files that would be copied from the bundle.
     public var bundleFiles = 0
 }
+
+/// Why a check or update found nothing to install (`assetpatch_no_update_reason`).
+public enum NoUpdateReason: Int32, Sendable {
+    /// The manifest offers the release installed (active, or pending for the next open).
+    case current = 1
+    /// The manifest is older than one accepted before: a cache still serving an old manifest
+    /// (staleness adds up across cache tiers), or a replay. Nothing older is ever installed.
+    case older = 2
+    /// The manifest offers a version this client rolled back from.
+    case badVersion = 3
+    /// The app's bundle already carries that release, or a newer one.
+    case inBundle = 4
+}
+
+/// What the last check or update of a client found (`assetpatch_last_check`).
+public struct CheckOutcome: Sendable, Equatable {
+    /// `.ok` (a release to install was found, or installed), `.noUpdate`, or the error.
+    public var status: Status
+    /// Why there was nothing to install; nil unless `status` is `.noUpdate`.
+    public var reason: NoUpdateReason?
+    /// The version the manifest offered; 0 when none was read (or a legacy manifest).
+    public var manifestVersion: Int64
+    /// The highest version accepted before (the downgrade mark in force).
+    public var acceptedVersion: Int64
+
+    public init(status: Status, reason: NoUpdateReason? = nil, manifestVersion: Int64 = 0, acceptedVersion: Int64 = 0) {
+        self.status = status
+        self.reason = reason
+        self.manifestVersion = manifestVersion
+        self.acceptedVersion = acceptedVersion
+    }
+}

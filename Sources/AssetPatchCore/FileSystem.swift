@@ -319,7 +319,8 @@ public enum FS {
     /// The temporary file is new (O_EXCL, O_NOFOLLOW) and named for this process and call
     /// (`tempName`): nothing already at a temporary name, such as a planted symbolic link, is
     /// ever written through, and two processes writing one file never share a temporary.
-    public static func writeAtomically(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o644) throws {
+    /// `modified`: the modification time to give the file (seconds since 1970), else now.
+    public static func writeAtomically(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o644, modified: Int64? = nil) throws {
         var tmp = ""
         var file: File?
         for _ in 0..<100 {
@@ -334,6 +335,12 @@ public enum FS {
         guard let file else { throw AssetPatchError(.io, "\(path): no free temporary name") }
         do {
             try file.write(bytes)
+            if let modified {
+                // Before the fsync, so the time is as durable as the bytes; a rename keeps it.
+                var times = [timespec(tv_sec: 0, tv_nsec: (1 << 30) - 1),  // UTIME_NOW
+                              timespec(tv_sec: Int(modified), tv_nsec: 0)]
+                if futimens(file.fd, &times) != 0 { throw ioError("futimens", tmp) }
+            }
             try file.sync()
         } catch {
             _ = Glibc.unlink(tmp)

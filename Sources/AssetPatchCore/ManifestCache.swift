@@ -50,52 +50,113 @@ struct Validators: Equatable {
     }
 }
 
-/// A manifest kept for conditional requests: a small JSON header line, then the bytes. Kept only
-/// with validators that `Validators.reusable` accepted.
+/// Manifests kept for conditional requests, newest first, each with the validators it came with
+/// (only validators `Validators.reusable` accepted).
+///
+/// Several copies, because a CDN's edges are not all in the same state: up to its max-age times
+/// its cache tiers, one edge serves the new manifest and another the old, and a client may meet
+/// both in turn. Sending every kept ETag (`If-None-Match` takes a list) lets either edge answer
+/// 304, naming the copy it matched in its own ETag, instead of sending its manifest again.
 struct ManifestCache {
+    struct Entry {
+        var finalURL: String
+        var validators: Validators
+        var bytes: [UInt8]
+    }
+
     var url: String
-    var finalURL: String
-    var validators: Validators
-    var bytes: [UInt8]
+    var entries: [Entry]
+
+    /// At most this many copies, and this many bytes in all (the newest always stays).
+    static let maxEntries = 4
+    static let maxBytes = 64 << 20
 
     func encode() -> [UInt8] {
-        var pairs: [(String, JSON)] = [("url", .string(url)), ("final_url", .string(finalURL))]
-        if let etag = validators.etag { pairs.append(("etag", .string(etag))) }
-        if let lastModified = validators.lastModified { pairs.append(("last_modified", .string(lastModified))) }
-        return Array((JSON.object(pairs).serialized() + "\n").utf8) + bytes
+        let items: [JSON] = entries.map { e in
+            var pairs: [(String, JSON)] = [("final_url", .string(e.finalURL)), ("length", .int(Int64(e.bytes.count)))]
+            if let etag = e.validators.etag { pairs.append(("etag", .string(etag))) }
+            if let lastModified = e.validators.lastModified { pairs.append(("last_modified", .string(lastModified))) }
+            return .object(pairs)
+        }
+        var out = Array((JSON.object([("format", .int(2)), ("url", .string(url)), ("entries", .array(items))]).serialized() + "\n").utf8)
+        for e in entries { out += e.bytes }
+        return out
     }
 
+    /// The cache file; one of another format (a single copy, as up to 0.3 kept it) reads as
+    /// that one copy.
     static func decode(_ data: [UInt8]) -> ManifestCache? {
         guard let nl = data.firstIndex(of: 0x0A), let json = try? JSONParser.parse(Array(data[..<nl])),
-              let url = json["url"]?.string, let finalURL = json["final_url"]?.string else { return nil }
-        return ManifestCache(url: url, finalURL: finalURL,
-                             validators: Validators(etag: json["etag"]?.string, lastModified: json["last_modified"]?.string),
-                             bytes: Array(data[(nl + 1)...]))
+              let url = json["url"]?.string else { return nil }
+        var at = nl + 1
+        guard json["format"]?.int64 == 2, let items = json["entries"]?.array else {
+            guard let finalURL = json["final_url"]?.string else { return nil }
+            let v = Validators(etag: json["etag"]?.string, lastModified: json["last_modified"]?.string)
+            return ManifestCache(url: url, entries: [Entry(finalURL: finalURL, validators: v, bytes: Array(data[at...]))])
+        }
+        var entries: [Entry] = []
+        for item in items {
+            guard let finalURL = item["final_url"]?.string, let length = item["length"]?.int64, length >= 0,
+                  at + Int(length) <= data.count else { return nil }
+            let v = Validators(etag: item["etag"]?.string, lastModified: item["last_modified"]?.string)
+            entries.append(Entry(finalURL: finalURL, validators: v, bytes: Array(data[at..<(at + Int(length))])))
+            at += Int(length)
+        }
+        return ManifestCache(url: url, entries: entries)
     }
 
-    /// The request headers that ask for the manifest only if it changed: the ETag when there is
-    /// one (servers compare it first), else the Last-Modified date.
+    /// The request headers that ask for the manifest only if it changed: every copy's ETag when
+    /// each has one (servers compare ETags first), else the newest copy's validator alone.
     var conditionalHeaders: [String] {
-        if let etag = validators.etag { return ["If-None-Match: \(etag)"] }
-        if let lastModified = validators.lastModified { return ["If-Modified-Since: \(lastModified)"] }
+        guard let newest = entries.first else { return [] }
+        if entries.allSatisfy({ $0.validators.etag != nil }) {
+            return ["If-None-Match: " + entries.map { $0.validators.etag! }.joined(separator: ", ")]
+        }
+        if let etag = newest.validators.etag { return ["If-None-Match: \(etag)"] }
+        if let lastModified = newest.validators.lastModified { return ["If-Modified-Since: \(lastModified)"] }
         return []
+    }
+
+    /// The copy a 304 answered for: the one whose ETag the response names (compared weakly, as
+    /// If-None-Match is), or the only one asked about. nil when it can't be told.
+    func match(_ head: ResponseHead) -> Entry? {
+        func opaque(_ tag: String) -> String { tag.hasPrefix("W/") ? String(tag.dropFirst(2)) : tag }
+        if let etag = head.header("ETag"), let e = entries.first(where: { $0.validators.etag.map(opaque) == opaque(etag) }) {
+            return e
+        }
+        let asked = entries.allSatisfy { $0.validators.etag != nil } ? entries : Array(entries.prefix(1))
+        return asked.count == 1 ? asked[0] : nil
+    }
+
+    /// Keeps `entry` as the newest copy: a copy with the same validators goes, and the oldest
+    /// beyond the limits.
+    mutating func insert(_ entry: Entry) {
+        entries.removeAll { $0.validators == entry.validators || $0.bytes == entry.bytes }
+        entries.insert(entry, at: 0)
+        var total = 0
+        var kept: [Entry] = []
+        for e in entries where kept.count < ManifestCache.maxEntries && (kept.isEmpty || total + e.bytes.count <= ManifestCache.maxBytes) {
+            kept.append(e)
+            total += e.bytes.count
+        }
+        entries = kept
     }
 }
 
 extension Store {
     var manifestCachePath: String { root + "/manifest-cache" }
 
-    /// The last manifest fetched from `url`, if it is cached with a validator.
-    func cachedManifest(url: String) -> ManifestCache? {
-        guard let bytes = try? FS.readFile(manifestCachePath, limit: 256 << 20, followLinks: false), let m = ManifestCache.decode(bytes), m.url == url,
+    /// The manifests kept for `url`, if any has a validator.
+    func cachedManifests(url: String) -> ManifestCache? {
+        guard let bytes = try? FS.readFile(manifestCachePath, limit: 512 << 20, followLinks: false), let m = ManifestCache.decode(bytes), m.url == url,
               !m.conditionalHeaders.isEmpty else { return nil }
         return m
     }
 
-    /// Keeps a manifest for the next conditional request. Failing to write it only costs a 200.
-    func cacheManifest(_ m: ManifestCache) {
+    /// Keeps manifests for the next conditional request. Failing to write them only costs a 200.
+    func cacheManifests(_ m: ManifestCache) {
         try? FS.writeAtomically(manifestCachePath, m.encode())
     }
 
-    func dropCachedManifest() { try? FS.unlink(manifestCachePath) }
+    func dropCachedManifests() { try? FS.unlink(manifestCachePath) }
 }

@@ -25,6 +25,10 @@ final class Updater {
     let log: (Int, String) -> Void
     let http: HTTPClient
     let bundleDir: String?
+    /// Why the last `evaluate` found nothing to install, and the version the manifest offered.
+    private(set) var noUpdate: (reason: NoUpdateReason, version: Int64)?
+    /// The version the last manifest evaluated offered (0: none was read).
+    private(set) var offered: Int64 = 0
     /// Fetched files verified by this updater (its retries trust them without hashing again).
     private var verifiedFetched = Set<String>()
     /// The installed releases' files by sha256, read from their records once per updater: the
@@ -65,7 +69,14 @@ final class Updater {
             if state != before { try Updater.recordAcceptance(state, in: store) }
             progress.report(Progress(phase: .check), final: true)
             progress.report(Progress(phase: .done), final: true)
-            log(1, "no update: version \(state.active?.version ?? 0) is current")
+            let why: String
+            switch noUpdate?.reason {
+            case .older?: why = "the manifest's version \(noUpdate!.version) is older than one accepted before"
+            case .badVersion?: why = "version \(noUpdate!.version) was rolled back from"
+            case .inBundle?: why = "the bundle carries version \(noUpdate!.version) or newer"
+            default: why = "version \(state.active?.version ?? 0) is current"
+            }
+            log(1, "no update: \(why)")
             return .noUpdate
         }
         if state != before { try Updater.recordAcceptance(state, in: store) }
@@ -321,25 +332,33 @@ final class Updater {
         case let .file(path, url):
             return (try FS.readFile(path, limit: config.maxManifestBytes, limitStatus: .manifest), url)
         case let .http(url):
-            // A check that finds nothing new should cost one 304: the last manifest fetched from
-            // this URL is kept with its validators, and a 304 reuses it (decoded and verified
-            // again like any manifest). Racy validators are not kept (see `Validators`).
-            let cached = store.cachedManifest(url: url)
+            // A check that finds nothing new should cost one 304: the manifests last fetched from
+            // this URL are kept with their validators, and a 304 reuses the copy it names
+            // (decoded and verified again like any manifest). Racy validators are not kept (see
+            // `Validators`).
+            let cache = store.cachedManifests(url: url)
             let r = try withRetries {
-                try http.fetch(url, limit: config.maxManifestBytes, limitStatus: .manifest, conditions: cached?.conditionalHeaders ?? [])
+                try http.fetch(url, limit: config.maxManifestBytes, limitStatus: .manifest, conditions: cache?.conditionalHeaders ?? [])
             }
             guard let body = r.body else {
-                guard let cached else { throw AssetPatchError(.http, "GET \(URLs.redacted(url)): HTTP 304 to an unconditional request") }
-                log(0, "GET \(URLs.redacted(url)): 304 Not Modified; using the manifest fetched before")
-                return (cached.bytes, cached.finalURL)
+                guard let cache else { throw AssetPatchError(.http, "GET \(URLs.redacted(url)): HTTP 304 to an unconditional request") }
+                if let kept = cache.match(r.head) {
+                    log(0, "GET \(URLs.redacted(url)): 304 Not Modified; using the manifest fetched before")
+                    return (kept.bytes, kept.finalURL)
+                }
+                // A 304 that does not say which of several copies it means: ask again, plainly.
+                log(1, "GET \(URLs.redacted(url)): 304 without an ETag naming a kept copy; fetching the manifest")
+                store.dropCachedManifests()
+                return try fetchManifest()
             }
             if let validators = Validators.reusable(r.head) {
-                store.cacheManifest(ManifestCache(url: url, finalURL: r.head.effectiveURL, validators: validators, bytes: body))
-            } else {
-                if r.head.header("Last-Modified") != nil {
-                    log(0, "GET \(URLs.redacted(url)): Last-Modified \(r.head.header("Last-Modified")!) is not a second older than the response's Date (\(r.head.header("Date") ?? "none")); the next check asks unconditionally")
-                }
-                store.dropCachedManifest()
+                var updated = cache ?? ManifestCache(url: url, entries: [])
+                updated.insert(ManifestCache.Entry(finalURL: r.head.effectiveURL, validators: validators, bytes: body))
+                store.cacheManifests(updated)
+            } else if r.head.header("Last-Modified") != nil {
+                // The copies kept stay good: their validators were not racy, so no later manifest
+                // can share them. This one is not kept.
+                log(0, "GET \(URLs.redacted(url)): Last-Modified \(r.head.header("Last-Modified")!) is not a second older than the response's Date (\(r.head.header("Date") ?? "none")); not kept for a 304")
             }
             return (body, r.head.effectiveURL)
         }
@@ -350,7 +369,10 @@ final class Updater {
     func evaluate(_ state: inout StoreState) throws -> Candidate? {
         let (bytes, finalURL) = try fetchManifest()
         let source = URLs.redacted(finalURL)
+        noUpdate = nil
+        offered = 0
         let manifest = try Manifest.decode(bytes, trustedKeys: config.publicKeys, source: source)
+        offered = manifest.kind == .format1 ? manifest.version : 0
         try cancel.check()
 
         let archiveURL = URLs.resolve(manifest.archiveURL, against: finalURL)
@@ -364,6 +386,7 @@ final class Updater {
 
         if manifest.kind == .legacy {
             if manifest.archiveDigest == state.activeLegacyDigest || manifest.archiveDigest == state.pendingLegacyDigest {
+                noUpdate = (.current, manifest.archiveDigest == state.activeLegacyDigest ? state.active?.version ?? 0 : state.pending?.version ?? 0)
                 return nil
             }
             let version = max(state.highestInstalled, state.highestVersion, state.active?.version ?? 0) + 1
@@ -395,16 +418,28 @@ final class Updater {
         if state.bundlePackage == package && v <= state.bundleVersion {
             // The app's bundle already carries this release (or a newer one).
             state = accepted
+            noUpdate = (.inBundle, v)
             return nil
         }
         let activeIsFormat1 = state.activeLegacyDigest == nil
-        if (activeIsFormat1 && v == state.active?.version) || state.bad.contains(v) || (state.pendingLegacyDigest == nil && v == state.pending?.version) {
+        if (activeIsFormat1 && v == state.active?.version) || (state.pendingLegacyDigest == nil && v == state.pending?.version) {
             state = accepted
+            noUpdate = (.current, v)
+            return nil
+        }
+        if state.bad.contains(v) {
+            state = accepted
+            noUpdate = (.badVersion, v)
             return nil
         }
         let mark = state.downgradeMark(verifying: verifying)
         if v < mark {
-            throw AssetPatchError(.downgrade, "\(source): version \(v) is lower than version \(mark) accepted before")
+            // Nothing older is ever installed. Not an error: every multi-tier CDN serves an older
+            // manifest from some edge for up to its max-age times its tiers, and a replay gains
+            // nothing. The warning says what happened; the host reads the reason.
+            log(2, "\(source): version \(v) is older than version \(mark) accepted before (a cache still serving an old manifest, or a replay); nothing to install")
+            noUpdate = (.older, v)
+            return nil
         }
         if let have = config.appVersion, !AppVersion.fits(have, min: manifest.minAppVersion, max: manifest.maxAppVersion) {
             let range = [manifest.minAppVersion.map { "\($0) or newer" }, manifest.maxAppVersion.map { "\($0) or older" }]

@@ -94,7 +94,7 @@ public final class AssetPatchClient: Sendable {
     /// - Returns: the newer release and what an update would transfer now, or nil when the
     ///   active release is the newest.
     /// - Throws: ``AssetPatchError``: `.state` (no manifest URL), `.network`, `.http`,
-    ///   `.manifest`, `.signature`, `.downgrade`, `.expired`, `.incompatible`.
+    ///   `.manifest`, `.signature`, `.expired`, `.incompatible`.
     public func check() async throws(AssetPatchError) -> AvailableUpdate? {
         let c = try open()
         let found = try await offPool { () throws(AssetPatchError) in try mapped { try c.check() } }.get()
@@ -201,6 +201,11 @@ public final class AssetPatchClient: Sendable {
 
     /// The version served; 0 when only the bundle is.
     public var currentVersion: Int64 { core.currentVersion }
+
+    /// What the last ``check()`` or ``update(progress:)`` found, and why it found nothing to
+    /// install (an older manifest, from a stale cache edge, is no update, not an error); nil
+    /// before the first.
+    public var lastCheck: CheckOutcome? { core.lastCheck.map(CheckOutcome.init) }
 
     // MARK: The release lifecycle
 

@@ -42,7 +42,8 @@ public struct AssetPatchError: Error, Sendable, Equatable, CustomStringConvertib
         case integrity = -7
         /// The archive is malformed or hostile (bad paths, sizes, zip bombs).
         case archive = -8
-        /// The manifest offers a version lower than one accepted before.
+        /// Kept for the C API's numbering: since 0.4 an older manifest than one accepted before is
+        /// no update (``CheckOutcome/Reason/older``), and nothing returns this.
         case downgrade = -9
         /// The manifest has expired.
         case expired = -10
@@ -225,6 +226,42 @@ public struct Lifecycle: Sendable, Equatable {
         maxFailedLaunches = s.maxFailedLaunches
         badVersions = s.badVersions
         lastRollback = s.lastRollback.map { Rollback(from: $0.from, to: $0.to, reason: $0.reason, time: $0.time) }
+    }
+}
+
+/// What the last check or update found, and why it found nothing to install.
+public struct CheckOutcome: Sendable, Equatable {
+    /// Why there was nothing to install.
+    public enum Reason: Int32, Sendable {
+        /// The manifest offers the release installed (active, or pending).
+        case current = 1
+        /// The manifest is older than one accepted before: a cache still serving an old
+        /// manifest, or a replay. Nothing older is ever installed.
+        case older = 2
+        /// A version this client rolled back from.
+        case badVersion = 3
+        /// The app's bundle carries that release, or a newer one.
+        case inBundle = 4
+    }
+
+    /// Whether a release was found (or installed): false when there was nothing to install or
+    /// the call failed.
+    public var found: Bool
+    /// Why nothing was to install; nil when something was, or the call failed (``error``).
+    public var reason: Reason?
+    /// The failure, when the call failed.
+    public var error: AssetPatchError.Status?
+    /// The version the manifest offered; 0 when none was read.
+    public var manifestVersion: Int64
+    /// The highest version accepted before that call.
+    public var acceptedVersion: Int64
+
+    init(_ o: AssetPatchCore.CheckOutcome) {
+        found = o.status == .ok
+        reason = o.reason.flatMap { Reason(rawValue: $0.rawValue) }
+        error = o.status.rawValue < 0 ? AssetPatchError.Status(o.status) : nil
+        manifestVersion = o.manifestVersion
+        acceptedVersion = o.acceptedVersion
     }
 }
 

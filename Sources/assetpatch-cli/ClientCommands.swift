@@ -112,7 +112,7 @@ struct Update: ParsableCommand {
             try source.configure(c)
             let printer = ProgressPrinter()
             let installed = try c.update { printer.show($0) }
-            print(installed ? "updated to version \(c.currentVersion)" : "no update: version \(c.currentVersion) is current")
+            print(installed ? "updated to version \(c.currentVersion)" : "no update: \(noUpdateReason(c))")
         }
     }
 }
@@ -123,12 +123,13 @@ struct Check: ParsableCommand {
     @OptionGroup var source: SourceOptions
 
     func run() throws {
-        let result = try client.with { c -> CheckResult? in
+        let (result, why) = try client.with { c -> (CheckResult?, String) in
             try source.configure(c)
-            return try c.check()
+            let r = try c.check()
+            return (r, noUpdateReason(c))
         }
         guard let result else {
-            print("no update")
+            print("no update: \(why)")
             throw ExitCode(2)
         }
         print("version \(result.version) available, \(result.downloadBytes) bytes to download")
@@ -214,12 +215,14 @@ struct StatusCommand: ParsableCommand {
             let bytes = usage.releases + usage.downloads + usage.other
             var next: UpdatePreview?
             var checked = false
+            var why = ""
             if let url {
                 let c = try Client(dataDir: dataDir, bundleDir: bundleDir, countsLaunch: false)
                 defer { c.close() }
                 try c.set("manifest_url", url)
                 try trust.configure(c)
                 next = try c.preview(recordAcceptance: false)
+                why = noUpdateReason(c)
                 checked = true
             }
             if json {
@@ -240,7 +243,10 @@ struct StatusCommand: ParsableCommand {
                                      ("time", .string(RFC3339.format(r.time)))])
                     } ?? .null),
                 ]
-                if checked { pairs.append(("next", next.map(previewJSON) ?? .null)) }
+                if checked {
+                    pairs.append(("next", next.map(previewJSON) ?? .null))
+                    if next == nil { pairs.append(("no_update", .string(why))) }
+                }
                 print(JSON.object(pairs).serialized())
                 return
             }
@@ -264,9 +270,20 @@ struct StatusCommand: ParsableCommand {
             if s.bundleVersion > 0 { print("bundle:   carries version \(s.bundleVersion)") }
             print("disk:     \(formatBytes(bytes)): releases \(formatBytes(usage.releases)), downloads \(formatBytes(usage.downloads))")
             if checked {
-                if let next { printPreview(next) } else { print("next:     no update") }
+                if let next { printPreview(next) } else { print("next:     no update: \(why)") }
             }
         }
+    }
+}
+
+/// Why the client's last check found nothing, as a sentence.
+func noUpdateReason(_ c: Client) -> String {
+    guard let o = c.lastCheck else { return "version \(c.currentVersion) is current" }
+    switch o.reason {
+    case .older?: return "the manifest offers version \(o.manifestVersion), older than version \(o.acceptedVersion) accepted before (a stale cache, or a replay)"
+    case .badVersion?: return "the manifest offers version \(o.manifestVersion), which was rolled back from"
+    case .inBundle?: return "the app's bundle carries version \(o.manifestVersion) or newer"
+    case .current?, nil: return "version \(c.currentVersion) is current"
     }
 }
 

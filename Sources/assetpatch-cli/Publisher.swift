@@ -170,7 +170,9 @@ struct Publish: ParsableCommand {
             let payload = Array((manifest.toJSON().serialized(indent: 2) + "\n").utf8)
             var out = payload
             if let seed { out = Array((try DSSE.seal(payload, seed: seed).serialized(indent: 2) + "\n").utf8) }
-            try FS.writeAtomically(repoDir + "/manifest.json", out)
+            // A modification time a second after the previous manifest's: its validators differ
+            // on any static server, so no revalidating cache keeps the old one (MutableFile).
+            try MutableFile.write(repoDir + "/manifest.json", out)
             let total = files.reduce(UInt64(0)) { $0 + $1.size }
             print("published \(pkg) version \(newVersion): \(files.count) files, \(total) bytes, archive \(archiveName) (\(zipSize) bytes)\(seed == nil ? "" : ", signed")")
         }

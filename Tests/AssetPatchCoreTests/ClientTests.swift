@@ -127,11 +127,17 @@ import Testing
         defer { c.close() }
         try c.set("manifest_url", try publishRelease(v1, version: 5, repo: repo))
         #expect(try c.update(progress: nil))
+        // An older manifest (a stale cache edge, a replay) installs nothing and is no update,
+        // with the reason kept for the host.
         try publishRelease(v2, version: 4, repo: repo)
-        #expect(statusOf { _ = try c.check() } == .downgrade)
-        #expect(statusOf { _ = try c.update(progress: nil) } == .downgrade)
+        #expect(try c.check() == nil)
+        #expect(c.lastCheck == CheckOutcome(status: .noUpdate, reason: .older, manifestVersion: 4, acceptedVersion: 5))
+        #expect(try c.update(progress: nil) == false && c.currentVersion == 5)
+        #expect(c.lastCheck?.reason == .older)
+        #expect(try c.state().highestVersion == 5)
         try publishRelease(v2, version: 6, repo: repo) { $0.append(("expires", .string("2001-01-01T00:00:00Z"))) }
         #expect(statusOf { _ = try c.update(progress: nil) } == .expired)
+        #expect(c.lastCheck == CheckOutcome(status: .expired, reason: nil, manifestVersion: 6, acceptedVersion: 5))
         try publishRelease(v2, version: 7, repo: repo) { $0.append(("min_app_version", .string("2.10"))) }
         try c.set("app_version", "2.9.9")
         #expect(statusOf { _ = try c.update(progress: nil) } == .incompatible)
@@ -143,7 +149,8 @@ import Testing
         defer { c2.close() }
         try publishRelease(v1, version: 6, repo: repo)
         try c2.set("manifest_url", URLs.fileURL(forPath: repo.path + "/manifest.json"))
-        #expect(statusOf { _ = try c2.check() } == .downgrade)
+        #expect(c2.lastCheck == nil)
+        #expect(try c2.check() == nil && c2.lastCheck?.reason == .older)
         // Another package is refused.
         try publishRelease(v1, version: 8, repo: repo, package: "other")
         #expect(statusOf { _ = try c2.check() } == .manifest)

@@ -99,7 +99,7 @@ assert "rollback names the version now served" grep -q "rolled back to version 1
 expect "status after the rollback" 0 "$cli" status --data-dir "$work/ddata" --json
 assert "status shows the bad version, the rollback and no launch counted" python3 -c "import json,sys; s=json.load(open('$work/out')); sys.exit(s['active']!=1 or s['bad']!=[2] or s['last_rollback']['from']!=2 or s['launches']!=0)"
 expect "update skips the bad version" 0 "$cli" update --data-dir "$work/ddata" --url "file://$work/drepo/manifest.json"
-assert "still version 1" grep -q "no update: version 1 is current" "$work/out"
+assert "still version 1: the bad version is skipped" grep -q "no update: the manifest offers version 2, which was rolled back from" "$work/out"
 expect "mark-good" 0 "$cli" mark-good --data-dir "$work/ddata"
 expect "rollback to the bundle" 0 "$cli" rollback --data-dir "$work/ddata"
 expect "rollback with nothing left is a state error" 3 "$cli" rollback --data-dir "$work/ddata"

@@ -223,6 +223,17 @@ public:
         return std::filesystem::path(path);
     }
 
+    /// What the last check() or update() found and why it found nothing to install
+    /// (assetpatch_last_check); nullopt before the first. An older manifest than one accepted
+    /// before (a stale cache edge) is no update with reason ASSETPATCH_REASON_OLDER.
+    std::optional<assetpatch_check_outcome> last_check() const {
+        assetpatch_check_outcome out = ASSETPATCH_CHECK_OUTCOME_INIT;
+        const int rc = assetpatch_last_check(get(), &out);
+        if (rc == ASSETPATCH_ERR_STATE) return std::nullopt;
+        detail::check(rc);
+        return out;
+    }
+
     /// The active release's version; 0 when only the bundle is served.
     std::int64_t current_version() const {
         std::int64_t v = 0;

@@ -357,12 +357,33 @@ static void unreachable_host(void) {
     CHECK_VERSION(c, 2);
 }
 
-static void older_release_is_a_downgrade(void) {
+/* An older manifest (a stale cache edge, a replay) installs nothing: no update, and
+ * assetpatch_last_check says why; a struct of the first layout is filled, never overrun. */
+static void older_release_is_no_update_with_its_reason(void) {
     CHECK_RC(assetpatch_client_set(main_client, "manifest_url", url("v1")), ASSETPATCH_OK);
-    CHECK_RC(assetpatch_check(main_client, NULL, NULL), ASSETPATCH_ERR_DOWNGRADE);
-    CHECK_RC(assetpatch_update(main_client, NULL, NULL), ASSETPATCH_ERR_DOWNGRADE);
+    CHECK_RC(assetpatch_check(main_client, NULL, NULL), ASSETPATCH_NO_UPDATE);
+    CHECK_RC(assetpatch_update(main_client, NULL, NULL), ASSETPATCH_NO_UPDATE);
+    CHECK_VERSION(main_client, 2);
+    assetpatch_check_outcome o = ASSETPATCH_CHECK_OUTCOME_INIT;
+    CHECK_RC(assetpatch_last_check(main_client, &o), ASSETPATCH_OK);
+    CHECK(o.status == ASSETPATCH_NO_UPDATE && o.reason == ASSETPATCH_REASON_OLDER, "status %d reason %d", o.status, o.reason);
+    CHECK(o.manifest_version == 1 && o.accepted_version >= 2, "versions %lld %lld", (long long)o.manifest_version,
+          (long long)o.accepted_version);
+    CHECK(o.size == sizeof o, "size kept: %u", o.size);
+    /* A caller whose struct is smaller than the first layout is refused; one with room for more
+     * gets this library's fields and its own bytes after them untouched. */
+    assetpatch_check_outcome small = ASSETPATCH_CHECK_OUTCOME_INIT;
+    small.size = 8;
+    CHECK_RC(assetpatch_last_check(main_client, &small), ASSETPATCH_ERR_ARGUMENT);
+    struct { assetpatch_check_outcome known; unsigned char future[16]; } big;
+    memset(&big, 0xAB, sizeof big);
+    big.known.size = sizeof big;
+    CHECK_RC(assetpatch_last_check(main_client, &big.known), ASSETPATCH_OK);
+    CHECK(big.known.reason == ASSETPATCH_REASON_OLDER && big.future[0] == 0xAB && big.future[15] == 0xAB, "future bytes");
     CHECK_RC(assetpatch_client_set(main_client, "manifest_url", url("v2")), ASSETPATCH_OK);
     CHECK_RC(assetpatch_update(main_client, NULL, NULL), ASSETPATCH_NO_UPDATE);
+    CHECK_RC(assetpatch_last_check(main_client, &o), ASSETPATCH_OK);
+    CHECK(o.reason == ASSETPATCH_REASON_CURRENT && o.manifest_version == 2, "reason %d", o.reason);
 }
 
 static void state_survives_reopen(void) {
@@ -376,7 +397,10 @@ static void state_survives_reopen(void) {
     CHECK_RC(resolve(c, "levels/level2.json", path), ASSETPATCH_OK);
     CHECK(same_file(path, asset("assets-v2", "levels/level2.json")), "level2 after reopen: %s", path);
     CHECK_RC(assetpatch_client_set(c, "manifest_url", url("v1")), ASSETPATCH_OK);
-    CHECK_RC(assetpatch_update(c, NULL, NULL), ASSETPATCH_ERR_DOWNGRADE);
+    CHECK_RC(assetpatch_update(c, NULL, NULL), ASSETPATCH_NO_UPDATE);
+    assetpatch_check_outcome o = ASSETPATCH_CHECK_OUTCOME_INIT;
+    CHECK_RC(assetpatch_last_check(c, &o), ASSETPATCH_OK);
+    CHECK(o.reason == ASSETPATCH_REASON_OLDER, "after reopen: reason %d", o.reason);
 }
 
 /* Crash-loop rollback across opens (as an app's launches), then rollback, mark_good, reset. */
@@ -638,7 +662,7 @@ int main(int argc, char **argv) {
     run("missing_manifest", missing_manifest);
     run("server_error_500", server_error_500);
     run("unreachable_host", unreachable_host);
-    run("older_release_is_a_downgrade", older_release_is_a_downgrade);
+    run("older_release_is_no_update_with_its_reason", older_release_is_no_update_with_its_reason);
     run("state_survives_reopen", state_survives_reopen);
     run("lifecycle_crash_loop_rollback_mark_good_reset", lifecycle_crash_loop_rollback_mark_good_reset);
     run("release_info_and_notes", release_info_and_notes);

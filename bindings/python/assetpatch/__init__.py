@@ -16,7 +16,8 @@ from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Type
 from . import _ffi
 
 __all__ = [
-    "Client", "Phase", "Plugin", "Progress", "Lifecycle", "ReleaseInfo", "Rollback", "Status", "AssetPatchError", "ArgumentError", "FilesystemError",
+    "Client", "Phase", "Plugin", "Progress", "Lifecycle", "ReleaseInfo", "Rollback", "Status", "CheckOutcome", "NoUpdateReason",
+    "AssetPatchError", "ArgumentError", "FilesystemError",
     "NetworkError", "HTTPError", "ManifestError", "SignatureError", "IntegrityError", "ArchiveError",
     "DowngradeError", "ExpiredError", "IncompatibleError", "NotFoundError", "RangeError", "CancelledError",
     "BusyError", "StateError", "InternalError", "LibraryNotFound", "library_version", "__version__",
@@ -119,6 +120,25 @@ class Lifecycle:
     max_failed_launches: int
     bad_versions: int
     last_rollback: Optional[Rollback]
+
+
+class NoUpdateReason(enum.IntEnum):
+    """Why a check or update found nothing to install (assetpatch_no_update_reason)."""
+    CURRENT = 1      # the manifest offers the release installed
+    OLDER = 2        # older than one accepted before: a stale cache edge, or a replay
+    BAD_VERSION = 3  # a version this client rolled back from
+    IN_BUNDLE = 4    # the app's bundle carries it or a newer one
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """What the last check or update found (assetpatch_last_check): its status, why there was
+    nothing to install (None unless status is NO_UPDATE), the version the manifest offered and
+    the highest version accepted before."""
+    status: Status
+    reason: Optional[NoUpdateReason]
+    manifest_version: int
+    accepted_version: int
 
 
 @dataclass(frozen=True)
@@ -321,6 +341,20 @@ class Client:
         if t is not None:
             t.reraise()
         return _check(result.value) == Status.OK
+
+    @property
+    def last_check(self) -> Optional[CheckOutcome]:
+        """What the last check() or update() found, and why it found nothing to install; None
+        before the first. An older manifest than one accepted before (a stale cache edge) is
+        no update, reason OLDER, not an error."""
+        raw = _ffi.CheckOutcome(size=ctypes.sizeof(_ffi.CheckOutcome))
+        rc = self._lib.assetpatch_last_check(self._h(), ctypes.byref(raw))
+        if rc == Status.ERR_STATE:
+            return None
+        _check(rc)
+        known = {r.value for r in NoUpdateReason}
+        reason = NoUpdateReason(raw.reason) if raw.status == Status.NO_UPDATE and raw.reason in known else None
+        return CheckOutcome(Status(raw.status), reason, raw.manifest_version, raw.accepted_version)
 
     def cancel(self) -> None:
         """Asks a running update to stop soon."""

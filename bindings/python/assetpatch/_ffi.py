@@ -56,6 +56,17 @@ class PluginInfo(ctypes.Structure):
     ]
 
 
+class CheckOutcome(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_uint32),
+        ("status", ctypes.c_int32),
+        ("reason", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+        ("manifest_version", ctypes.c_int64),
+        ("accepted_version", ctypes.c_int64),
+    ]
+
+
 PROGRESS_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(Progress), ctypes.c_void_p)
 LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
 
@@ -121,6 +132,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "assetpatch_update_start": (c.c_int, [client_p, PROGRESS_FN, c.c_void_p]),
         "assetpatch_update_wait": (c.c_int, [client_p, c.c_int, c.POINTER(c.c_int)]),
         "assetpatch_cancel": (None, [client_p]),
+        "assetpatch_last_check": (c.c_int, [client_p, c.POINTER(CheckOutcome)]),
         "assetpatch_resolve": (c.c_int, [client_p, c.c_char_p, c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)]),
         "assetpatch_resolve_variant": (c.c_int, [client_p, c.c_char_p, c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t),
                                                  c.POINTER(c.c_int)]),

@@ -267,3 +267,19 @@ def test_resolve_fast_path_every_case_and_threads(tmp_path):
         assert errors == []
     with pytest.raises(assetpatch.StateError):
         c.resolve("many/001.txt")
+
+
+def test_an_older_manifest_is_no_update_and_says_why(tmp_path, base_url):
+    # A stale cache edge serving an older manifest: not an error, and the host can tell why.
+    with assetpatch.Client(tmp_path / "data", manifest_url=f"{base_url}/v2/manifest.json") as c:
+        assert c.last_check is None
+        assert c.update() is True
+        assert c.last_check == assetpatch.CheckOutcome(assetpatch.Status.OK, None, 2, 0)
+        c.set("manifest_url", f"{base_url}/v1/manifest.json")
+        assert c.check() is None
+        assert c.update() is False and c.current_version == 2
+        outcome = c.last_check
+        assert outcome.status is assetpatch.Status.NO_UPDATE and outcome.reason is assetpatch.NoUpdateReason.OLDER
+        assert (outcome.manifest_version, outcome.accepted_version) == (1, 2)
+        c.set("manifest_url", f"{base_url}/v2/manifest.json")
+        assert c.update() is False and c.last_check.reason is assetpatch.NoUpdateReason.CURRENT

@@ -129,8 +129,21 @@ final class ArchiveDownload {
         guard let have = FS.fileSize(partPath), have > 0, let meta = loadMeta() else { return 0 }
         switch source {
         case .file: return have
-        case .http: return meta.resumeValidator == nil ? 0 : have
+        case .http: return resumable(meta) ? have : 0
         }
+    }
+
+    /// Whether the archive is named by its content: a format-1 manifest gives its size and
+    /// sha256, and the whole file is checked against them. Such an archive resumes with `Range`
+    /// alone: another origin node's copy (same bytes, other modification time) or a proxy that
+    /// strips validators must not cost a restart, and a wrong splice costs one restart, never a
+    /// wrong file. A legacy archive, replaced in place at its URL, resumes only with `If-Range`.
+    var contentAddressed: Bool { expectedSize != nil }
+
+    /// Whether a partial fetched as `meta` says can be resumed with a range.
+    private func resumable(_ meta: PartialMeta) -> Bool {
+        guard meta.coding == nil else { return false }  // decoded bytes: not a range of the file
+        return contentAddressed || meta.resumeValidator != nil
     }
 
     /// One attempt: the whole archive or what is missing of it. Returns the digest's hex of
@@ -199,21 +212,33 @@ final class ArchiveDownload {
 
     // MARK: http(s)
 
-    /// What to ask the server for: the whole archive, or the rest of it after `from` bytes.
+    /// What to ask the server for: the whole archive, or the rest of it after `from` bytes,
+    /// with `If-Range` when a validator must vouch for the bytes already here.
     private struct Request {
         var from: UInt64
         var validator: String?
-        var headers: [String] { validator.map { ["Range: bytes=\(from)-", "If-Range: \($0)"] } ?? [] }
+        var headers: [String] {
+            guard from > 0 else { return [] }
+            return ["Range: bytes=\(from)-"] + (validator.map { ["If-Range: \($0)"] } ?? [])
+        }
     }
 
-    /// Decides the request from what is on disk: resume only with a validator to send, so a
-    /// changed file on the server is noticed; otherwise start from zero.
+    /// Decides the request from what is on disk: resume a content-addressed archive with a
+    /// range, a legacy one only with a validator to send (so a changed file is noticed);
+    /// otherwise start from zero, saying why.
     private func decideRequest(_ out: File) throws -> Request {
         let have = try out.size()
-        if have > 0, have <= limit, let validator = loadMeta()?.resumeValidator {
-            return Request(from: have, validator: validator)
+        guard have > 0 else { return Request(from: 0, validator: nil) }
+        let meta = loadMeta()
+        if have <= limit, let meta, resumable(meta) {
+            return Request(from: have, validator: contentAddressed ? nil : meta.resumeValidator)
         }
-        if have > 0 { try out.truncate(to: 0) }
+        let why = have > limit ? "it is longer than the archive can be"
+            : meta == nil ? "its record is missing"
+            : meta?.coding != nil ? "its bytes were decoded from a \(meta!.coding!) encoding, not a range of the file"
+            : "the server gave no validator to resume a legacy archive with"
+        log(2, "GET \(source.shown): restarting the download from byte 0: the \(have) bytes on disk can't be resumed (\(why))")
+        try out.truncate(to: 0)
         return Request(from: 0, validator: nil)
     }
 
@@ -221,6 +246,8 @@ final class ArchiveDownload {
     private struct Sink {
         var offset: UInt64
         var decoder: ContentDecoder?
+        /// A 206 appended to bytes already on disk.
+        var spliced = false
     }
 
     /// Judges the response head before any body byte: a matching 206 appends, a 200 replaces
@@ -236,7 +263,7 @@ final class ArchiveDownload {
                   expectedSize == nil || range.total == expectedSize! else {
                 throw RestartDownload(reason: "unexpected Content-Range \(head.header("Content-Range") ?? "(none)")")
             }
-            return Sink(offset: request.from, decoder: nil)
+            return Sink(offset: request.from, decoder: nil, spliced: true)
         case 200:
             let length = coding == nil ? head.contentLength : nil
             if request.from > 0 {
@@ -246,7 +273,7 @@ final class ArchiveDownload {
                 if type.hasPrefix("text/html") || (expectedSize != nil && length != nil && length != expectedSize) {
                     throw AssetPatchError(.http, "\(what): HTTP 200 with \(head.contentLength.map(String.init) ?? "unknown") bytes of \(type.isEmpty ? "unknown type" : type) instead of the archive; keeping the \(request.from) bytes downloaded")
                 }
-                log(1, "\(what): the server sent the whole file; starting over")
+                log(2, "\(what): restarting the download from byte 0: the server answered the range with the whole file (200)")
             }
             try out.truncate(to: 0)
             onWritten?(0)
@@ -319,6 +346,14 @@ final class ArchiveDownload {
                 })
                 if let decoder = sink.decoder, !decoder.ended {
                     throw AssetPatchError(.network, "\(what): the encoded body ended early", transient: true)
+                }
+                if sink.spliced, expectedSize == nil || sink.offset == expectedSize {
+                    // Bytes resumed onto others: the whole file's digest tells whether they
+                    // belong together. A wrong splice (a server that changed the file without
+                    // saying so) costs one restart, never a wrong file.
+                    let hex = hash.finish()
+                    if hex == digest || restarts >= 2 { return hex }
+                    throw RestartDownload(reason: "the bytes resumed at \(request.from) do not complete the archive's digest (the server's file changed)")
                 }
             } catch let r as RestartDownload {
                 restarts += 1

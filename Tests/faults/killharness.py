@@ -87,14 +87,15 @@ def verified_ranges(data, repo):
 
 
 def resumable_bytes(data, digest):
-    """What an updater starting now resumes from: the partial's size when its record has a
-    validator, else 0 (the client's own rule)."""
+    """What an updater starting now resumes from: the partial's size when its record says the
+    bytes are the file's own (not decoded from an encoding), else 0 (the client's own rule for
+    format-1 archives, which are named and checked by their sha256)."""
     part = os.path.join(data, "downloads", digest + ".part")
     meta = os.path.join(data, "downloads", digest + ".meta")
     try:
         with open(meta) as f:
             record = json.load(f)
-        if not (record.get("validator") or record.get("etag") or record.get("last_modified")) or record.get("coding"):
+        if record.get("coding"):
             return 0
         return os.path.getsize(part)
     except (OSError, ValueError):

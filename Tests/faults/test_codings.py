@@ -189,3 +189,25 @@ def test_legacy_check_reports_the_archive_size(tmp_path, gzip_nginx):
         for name, data in files.items():
             with open(c.resolve(name), "rb") as f:
                 assert f.read() == data
+
+
+def test_a_legacy_archive_resumes_only_while_its_validator_holds(tmp_path, fault, repos):
+    # A legacy archive is replaced in place at its URL and named by nothing: its resume keeps
+    # If-Range, so a changed ETag (the file replaced) restarts it from byte 0.
+    import time
+    repo = os.path.join(repos["base"], "legacy-resume")
+    if not os.path.exists(os.path.join(repo, "manifest.json")):
+        legacy_repo(repo, {f"f{i}.bin": os.urandom(200_000) for i in range(4)})
+        old = time.time() - 10  # validators a second older than any Date: not racy
+        for name in os.listdir(repo):
+            os.utime(os.path.join(repo, name), (old, old))
+    size = os.path.getsize(os.path.join(repo, "patch.zip"))
+    with client(tmp_path, fault.base + "/legacy-resume/manifest.json") as c:
+        fault.control("cut", n=size // 2)
+        with pytest.raises(assetpatch.NetworkError):
+            c.update()
+        fault.reset()
+        fault.control("etag-change", times=1)
+        assert c.update() is True
+    log = [(e["start"], e["status"]) for e in archive_log(fault)]
+    assert log == [(size // 2, 200)], log

@@ -105,7 +105,35 @@ def test_failed_update_keeps_bytes_and_the_next_call_resumes(tmp_path, fault, re
     assert set(kept.values()) <= release_inodes(tmp_path), "the files kept before are in the release, not extracted again"
 
 
-@pytest.mark.parametrize("mode", ["ignore-range", "wrong-range", "etag-change", "416"])
+def test_a_content_addressed_archive_resumes_when_its_validator_changed(tmp_path, fault, repos):
+    # Another origin node's copy behind a load balancer, or a proxy rewriting validators: the
+    # same bytes with another ETag. The archive is named and checked by its sha256, so the resume
+    # asks with Range alone and keeps the bytes it has.
+    size = repos["v2"].archive_size
+    with client(tmp_path, fault, differential="off") as c:
+        have = make_partial(c, fault, tmp_path, size // 2)
+        fault.control("etag-change", times=1)
+        assert c.update() is True
+        assert_serves(c, repos["v2"])
+    assert [(e["start"], e["status"]) for e in archive_log(fault)] == [(have, 206)]
+
+
+def test_a_wrong_splice_costs_one_restart_never_a_wrong_file(tmp_path, fault, repos, caplog):
+    # The resumed bytes are not those of the file begun (a server that changed it without
+    # saying so): the archive's sha256 catches it, and the download starts over once.
+    import logging
+    caplog.set_level(logging.DEBUG, logger="assetpatch")
+    size = repos["v2"].archive_size
+    with client(tmp_path, fault, differential="off") as c:
+        have = make_partial(c, fault, tmp_path, size // 2)
+        fault.control("corrupt", times=1)
+        assert c.update() is True
+        assert_serves(c, repos["v2"])
+    assert [(e["start"], e["status"]) for e in archive_log(fault)] == [(have, 206), (0, 200)]
+    assert any("restarting the download from byte 0" in r.getMessage() and "digest" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("mode", ["ignore-range", "wrong-range", "416"])
 def test_server_answers_that_force_a_clean_restart(tmp_path, fault, repos, mode):
     size = repos["v2"].archive_size
     with client(tmp_path, fault) as c:

@@ -134,5 +134,5 @@ public struct ClientConfig: Sendable {
 
 extension String {
     /// CR, LF or NUL anywhere, by byte ("\r\n" is a single Character, so `contains("\r")` misses it).
-    var hasLineBreak: Bool { utf8.contains { $0 == 0x0D || $0 == 0x0A || $0 == 0 } }
+    public var hasLineBreak: Bool { utf8.contains { $0 == 0x0D || $0 == 0x0A || $0 == 0 } }
 }

@@ -54,6 +54,9 @@ struct Publish: ParsableCommand {
     @Option(name: .customLong("plugin-abi"), help: "NAME=TAG: an ABI tag hosts check before using the plugin (repeatable).") var pluginABI: [String] = []
     @Option(name: .long, help: "A file of release notes for people (UTF-8, at most 64 KiB).") var notes: String?
     @Flag(name: .long, help: "Ask apps to install this release before going on (the app decides).") var mandatory = false
+    @Option(name: .customLong("archive-url-base"),
+            help: "Write the archive's URL as this absolute http(s) URL followed by <sha256>.zip, for hosts where the manifest's URL redirects elsewhere (release assets, presigned URLs).")
+    var archiveURLBase: String?
 
     /// A declared plugin must be an ELF shared object for a known machine whose dynamic symbol
     /// table defines its entry symbol: what a host's load would find out too late.
@@ -106,6 +109,14 @@ struct Publish: ParsableCommand {
                 throw AssetPatchError(.argument, "--max-app-version: not a dotted version: \(maxAppVersion)")
             }
             let seed = try key.map(readKeyFile)
+            var urlBase: String?
+            if let archiveURLBase {
+                guard let scheme = URLs.scheme(archiveURLBase), scheme == .http || scheme == .https, !archiveURLBase.hasLineBreak,
+                      !archiveURLBase.contains("?"), !archiveURLBase.contains("#") else {
+                    throw AssetPatchError(.argument, "--archive-url-base \(archiveURLBase): not an absolute http(s) URL without query or fragment")
+                }
+                urlBase = archiveURLBase.hasSuffix("/") ? archiveURLBase : archiveURLBase + "/"
+            }
 
             let names = try FS.walkFiles(src).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
             for n in names where !ResourceName.isValid(n) {
@@ -155,7 +166,8 @@ struct Publish: ParsableCommand {
             try FS.syncDirectory(repoDir + "/archives")
 
             var manifest = Manifest(kind: .format1, package: pkg, version: newVersion, label: label, created: unixTime(),
-                                    expires: expiresAt, minAppVersion: minAppVersion, archiveURL: archiveName,
+                                    expires: expiresAt, minAppVersion: minAppVersion,
+                                    archiveURL: urlBase.map { $0 + "\(zipSHA).zip" } ?? archiveName,
                                     archiveSize: zipSize, archiveDigest: zipSHA, files: files, plugins: plugins,
                                     signatureVerified: false, payload: [])
             manifest.mandatory = mandatory
@@ -201,7 +213,11 @@ struct Verify: ParsableCommand {
             let m = try Manifest.decode(try FS.readFile(path, limit: 256 << 20), trustedKeys: keys, source: path)
             guard m.kind == .format1 else { throw AssetPatchError(.manifest, "\(path): a legacy manifest; nothing to verify beyond its md5") }
             let archiveURL = URLs.resolve(m.archiveURL, against: URLs.fileURL(forPath: path))
-            guard let archivePath = URLs.filePath(archiveURL) else {
+            // An absolute http(s) archive URL (publish --archive-url-base) names the uploaded
+            // copy; the repository keeps the archive under its sha256.
+            let local = URLs.filePath(archiveURL) ?? (URLs.scheme(m.archiveURL).map { $0 == .http || $0 == .https } == true
+                ? repoDir + "/archives/\(m.archiveDigest).zip" : nil)
+            guard let archivePath = local else {
                 throw AssetPatchError(.manifest, "archive URL \(m.archiveURL) is not inside the repository")
             }
             guard let size = FS.fileSize(archivePath) else { throw AssetPatchError(.io, "\(archivePath): missing") }

@@ -6,6 +6,7 @@ The one place its configuration is written; shell scripts use `nginxctl.py conf 
 `servers` adds server blocks (format fields: {port}, {root}, and any in `ports`); the first
 server, on `port`, serves `root` with `locations` inside it."""
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -21,9 +22,10 @@ def free_port():
     return port
 
 
-def write_conf(root, workdir, locations="", servers="", http="", ports=(), access_log="off"):
-    """Writes workdir/nginx.conf; returns (port, {name: port}) for the main and named servers."""
-    port = free_port()
+def write_conf(root, workdir, locations="", servers="", http="", ports=(), access_log="off", port=None):
+    """Writes workdir/nginx.conf; returns (port, {name: port}) for the main and named servers.
+    `port`: the main server's port, when the caller must know it before the start."""
+    port = port or free_port()
     named = {name: free_port() for name in ports}
     os.makedirs(f"{workdir}/tmp", exist_ok=True)
     fields = dict(port=port, root=root, dir=workdir, **named)
@@ -54,10 +56,10 @@ http {{
 
 
 class Nginx:
-    def __init__(self, root, workdir, locations="", servers="", http="", ports=(), access_log="off"):
+    def __init__(self, root, workdir, locations="", servers="", http="", ports=(), access_log="off", port=None):
         self.dir = workdir
         self.root = root
-        self.port, self.ports = write_conf(root, workdir, locations, servers, http, ports, access_log)
+        self.port, self.ports = write_conf(root, workdir, locations, servers, http, ports, access_log, port)
         self.proc = subprocess.Popen(["/usr/sbin/nginx", "-p", workdir, "-c", f"{workdir}/nginx.conf", "-e", f"{workdir}/error.log"])
         for _ in range(200):
             try:
@@ -75,9 +77,15 @@ class Nginx:
         return f"http://127.0.0.1:{port or self.port}/{path}"
 
     def stop(self):
+        """A graceful stop (SIGQUIT): requests under way finish and are logged, so a test that
+        reads the access log after the stop sees every request its client made."""
         if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
+            self.proc.send_signal(signal.SIGQUIT)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
 
     def __enter__(self):
         return self

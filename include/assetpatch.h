@@ -52,6 +52,17 @@ extern "C" {
 #define ASSETPATCH_WARN_UNUSED_RESULT
 #endif
 
+/* A returned pointer that is never NULL, for compilers that check it (clang: Swift imports such
+ * a result as a non-optional pointer). Other pointers carry no annotation: what may be NULL is
+ * said in each function's comment. */
+#if defined(__clang__)
+#define ASSETPATCH_NONNULL _Nonnull
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wnullability-completeness"
+#else
+#define ASSETPATCH_NONNULL
+#endif
+
 /* ------------------------------------------------------------------------------------------
  * Status codes
  * ---------------------------------------------------------------------------------------- */
@@ -82,18 +93,18 @@ typedef enum assetpatch_status {
 
 /* The constant's name for a status, e.g. "ASSETPATCH_ERR_IO"; "ASSETPATCH_UNKNOWN" for any other
  * value. Static storage: never free it. Any thread. */
-const char *assetpatch_status_name(int status);
+const char *ASSETPATCH_NONNULL assetpatch_status_name(int status);
 
 /* The loaded library's version, "MAJOR.MINOR.PATCH" (equal to ASSETPATCH_VERSION_STRING of the
  * header it was built with). Static storage. Any thread. */
-const char *assetpatch_version(void);
+const char *ASSETPATCH_NONNULL assetpatch_version(void);
 
 /* A human-readable message for the last failed assetpatch call made on the calling thread,
  * e.g. "GET https://cdn.example/app/manifest.json: HTTP 503"; "" if this thread has had no
  * failure. Also covers failures without a client (assetpatch_client_open). Thread-local: the
  * pointer is owned by the library and valid until the next assetpatch call on this thread.
  * A successful call does not clear it. */
-const char *assetpatch_last_error(void);
+const char *ASSETPATCH_NONNULL assetpatch_last_error(void);
 
 /* ------------------------------------------------------------------------------------------
  * Client lifecycle
@@ -551,6 +562,10 @@ int assetpatch_set_log(assetpatch_client *c, assetpatch_log_fn fn, void *userdat
 
 #ifdef __cplusplus
 }
+#endif
+
+#if defined(__clang__)
+#pragma clang diagnostic pop
 #endif
 
 #endif /* ASSETPATCH_H */

@@ -1,8 +1,9 @@
 import AssetPatchCore
+import CAssetPatchABI
 
 // Header section "Client lifecycle".
 
-@_cdecl("assetpatch_client_open")
+@c @implementation
 public func assetpatch_client_open(_ dataDir: UnsafePointer<CChar>?, _ bundleDir: UnsafePointer<CChar>?,
                                    _ out: UnsafeMutablePointer<OpaquePointer?>?) -> CInt {
     guard let out else { return argumentError("assetpatch_client_open: out is NULL") }
@@ -18,7 +19,7 @@ public func assetpatch_client_open(_ dataDir: UnsafePointer<CChar>?, _ bundleDir
     }
 }
 
-@_cdecl("assetpatch_client_set")
+@c @implementation
 public func assetpatch_client_set(_ c: OpaquePointer?, _ option: UnsafePointer<CChar>?, _ value: UnsafePointer<CChar>?) -> CInt {
     guard let h = handle(c) else { return argumentError("assetpatch_client_set: client is NULL") }
     guard let option else { return argumentError("assetpatch_client_set: option is NULL") }
@@ -29,7 +30,7 @@ public func assetpatch_client_set(_ c: OpaquePointer?, _ option: UnsafePointer<C
     }
 }
 
-@_cdecl("assetpatch_client_close")
+@c @implementation
 public func assetpatch_client_close(_ c: OpaquePointer?) {
     guard let c else { return }
     let h = Unmanaged<Handle>.fromOpaque(UnsafeRawPointer(c))

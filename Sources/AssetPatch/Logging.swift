@@ -3,7 +3,7 @@ import CAssetPatchABI
 
 // Header section "Logging".
 
-@_cdecl("assetpatch_set_log")
+@c @implementation
 public func assetpatch_set_log(_ c: OpaquePointer?, _ fn: assetpatch_log_fn?, _ userdata: UnsafeMutableRawPointer?) -> CInt {
     guard let h = handle(c) else { return argumentError("assetpatch_set_log: client is NULL") }
     guard let fn else {

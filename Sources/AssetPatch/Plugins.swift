@@ -3,7 +3,7 @@ import CAssetPatchABI
 
 // Header section "Plugins".
 
-@_cdecl("assetpatch_plugin_load")
+@c @implementation
 public func assetpatch_plugin_load(_ c: OpaquePointer?, _ name: UnsafePointer<CChar>?, _ symbol: UnsafePointer<CChar>?,
                                    _ address: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> CInt {
     guard let h = handle(c) else { return argumentError("assetpatch_plugin_load: client is NULL") }
@@ -15,7 +15,7 @@ public func assetpatch_plugin_load(_ c: OpaquePointer?, _ name: UnsafePointer<CC
     }
 }
 
-@_cdecl("assetpatch_plugin_list")
+@c @implementation
 public func assetpatch_plugin_list(_ c: OpaquePointer?, _ out: UnsafeMutablePointer<assetpatch_plugin_info>?, _ cap: Int,
                                    _ count: UnsafeMutablePointer<Int>?) -> CInt {
     guard let h = handle(c) else { return argumentError("assetpatch_plugin_list: client is NULL") }

@@ -3,7 +3,7 @@ import CAssetPatchABI
 
 // Header section "Releases".
 
-@_cdecl("assetpatch_current")
+@c @implementation
 public func assetpatch_current(_ c: OpaquePointer?, _ version: UnsafeMutablePointer<Int64>?) -> CInt {
     guard let h = handle(c) else { return argumentError("assetpatch_current: client is NULL") }
     guard let version else { return argumentError("assetpatch_current: version is NULL") }
@@ -11,7 +11,7 @@ public func assetpatch_current(_ c: OpaquePointer?, _ version: UnsafeMutablePoin
     return Status.ok.rawValue
 }
 
-@_cdecl("assetpatch_mark_good")
+@c @implementation
 public func assetpatch_mark_good(_ c: OpaquePointer?) -> CInt {
     guard let h = handle(c) else { return argumentError("assetpatch_mark_good: client is NULL") }
     return status {
@@ -20,7 +20,7 @@ public func assetpatch_mark_good(_ c: OpaquePointer?) -> CInt {
     }
 }
 
-@_cdecl("assetpatch_rollback")
+@c @implementation
 public func assetpatch_rollback(_ c: OpaquePointer?) -> CInt {
     guard let h = handle(c) else { return argumentError("assetpatch_rollback: client is NULL") }
     return status {
@@ -29,7 +29,7 @@ public func assetpatch_rollback(_ c: OpaquePointer?) -> CInt {
     }
 }
 
-@_cdecl("assetpatch_reset")
+@c @implementation
 public func assetpatch_reset(_ c: OpaquePointer?) -> CInt {
     guard let h = handle(c) else { return argumentError("assetpatch_reset: client is NULL") }
     return status {
@@ -38,7 +38,7 @@ public func assetpatch_reset(_ c: OpaquePointer?) -> CInt {
     }
 }
 
-@_cdecl("assetpatch_lifecycle_get")
+@c @implementation
 public func assetpatch_lifecycle_get(_ c: OpaquePointer?, _ out: UnsafeMutablePointer<assetpatch_lifecycle>?) -> CInt {
     guard let h = handle(c) else { return argumentError("assetpatch_lifecycle_get: client is NULL") }
     guard let out else { return argumentError("assetpatch_lifecycle_get: out is NULL") }
@@ -62,7 +62,7 @@ public func assetpatch_lifecycle_get(_ c: OpaquePointer?, _ out: UnsafeMutablePo
     }
 }
 
-@_cdecl("assetpatch_disk_usage")
+@c @implementation
 public func assetpatch_disk_usage(_ c: OpaquePointer?, _ releases: UnsafeMutablePointer<UInt64>?, _ downloads: UnsafeMutablePointer<UInt64>?) -> CInt {
     guard let h = handle(c) else { return argumentError("assetpatch_disk_usage: client is NULL") }
     let u = h.client.store.usage()
@@ -93,7 +93,7 @@ private func summary(_ h: Handle, _ which: CInt, _ fn: String) throws -> Release
     return s
 }
 
-@_cdecl("assetpatch_release_get")
+@c @implementation
 public func assetpatch_release_get(_ c: OpaquePointer?, _ which: CInt, _ out: UnsafeMutablePointer<assetpatch_release_info>?) -> CInt {
     guard let h = handle(c) else { return argumentError("assetpatch_release_get: client is NULL") }
     guard let out else { return argumentError("assetpatch_release_get: out is NULL") }
@@ -112,7 +112,7 @@ public func assetpatch_release_get(_ c: OpaquePointer?, _ which: CInt, _ out: Un
     }
 }
 
-@_cdecl("assetpatch_release_notes")
+@c @implementation
 public func assetpatch_release_notes(_ c: OpaquePointer?, _ which: CInt, _ buf: UnsafeMutablePointer<CChar>?, _ cap: Int,
                                      _ len: UnsafeMutablePointer<Int>?) -> CInt {
     guard let h = handle(c) else { return argumentError("assetpatch_release_notes: client is NULL") }

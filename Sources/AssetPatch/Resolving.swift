@@ -1,9 +1,10 @@
 import AssetPatchCore
+import CAssetPatchABI
 import Glibc
 
 // Header section "Resolving resources".
 
-@_cdecl("assetpatch_resolve")
+@c @implementation
 public func assetpatch_resolve(_ c: OpaquePointer?, _ name: UnsafePointer<CChar>?, _ path: UnsafeMutablePointer<CChar>?,
                                _ pathCap: Int, _ pathLen: UnsafeMutablePointer<Int>?) -> CInt {
     guard let h = handle(c) else { return argumentError("assetpatch_resolve: client is NULL") }
@@ -19,7 +20,7 @@ public func assetpatch_resolve(_ c: OpaquePointer?, _ name: UnsafePointer<CChar>
     return rc
 }
 
-@_cdecl("assetpatch_resolve_variant")
+@c @implementation
 public func assetpatch_resolve_variant(_ c: OpaquePointer?, _ name: UnsafePointer<CChar>?, _ path: UnsafeMutablePointer<CChar>?,
                                        _ pathCap: Int, _ pathLen: UnsafeMutablePointer<Int>?, _ variant: UnsafeMutablePointer<CInt>?) -> CInt {
     guard let h = handle(c) else { return argumentError("assetpatch_resolve_variant: client is NULL") }

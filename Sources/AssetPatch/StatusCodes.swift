@@ -1,9 +1,10 @@
 import AssetPatchCore
+import CAssetPatchABI
 import Glibc
 
 // Header section "Status codes".
 
-@_cdecl("assetpatch_status_name")
+@c @implementation
 public func assetpatch_status_name(_ code: CInt) -> UnsafePointer<CChar> {
     guard let s = Status(rawValue: code) else { return cString("ASSETPATCH_UNKNOWN") }
     return cString(s.name)
@@ -18,12 +19,12 @@ nonisolated(unsafe) private let versionText: UnsafePointer<CChar> = {
     return UnsafePointer(p)
 }()
 
-@_cdecl("assetpatch_version")
+@c @implementation
 public func assetpatch_version() -> UnsafePointer<CChar> {
     versionText
 }
 
-@_cdecl("assetpatch_last_error")
+@c @implementation
 public func assetpatch_last_error() -> UnsafePointer<CChar> {
     guard let p = pthread_getspecific(lastErrorKey) else { return cString("") }
     return UnsafePointer(p.assumingMemoryBound(to: CChar.self))

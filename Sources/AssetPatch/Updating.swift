@@ -14,7 +14,7 @@ func progressHandler(_ fn: assetpatch_progress_fn?, _ userdata: UnsafeMutableRaw
     }
 }
 
-@_cdecl("assetpatch_check")
+@c @implementation
 public func assetpatch_check(_ c: OpaquePointer?, _ version: UnsafeMutablePointer<Int64>?, _ downloadBytes: UnsafeMutablePointer<UInt64>?) -> CInt {
     guard let h = handle(c) else { return argumentError("assetpatch_check: client is NULL") }
     return status {
@@ -25,7 +25,7 @@ public func assetpatch_check(_ c: OpaquePointer?, _ version: UnsafeMutablePointe
     }
 }
 
-@_cdecl("assetpatch_update")
+@c @implementation
 public func assetpatch_update(_ c: OpaquePointer?, _ fn: assetpatch_progress_fn?, _ userdata: UnsafeMutableRawPointer?) -> CInt {
     guard let h = handle(c) else { return argumentError("assetpatch_update: client is NULL") }
     return status {
@@ -33,7 +33,7 @@ public func assetpatch_update(_ c: OpaquePointer?, _ fn: assetpatch_progress_fn?
     }
 }
 
-@_cdecl("assetpatch_update_start")
+@c @implementation
 public func assetpatch_update_start(_ c: OpaquePointer?, _ fn: assetpatch_progress_fn?, _ userdata: UnsafeMutableRawPointer?) -> CInt {
     guard let h = handle(c) else { return argumentError("assetpatch_update_start: client is NULL") }
     return status {
@@ -42,7 +42,7 @@ public func assetpatch_update_start(_ c: OpaquePointer?, _ fn: assetpatch_progre
     }
 }
 
-@_cdecl("assetpatch_update_wait")
+@c @implementation
 public func assetpatch_update_wait(_ c: OpaquePointer?, _ timeoutMs: CInt, _ result: UnsafeMutablePointer<CInt>?) -> CInt {
     guard let h = handle(c) else { return argumentError("assetpatch_update_wait: client is NULL") }
     return status {
@@ -55,12 +55,12 @@ public func assetpatch_update_wait(_ c: OpaquePointer?, _ timeoutMs: CInt, _ res
     }
 }
 
-@_cdecl("assetpatch_cancel")
+@c @implementation
 public func assetpatch_cancel(_ c: OpaquePointer?) {
     handle(c)?.client.cancel()
 }
 
-@_cdecl("assetpatch_last_check")
+@c @implementation
 public func assetpatch_last_check(_ c: OpaquePointer?, _ out: UnsafeMutablePointer<assetpatch_check_outcome>?) -> CInt {
     guard let h = handle(c) else { return argumentError("assetpatch_last_check: client is NULL") }
     guard let out else { return argumentError("assetpatch_last_check: out is NULL") }

@@ -26,6 +26,13 @@
  *   after the call returns.
  * - After a failure, assetpatch_last_error() on the same thread says what failed and where.
  * - All functions are thread-safe. assetpatch_resolve never blocks on a running update.
+ * - Structs the library fills for the caller start with `uint32_t size`. The caller sets it to
+ *   the sizeof of the struct it was compiled with; the struct's _INIT macro does, and zeroes the
+ *   rest. The library writes only the fields that fit in that size, never a byte past it, and
+ *   leaves `size` as it was. So a host built against an older header gets the fields it knows
+ *   from a newer library, and one built against a newer header gets from an older library the
+ *   fields that library knows and keeps 0 in the others. A size below the struct's first
+ *   version (each struct says it) is ERR_ARGUMENT.
  */
 #ifndef ASSETPATCH_H
 #define ASSETPATCH_H
@@ -442,6 +449,8 @@ typedef enum assetpatch_release_which {
 /* What an app may show about a release ("what's new") and use to decide when to call
  * assetpatch_mark_good or whether to insist on an update. */
 typedef struct assetpatch_release_info {
+    uint32_t size;              /* set by the caller: sizeof(assetpatch_release_info); first version 296 */
+    uint32_t reserved;          /* 0 */
     int64_t version;
     int64_t created;            /* Unix seconds, from the manifest's "created"; 0 when absent */
     int32_t signature_verified; /* 1 when public_keys was set and the manifest's signature checked */
@@ -450,6 +459,8 @@ typedef struct assetpatch_release_info {
     int32_t has_notes;          /* 1 when the manifest has "notes" (read them with assetpatch_release_notes) */
     char    label[256];         /* the manifest's "label", NUL-terminated, may be truncated; "" when absent */
 } assetpatch_release_info;
+
+#define ASSETPATCH_RELEASE_INFO_INIT { sizeof(assetpatch_release_info), 0, 0, 0, 0, 0, 0, 0, "" }
 
 /* Fills *out for the release `which` names. Any thread.
  * @return ASSETPATCH_OK; ERR_NOT_FOUND (no such release: bundle only, nothing pending, or no
@@ -485,6 +496,8 @@ int assetpatch_disk_usage(assetpatch_client *c, uint64_t *releases, uint64_t *do
  * data_dir (it is persisted): with 2, the first two opens keep the release, the third rolls it
  * back. */
 typedef struct assetpatch_lifecycle {
+    uint32_t size;                /* set by the caller: sizeof(assetpatch_lifecycle); first version 320 */
+    uint32_t reserved;            /* 0 */
     int64_t  active_version;      /* 0: only the bundle is served */
     int64_t  pending_version;     /* installed with apply=next_open, activated by the next open; 0: none */
     int32_t  active_marked_good;  /* 1 when assetpatch_mark_good confirmed the active release */
@@ -496,6 +509,8 @@ typedef struct assetpatch_lifecycle {
     int64_t  rolled_back_at;      /* ... at this time, Unix seconds */
     char     rollback_reason[256];/* ... because of this (NUL-terminated, may be truncated) */
 } assetpatch_lifecycle;
+
+#define ASSETPATCH_LIFECYCLE_INIT { sizeof(assetpatch_lifecycle), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, "" }
 
 /* Fills *out with the data_dir's lifecycle state, read now (another process may have changed
  * it since this client opened). Any thread.
@@ -535,15 +550,21 @@ ASSETPATCH_WARN_UNUSED_RESULT
 int assetpatch_plugin_load(assetpatch_client *c, const char *name, const char *symbol, void **address);
 
 typedef struct assetpatch_plugin_info {
+    uint32_t size;     /* set by the caller: sizeof(assetpatch_plugin_info); first version 392 */
+    uint32_t reserved; /* 0 */
     char name[128];
     char version[64];  /* the plugin's own version; "" when the manifest gives none */
     char entry[128];   /* the entry symbol */
     char abi[64];      /* an ABI tag the host checks; "" when the manifest gives none */
 } assetpatch_plugin_info;
 
+#define ASSETPATCH_PLUGIN_INFO_INIT { sizeof(assetpatch_plugin_info), 0, "", "", "", "" }
+
 /* The active release's plugins: *count (may be NULL) gets how many there are; with out non-NULL,
- * the first min(cap, count) are written to out[]. Any thread.
- * @return ASSETPATCH_OK; ERR_ARGUMENT (NULL c); ERR_IO. */
+ * the first min(cap, count) are written to out[]. The elements are out[0].size bytes apart: set
+ * it (ASSETPATCH_PLUGIN_INFO_INIT in each element, or out[0].size = sizeof *out); each element
+ * written gets that size. Any thread.
+ * @return ASSETPATCH_OK; ERR_ARGUMENT (NULL c; out[0].size below the first version); ERR_IO. */
 ASSETPATCH_WARN_UNUSED_RESULT
 int assetpatch_plugin_list(assetpatch_client *c, assetpatch_plugin_info *out, size_t cap, size_t *count);
 

@@ -43,6 +43,7 @@ public func assetpatch_lifecycle_get(_ c: OpaquePointer?, _ out: UnsafeMutablePo
     guard let h = handle(c) else { return argumentError("assetpatch_lifecycle_get: client is NULL") }
     guard let out else { return argumentError("assetpatch_lifecycle_get: out is NULL") }
     return status {
+        _ = try callerSize(out, what: "assetpatch_lifecycle_get", minimum: 320)
         let s = try h.client.lifecycle()
         var l = assetpatch_lifecycle()
         l.active_version = s.activeVersion
@@ -57,7 +58,7 @@ public func assetpatch_lifecycle_get(_ c: OpaquePointer?, _ out: UnsafeMutablePo
             l.rolled_back_at = r.time
             withUnsafeMutableBytes(of: &l.rollback_reason) { copyTruncated(r.reason, into: $0) }
         }
-        out.pointee = l
+        try writeSized(l, to: out, what: "assetpatch_lifecycle_get", minimum: 320)
         return .ok
     }
 }
@@ -98,6 +99,7 @@ public func assetpatch_release_get(_ c: OpaquePointer?, _ which: CInt, _ out: Un
     guard let h = handle(c) else { return argumentError("assetpatch_release_get: client is NULL") }
     guard let out else { return argumentError("assetpatch_release_get: out is NULL") }
     return status {
+        _ = try callerSize(out, what: "assetpatch_release_get", minimum: 296)
         let s = try summary(h, which, "assetpatch_release_get")
         var info = assetpatch_release_info()
         info.version = s.version
@@ -107,7 +109,7 @@ public func assetpatch_release_get(_ c: OpaquePointer?, _ which: CInt, _ out: Un
         info.mandatory = s.mandatory ? 1 : 0
         info.has_notes = s.notes == nil ? 0 : 1
         withUnsafeMutableBytes(of: &info.label) { copyTruncated(s.label ?? "", into: $0) }
-        out.pointee = info
+        try writeSized(info, to: out, what: "assetpatch_release_get", minimum: 296)
         return .ok
     }
 }

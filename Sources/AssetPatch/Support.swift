@@ -58,17 +58,24 @@ func cString(_ s: StaticString) -> UnsafePointer<CChar> {
     UnsafeRawPointer(s.utf8Start).assumingMemoryBound(to: CChar.self)
 }
 
+/// The `size` the caller set in a struct the library fills (its first field); throws
+/// `.argument` when it is below the struct's first version (`minimum`): an uninitialised or
+/// zeroed struct from a host built before the field existed.
+func callerSize(_ out: UnsafeRawPointer, what: String, minimum: Int) throws -> Int {
+    let size = Int(out.load(as: UInt32.self))
+    guard size >= minimum else {
+        throw AssetPatchError(.argument, "\(what): size is \(size); set it to sizeof the struct (its _INIT macro does), at least \(minimum)")
+    }
+    return size
+}
+
 /// Copies `value`, a struct whose first field is the caller's `uint32_t size`, into `out`,
 /// writing no byte past the size the caller set and leaving that field as it was: a host built
 /// against an older header, with a smaller struct, is never overrun, and one built against a
 /// newer header keeps its own initial values in the fields this library does not know.
 func writeSized<T>(_ value: T, to out: UnsafeMutablePointer<T>, what: String, minimum: Int) throws {
     let raw = UnsafeMutableRawPointer(out)
-    let callerSize = Int(raw.load(as: UInt32.self))
-    guard callerSize >= minimum else {
-        throw AssetPatchError(.argument, "\(what): out->size is \(callerSize); set it to sizeof the struct (its _INIT macro does)")
-    }
-    let n = min(callerSize, MemoryLayout<T>.size)
+    let n = min(try callerSize(raw, what: what, minimum: minimum), MemoryLayout<T>.size)
     withUnsafeBytes(of: value) { bytes in
         // Everything after the size field, up to what the caller has room for.
         raw.advanced(by: 4).copyMemory(from: bytes.baseAddress! + 4, byteCount: n - 4)

@@ -42,7 +42,7 @@ check "no Swift runtime among NEEDED" bash -c "! readelf -d '$lib' | grep NEEDED
 check "exports only assetpatch_* symbols" bash -c "nm -D --defined-only '$lib' | awk '{print \$3}' | grep -v '^assetpatch_' | grep -v '^LIBASSETPATCH_1$' | (! grep .)"
 check "exports equal the header's functions" bash -c "
   diff <(nm -D --defined-only '$lib' | awk '{print \$3}' | sed 's/@.*//' | grep '^assetpatch_' | sort) \
-       <(grep -oE '^[a-z_ *]*\bassetpatch_[a-z_]+\(' '$prefix/include/assetpatch.h' | grep -oE 'assetpatch_[a-z_]+\(' | tr -d '(' | sort -u)"
+       <(grep -oE '^[A-Za-z_ *]*\bassetpatch_[a-z_]+\(' '$prefix/include/assetpatch.h' | grep -oE 'assetpatch_[a-z_]+\(' | tr -d '(' | sort -u)"
 
 echo "== build the C programs against the installed library (pkg-config)"
 cflags=$(pkg-config --cflags --libs assetpatch)
@@ -142,6 +142,11 @@ count_program "$work/docs.log" "docblocks.py"
 echo "== one source for each fact: version and status tables against the header"
 python3 "$here/consistency.py" "$root" "$prefix" | tee "$work/consistency.log"
 count_program "$work/consistency.log" "consistency.py"
+
+echo "== the header's hand-made mirrors: Python ctypes structures (sizeof, offsetof) and prototypes"
+python3 "$here/abi_mirrors.py" "$prefix/include" "$root/bindings/python" "$work/mirrors" > "$work/mirrors.log" 2>&1
+grep -v '^ok - ' "$work/mirrors.log" || true
+count_program "$work/mirrors.log" "abi_mirrors.py"
 
 echo "$passed passed, $failed failed"
 ((failed == 0))

@@ -257,7 +257,7 @@ public:
     /// The release `which` names (ASSETPATCH_RELEASE_ACTIVE, _PENDING, or _CANDIDATE: what the
     /// last check found); nullopt when there is none.
     std::optional<assetpatch_release_info> release(int which = ASSETPATCH_RELEASE_ACTIVE) const {
-        assetpatch_release_info out{};
+        assetpatch_release_info out = ASSETPATCH_RELEASE_INFO_INIT;
         const int rc = assetpatch_release_get(get(), which, &out);
         if (rc == ASSETPATCH_ERR_NOT_FOUND) return std::nullopt;
         detail::check(rc);
@@ -295,8 +295,9 @@ public:
     std::vector<assetpatch_plugin_info> plugins() const {
         size_t count = 0;
         detail::check(assetpatch_plugin_list(get(), nullptr, 0, &count));
-        std::vector<assetpatch_plugin_info> out(count);
-        detail::check(assetpatch_plugin_list(get(), out.data(), out.size(), &count));
+        const assetpatch_plugin_info init = ASSETPATCH_PLUGIN_INFO_INIT;
+        std::vector<assetpatch_plugin_info> out(count, init);
+        detail::check(assetpatch_plugin_list(get(), count ? out.data() : nullptr, out.size(), &count));
         out.resize(count < out.size() ? count : out.size());
         return out;
     }
@@ -310,7 +311,7 @@ public:
 
     /// The data directory's lifecycle state, read now (assetpatch_lifecycle_get).
     assetpatch_lifecycle lifecycle() const {
-        assetpatch_lifecycle out{};
+        assetpatch_lifecycle out = ASSETPATCH_LIFECYCLE_INIT;
         detail::check(assetpatch_lifecycle_get(get(), &out));
         return out;
     }

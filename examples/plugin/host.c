@@ -28,7 +28,7 @@ int main(int argc, char **argv) {
     int64_t version = 0;
     if (assetpatch_current(c, &version) == ASSETPATCH_OK) printf("active release: %lld\n", (long long)version);
 
-    assetpatch_plugin_info plugins[8];
+    assetpatch_plugin_info plugins[8] = {ASSETPATCH_PLUGIN_INFO_INIT};  /* the first element's size sets the stride */
     size_t count = 0;
     if (assetpatch_plugin_list(c, plugins, 8, &count) == ASSETPATCH_OK)
         for (size_t i = 0; i < count && i < 8; i++)

@@ -415,7 +415,7 @@ static void lifecycle_crash_loop_rollback_mark_good_reset(void) {
     CHECK_RC(assetpatch_mark_good(c), ASSETPATCH_OK);
     CHECK_RC(assetpatch_client_set(c, "manifest_url", url("v2")), ASSETPATCH_OK);
     CHECK_RC(assetpatch_update(c, NULL, NULL), ASSETPATCH_OK);
-    assetpatch_lifecycle l;
+    assetpatch_lifecycle l = ASSETPATCH_LIFECYCLE_INIT;
     CHECK_RC(assetpatch_lifecycle_get(c, &l), ASSETPATCH_OK);
     CHECK(l.active_version == 2 && !l.active_marked_good && l.launches == 0 && l.max_failed_launches == 1,
           "after the update: version %" PRId64 ", good %d, launches %u", l.active_version, l.active_marked_good, l.launches);
@@ -456,10 +456,18 @@ static void lifecycle_crash_loop_rollback_mark_good_reset(void) {
 static void release_info_and_notes(void) {
     assetpatch_client *c = open_fresh("releaseinfo");
     CHECK(c, "open: %s", assetpatch_last_error());
-    assetpatch_release_info info;
+    assetpatch_release_info info = ASSETPATCH_RELEASE_INFO_INIT;
     CHECK_RC(assetpatch_release_get(c, ASSETPATCH_RELEASE_ACTIVE, &info), ASSETPATCH_ERR_NOT_FOUND);
     CHECK_RC(assetpatch_release_get(c, ASSETPATCH_RELEASE_CANDIDATE, &info), ASSETPATCH_ERR_NOT_FOUND);
     CHECK_RC(assetpatch_release_get(c, 99, &info), ASSETPATCH_ERR_ARGUMENT);
+    /* A struct whose size was never set (a host built before the field existed, zeroed) is
+     * refused, never written. */
+    assetpatch_release_info zeroed;
+    memset(&zeroed, 0, sizeof zeroed);
+    CHECK_RC(assetpatch_release_get(c, ASSETPATCH_RELEASE_ACTIVE, &zeroed), ASSETPATCH_ERR_ARGUMENT);
+    assetpatch_lifecycle zeroed_lifecycle;
+    memset(&zeroed_lifecycle, 0, sizeof zeroed_lifecycle);
+    CHECK_RC(assetpatch_lifecycle_get(c, &zeroed_lifecycle), ASSETPATCH_ERR_ARGUMENT);
     CHECK_RC(assetpatch_client_set(c, "manifest_url", url("v2")), ASSETPATCH_OK);
     CHECK_RC(assetpatch_check(c, NULL, NULL), ASSETPATCH_OK);
     CHECK_RC(assetpatch_release_get(c, ASSETPATCH_RELEASE_CANDIDATE, &info), ASSETPATCH_OK);
@@ -495,11 +503,20 @@ static void plugins_load_from_the_active_release(void) {
     CHECK_RC(assetpatch_client_set(c, "manifest_url", url("plug")), ASSETPATCH_OK);
     CHECK_RC(assetpatch_update(c, NULL, NULL), ASSETPATCH_OK);
     size_t count = 99;
-    assetpatch_plugin_info list[4];
+    assetpatch_plugin_info list[4] = {ASSETPATCH_PLUGIN_INFO_INIT};
     CHECK_RC(assetpatch_plugin_list(c, list, 4, &count), ASSETPATCH_OK);
     CHECK(count == 1 && strcmp(list[0].name, "fixture") == 0 && strcmp(list[0].version, "2.1") == 0 &&
           strcmp(list[0].entry, "plugin_entry") == 0 && strcmp(list[0].abi, "fixture-abi-1") == 0,
           "list: %zu, %s %s %s %s", count, list[0].name, list[0].version, list[0].entry, list[0].abi);
+    /* A host built against a newer header, whose elements are larger: they are laid out by the
+     * first element's size, and the bytes this library does not know stay as they were. */
+    struct { assetpatch_plugin_info info; unsigned char future[24]; } wide[2];
+    memset(wide, 0xAB, sizeof wide);
+    wide[0].info.size = sizeof wide[0];
+    CHECK_RC(assetpatch_plugin_list(c, &wide[0].info, 2, &count), ASSETPATCH_OK);
+    CHECK(count == 1 && strcmp(wide[0].info.name, "fixture") == 0 && wide[0].info.size == sizeof wide[0] &&
+          wide[0].future[0] == 0xAB && wide[0].future[23] == 0xAB && wide[1].info.name[0] == (char)0xAB,
+          "wide list: %s, size %u", wide[0].info.name, wide[0].info.size);
     CHECK_RC(assetpatch_plugin_load(c, "fixture", NULL, &address), ASSETPATCH_ERR_SIGNATURE);
     CHECK_RC(assetpatch_client_set(c, "allow_unsigned_plugins", "1"), ASSETPATCH_OK);
     CHECK_RC(assetpatch_plugin_load(c, "fixture", NULL, &address), ASSETPATCH_OK);

@@ -347,7 +347,7 @@ class Client:
         """What the last check() or update() found, and why it found nothing to install; None
         before the first. An older manifest than one accepted before (a stale cache edge) is
         no update, reason OLDER, not an error."""
-        raw = _ffi.CheckOutcome(size=ctypes.sizeof(_ffi.CheckOutcome))
+        raw = _ffi.sized(_ffi.CheckOutcome)
         rc = self._lib.assetpatch_last_check(self._h(), ctypes.byref(raw))
         if rc == Status.ERR_STATE:
             return None
@@ -425,7 +425,7 @@ class Client:
     @property
     def lifecycle(self) -> Lifecycle:
         """The data directory's lifecycle state, read now (see assetpatch_lifecycle_get)."""
-        raw = _ffi.Lifecycle()
+        raw = _ffi.sized(_ffi.Lifecycle)
         _check(self._lib.assetpatch_lifecycle_get(self._h(), ctypes.byref(raw)))
         rollback = None
         if raw.rolled_back_from:
@@ -449,6 +449,7 @@ class Client:
         count = ctypes.c_size_t()
         _check(self._lib.assetpatch_plugin_list(self._h(), None, 0, ctypes.byref(count)))
         items = (_ffi.PluginInfo * max(1, count.value))()
+        items[0].size = ctypes.sizeof(_ffi.PluginInfo)  # the stride the library lays the list out by
         _check(self._lib.assetpatch_plugin_list(self._h(), items, count.value, ctypes.byref(count)))
         return tuple(Plugin(i.name.decode(), i.version.decode(), i.entry.decode(), i.abi.decode()) for i in items[:count.value])
 
@@ -460,7 +461,7 @@ class Client:
         code = self._WHICH.get(which)
         if code is None:
             raise ValueError(f"which must be one of {sorted(self._WHICH)}")
-        raw = _ffi.ReleaseInfo()
+        raw = _ffi.sized(_ffi.ReleaseInfo)
         rc = self._lib.assetpatch_release_get(self._h(), code, ctypes.byref(raw))
         if rc == Status.ERR_NOT_FOUND:
             return None

@@ -5,7 +5,7 @@ import ctypes
 import ctypes.util
 import os
 import subprocess
-from typing import List
+from typing import Any, List
 
 SONAME = "libassetpatch.so.1"
 
@@ -22,6 +22,8 @@ class Progress(ctypes.Structure):
 
 class Lifecycle(ctypes.Structure):
     _fields_ = [
+        ("size", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
         ("active_version", ctypes.c_int64),
         ("pending_version", ctypes.c_int64),
         ("active_marked_good", ctypes.c_int32),
@@ -37,6 +39,8 @@ class Lifecycle(ctypes.Structure):
 
 class ReleaseInfo(ctypes.Structure):
     _fields_ = [
+        ("size", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
         ("version", ctypes.c_int64),
         ("created", ctypes.c_int64),
         ("signature_verified", ctypes.c_int32),
@@ -49,6 +53,8 @@ class ReleaseInfo(ctypes.Structure):
 
 class PluginInfo(ctypes.Structure):
     _fields_ = [
+        ("size", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
         ("name", ctypes.c_char * 128),
         ("version", ctypes.c_char * 64),
         ("entry", ctypes.c_char * 128),
@@ -65,6 +71,11 @@ class CheckOutcome(ctypes.Structure):
         ("manifest_version", ctypes.c_int64),
         ("accepted_version", ctypes.c_int64),
     ]
+
+
+def sized(struct: Any) -> Any:
+    """An instance of a struct the library fills, its leading `size` set (the header's _INIT)."""
+    return struct(size=ctypes.sizeof(struct))
 
 
 PROGRESS_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(Progress), ctypes.c_void_p)
@@ -117,10 +128,12 @@ def unchecked(lib: ctypes.CDLL, name: str, restype: Any = ctypes.c_int) -> Any:
     return fn
 
 
-def _declare(lib: ctypes.CDLL) -> None:
+def signatures() -> dict:
+    """Every function of assetpatch.h: name -> (restype, argtypes). A test compares this with the
+    header's prototypes, so a function added there without its declaration here fails."""
     c = ctypes
     client_p = c.c_void_p
-    sigs = {
+    return {
         "assetpatch_status_name": (c.c_char_p, [c.c_int]),
         "assetpatch_version": (c.c_char_p, []),
         "assetpatch_last_error": (c.c_char_p, []),
@@ -148,7 +161,10 @@ def _declare(lib: ctypes.CDLL) -> None:
         "assetpatch_disk_usage": (c.c_int, [client_p, c.POINTER(c.c_uint64), c.POINTER(c.c_uint64)]),
         "assetpatch_set_log": (c.c_int, [client_p, LOG_FN, c.c_void_p]),
     }
-    for name, (restype, argtypes) in sigs.items():
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    for name, (restype, argtypes) in signatures().items():
         fn = getattr(lib, name)
         fn.restype = restype
         fn.argtypes = argtypes

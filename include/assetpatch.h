@@ -125,7 +125,15 @@ typedef struct assetpatch_client assetpatch_client;
  * is indexed once here. Opening finishes or discards what an interrupted update left behind
  * (never leaving a half-installed release active) and activates a release installed with
  * apply=next_open.
- * Several clients, in one process or several, may open one data_dir.
+ * Several clients, in one process or several, may open one data_dir. Each client serves one
+ * release (or the bundle only): the data_dir's active release at open, then what its own
+ * update (apply=immediate), rollback or reset switches it to. Its resolve, current, plugin
+ * load and list, release_get(ASSETPATCH_RELEASE_ACTIVE) and mark_good all speak of that
+ * release, so code and resources never come from two releases; another client's update of
+ * the data_dir reaches this one when it is opened again. A release some client serves stays
+ * on disk, whatever other clients install, roll back or reset (each client holds a shared lock
+ * on it, and clean-ups delete only releases they can lock exclusively); it is deleted by the
+ * first clean-up after the last client serving it closes, unless it is active or kept.
  * data_dir is a trust anchor: whoever can write in it can change the releases served and the
  * plugins loaded. It and its sub-directories must belong to the user the library runs as (or
  * to root) and be writable by no one else, as OpenSSH requires of ~/.ssh; its sub-directories
@@ -216,7 +224,8 @@ ASSETPATCH_WARN_UNUSED_RESULT
 int assetpatch_client_set(assetpatch_client *c, const char *option, const char *value);
 
 /* Cancels a running update, waits for it to stop, and frees the client. NULL does nothing.
- * Paths returned by assetpatch_resolve stay valid after close. Call it once per client, and
+ * Paths returned by assetpatch_resolve stay valid after close while their release is active or
+ * kept; the client's hold on the release it served ends here. Call it once per client, and
  * not from the client's own progress callback. */
 void assetpatch_client_close(assetpatch_client *c);
 
@@ -379,7 +388,8 @@ int assetpatch_last_check(assetpatch_client *c, assetpatch_check_outcome *out);
  * variants, no system call, never blocks on a running update. Any thread.
  * The path (NUL-terminated) is written to path; *path_len (may be NULL) gets its length without
  * the NUL, also when path_cap is too small. path == NULL with path_cap == 0 is a size query.
- * A returned path stays valid while its release is active or kept (keep_versions).
+ * A returned path stays valid while this client serves its release, and after that while the
+ * release is active or kept (keep_versions).
  * @return ASSETPATCH_OK; ERR_NOT_FOUND; ERR_RANGE (path_cap too small, size query);
  *         ERR_ARGUMENT (NULL c or name; empty name, name starting with '/', containing '\\', or
  *         with an empty, "." or ".." component, or a component longer than 255 bytes). */
@@ -402,10 +412,12 @@ int assetpatch_resolve_variant(assetpatch_client *c, const char *name, char *pat
 ASSETPATCH_WARN_UNUSED_RESULT
 int assetpatch_current(assetpatch_client *c, int64_t *version);
 
-/* Confirms the active release: it stops counting towards max_failed_launches and is never
- * rolled back automatically. Call it once the app has run well on the release (e.g. after its
- * first screen). Any thread.
- * @return ASSETPATCH_OK; ERR_STATE (only the bundle is served); ERR_IO; ERR_ARGUMENT. */
+/* Confirms the release this client serves (the data_dir's active one, unless another client
+ * has installed another since this one opened): it stops counting towards max_failed_launches
+ * and is never rolled back automatically. Call it once the app has run well on the release
+ * (e.g. after its first screen). Any thread.
+ * @return ASSETPATCH_OK; ERR_STATE (only the bundle is served, or the release served is no
+ *         longer installed: another client replaced it); ERR_IO; ERR_ARGUMENT. */
 ASSETPATCH_WARN_UNUSED_RESULT
 int assetpatch_mark_good(assetpatch_client *c);
 

@@ -10,6 +10,8 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
     public let bundleDir: String?
     private let config: Locked<ClientConfig>
     let view: Locked<ResolveView>
+    /// What this client serves (`ServedRelease`): set with `view`, by `serve` only.
+    let served = Locked<ServedRelease?>(nil)
     private let cancelToken = CancelToken()
     let updating = Atomic<Bool>(false)
     private let logger = Locked<(@Sendable (Int, String) -> Void)?>(nil)
@@ -95,11 +97,15 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
         if state.highestVerifiedVersion == nil { try migrateTrust() }
         openMessages = messages
         let bundleIndex = try bundle.map { ResolveIndex(root: $0, names: try FS.walkFiles($0).filter(ResourceName.isValid)) }
-        let releaseIndex = try loadIndex(state.active)
-        view.withLock {
-            $0 = ResolveView(release: releaseIndex, bundle: bundleIndex, variants: [[]],
-                             activeVersion: releaseIndex == nil ? 0 : state.active?.version ?? 0)
+        view.withLock { $0 = ResolveView(release: nil, bundle: bundleIndex, variants: [[]], activeVersion: 0) }
+        // The active release, leased; another process may have moved on since the state was
+        // read (and cleaned the release up): read it again then.
+        var active = state.active
+        for _ in 0..<3 {
+            guard let ref = active, !FS.isDirectory(store.releaseDir(ref.id)) else { break }
+            active = try store.loadState().active
         }
+        try serve(active)
     }
 
     func loadIndex(_ ref: ReleaseRef?) throws -> ResolveIndex? {
@@ -236,8 +242,11 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
                 return false
             case let .installed(candidate, info):
                 if configuration.apply == .immediate {
-                    let index = ResolveIndex(root: store.filesDir(candidate.releaseID), names: info.files.map(\.path))
-                    view.withLock { $0 = $0.with(release: .some(index), activeVersion: candidate.version) }
+                    try serve(ReleaseRef(id: candidate.releaseID, version: candidate.version, verified: candidate.manifest.signatureVerified),
+                              record: info)
+                    // The release this client served until now may have been kept from the
+                    // clean-up by its own lease (keep_versions=0): it can go now.
+                    _ = try? store.collectGarbage(try store.loadState())
                 }
                 return true
             }
@@ -309,13 +318,16 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
     /// Asks a running update to stop soon.
     public func cancel() { cancelToken.cancel() }
 
-    /// Cancels a running update and waits for it to stop.
+    /// Cancels a running update, waits for it to stop, and lets go of the release this client
+    /// served (its lease): another client's clean-up may then delete it if it is neither active
+    /// nor kept.
     public func close() {
         cancelToken.cancel()
         background.locked {
             while case .running = backgroundState { background.wait(until: nil) }
             if let t = backgroundThread { pthread_join(t, nil); backgroundThread = nil }
         }
+        served.withLock { $0 = nil }
     }
 
     // MARK: Plugins
@@ -324,15 +336,15 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
     /// release, loaded from verified bytes (see `PluginLoader`).
     public func loadPlugin(_ name: String, symbol: String?) throws -> UnsafeMutableRawPointer {
         do {
-            return try plugins.load(store, name: name, symbol: symbol, allowUnsigned: configuration.allowUnsignedPlugins)
+            return try plugins.load(store, servedRelease, name: name, symbol: symbol, allowUnsigned: configuration.allowUnsignedPlugins)
         } catch let e as AssetPatchError {
             log(3, e.message)
             throw e
         }
     }
 
-    /// The active release's plugins.
-    public func listPlugins() throws -> [PluginListing] { try plugins.list(store) }
+    /// The plugins of the release this client serves.
+    public func listPlugins() throws -> [PluginListing] { try plugins.list(store, servedRelease) }
 
     // MARK: Resolving
 

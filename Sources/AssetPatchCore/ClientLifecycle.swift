@@ -2,14 +2,20 @@ import Glibc
 
 /// The release lifecycle as the host drives it: confirm, roll back, reset, and what the state says.
 extension Client {
-    /// Confirms the active release: it is no longer counted towards `max_failed_launches` and
-    /// will not be rolled back automatically. `.state` when only the bundle is served.
+    /// Confirms the release this client serves: it is no longer counted towards
+    /// `max_failed_launches` and will not be rolled back automatically. `.state` when only the
+    /// bundle is served, or when the release served is no longer installed (another client
+    /// removed it: this one serves it until it closes, but it can't be confirmed any more).
     public func markGood() throws {
         do {
+            guard let mine = servedRelease?.ref else { throw AssetPatchError(.state, "nothing to mark good: only the bundle is served") }
             try store.modifyState { s in
-                guard let a = s.active else { throw AssetPatchError(.state, "nothing to mark good: only the bundle is served") }
-                if !s.good.contains(a.id) { s.good.append(a.id) }
-                s.launches = 0
+                guard s.liveReleaseIDs.contains(mine.id) else {
+                    throw AssetPatchError(.state, "version \(mine.version), which this client serves, is no longer installed (another client replaced it); reopen the client")
+                }
+                if !s.good.contains(mine.id) { s.good.append(mine.id) }
+                // The launch count is the active release's: only its confirmation ends it.
+                if s.active?.id == mine.id { s.launches = 0 }
             }
         } catch let e as AssetPatchError {
             log(3, e.message)
@@ -63,13 +69,16 @@ extension Client {
         }
     }
 
-    /// The active or pending release (from its record), or the candidate the last check found.
+    /// The release this client serves, the data directory's pending release (from its record),
+    /// or the candidate the last check found.
     /// nil when there is none.
     public func release(_ which: WhichRelease) throws -> ReleaseSummary? {
         if which == .candidate { return lastCandidate.withLock { $0 } }
         let state = try store.loadState()
-        guard let ref = which == .active ? state.active : state.pending else { return nil }
-        let info = try store.loadRelease(ref.id)
+        // The active release is the one this client serves (see `ServedRelease`).
+        let served = servedRelease
+        guard let ref = which == .active ? served?.ref : state.pending else { return nil }
+        let info = try which == .active ? served!.info(store) : store.loadRelease(ref.id)
         return ReleaseSummary(version: ref.version, created: info.created, label: info.label, notes: info.notes,
                               mandatory: info.mandatory, signatureVerified: info.signatureVerified,
                               markedGood: state.good.contains(ref.id))
@@ -81,9 +90,4 @@ extension Client {
     /// The data directory's whole state, read fresh.
     public func state() throws -> StoreState { try store.loadState() }
 
-    /// Serves `ref` (nil: the bundle only) from now on.
-    func serve(_ ref: ReleaseRef?) throws {
-        let index = try loadIndex(ref)
-        view.withLock { $0 = $0.with(release: .some(index), activeVersion: index == nil ? 0 : ref?.version ?? 0) }
-    }
 }

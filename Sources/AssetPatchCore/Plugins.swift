@@ -22,17 +22,20 @@ public struct PluginListing: Sendable, Equatable {
 final class PluginLoader: @unchecked Sendable {  // `loaded` is only touched under `lock`
     private let lock = Locked<[String: UnsafeMutableRawPointer]>([:])
 
-    func list(_ store: Store) throws -> [PluginListing] {
-        guard let active = try store.loadState().active else { return [] }
-        return try store.loadRelease(active.id).plugins.map { PluginListing(name: $0.name, version: $0.version, entry: $0.entry, abi: $0.abi) }
+    func list(_ store: Store, _ served: ServedRelease?) throws -> [PluginListing] {
+        guard let served else { return [] }
+        return try served.info(store).plugins.map { PluginListing(name: $0.name, version: $0.version, entry: $0.entry, abi: $0.abi) }
     }
 
-    /// The address of `symbol` (nil: the declared entry) in plugin `name` of the active release.
-    func load(_ store: Store, name: String, symbol: String?, allowUnsigned: Bool) throws -> UnsafeMutableRawPointer {
-        guard let active = try store.loadState().active else {
+    /// The address of `symbol` (nil: the declared entry) in plugin `name` of the release the
+    /// client serves. Loaded once per release and plugin; a load of one already loaded reads
+    /// nothing from disk (the record is the served release's, read once).
+    func load(_ store: Store, _ served: ServedRelease?, name: String, symbol: String?, allowUnsigned: Bool) throws -> UnsafeMutableRawPointer {
+        guard let served else {
             throw AssetPatchError(.notFound, "plugin \"\(name)\": only the bundle is served, which has no plugins")
         }
-        let info = try store.loadRelease(active.id)
+        let active = served.ref
+        let info = try served.info(store)
         guard let decl = info.plugins.first(where: { $0.name == name }) else {
             throw AssetPatchError(.notFound, "plugin \"\(name)\" is not declared by version \(active.version)")
         }

@@ -27,7 +27,7 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
         self.root = FS.absolute(root)
         try FS.makeDirectories(self.root, mode: 0o755)
         try Store.requireTrusted(self.root, "data directory", followLink: true)
-        for d in [releasesDir, stagingRoot, downloadsDir] {
+        for d in [releasesDir, stagingRoot, downloadsDir, leasesDir] {
             try FS.makeDirectories(d)
             try Store.requireTrusted(d, "data directory's", followLink: false)
         }
@@ -160,7 +160,9 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
             if state.liveReleaseIDs.contains(id) {
                 throw AssetPatchError(.state, "release \(id) is already installed")
             }
-            try FS.removeTree(target)
+            guard try withExclusiveLease(id, { try FS.removeTree(target) }) else {
+                throw AssetPatchError(.busy, "release \(id) is still served by another client of \(root); it can be installed again once that client closes")
+            }
         }
         try FS.rename(stagingDir(id), target)
         try FS.syncDirectory(releasesDir)
@@ -221,12 +223,21 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
         try collectGarbage(state)
     }
 
-    /// Removes release directories the state does not reference.
-    public func collectGarbage(_ state: StoreState) throws {
+    /// Removes release directories the state does not reference, except those a client still
+    /// serves (`ReleaseLease`): they go at a later clean-up. Returns the ids kept for a lease.
+    @discardableResult
+    public func collectGarbage(_ state: StoreState) throws -> [String] {
         let live = state.liveReleaseIDs
+        var leased: [String] = []
         for name in (try? FS.list(releasesDir)) ?? [] where !live.contains(name) {
-            try FS.removeTree(releasesDir + "/" + name)
+            guard Store.isReleaseID(name) else { try FS.removeTree(releasesDir + "/" + name); continue }
+            if try !withExclusiveLease(name, { try FS.removeTree(releasesDir + "/" + name) }) { leased.append(name) }
         }
+        // Leases of releases long gone (a client that crashed holds none).
+        for name in (try? FS.list(leasesDir)) ?? [] where !live.contains(name) && !FS.exists(releaseDir(name)) {
+            _ = try? withExclusiveLease(name) {}
+        }
+        return leased
     }
 
     /// Bytes used by installed releases, by downloads (partial archives, fetched files, staging),

@@ -196,3 +196,49 @@ def test_another_products_signed_plugin_never_loads(tmp_path, plugin_repos):
         with pytest.raises(assetpatch.NotFoundError):
             c.load_plugin("greeter")
         assert c.current_version == 0 and c.plugins == ()
+
+
+def test_a_client_runs_the_code_and_reads_the_release_it_serves_while_another_updates(tmp_path, plugin_repos):
+    # Client A serves release 1 (its plugin answers 1). Client B, on the same data directory,
+    # installs release 2 and then resets. A's plugin, plugin list and release info speak of
+    # release 1 until A is opened again; its files stay on disk meanwhile.
+    data = str(tmp_path / "data")
+    keys = [plugin_repos["pub"]]
+    with assetpatch.Client(data, manifest_url=plugin_repos["urls"][1], public_keys=keys) as a:
+        assert a.update() is True
+        with assetpatch.Client(data, manifest_url=plugin_repos["urls"][2], public_keys=keys) as b:
+            assert b.update() is True and b.current_version == 2
+            assert call_int(b.load_plugin("greeter")) == 2
+            assert call_int(a.load_plugin("greeter")) == 1
+            assert [p.version for p in a.plugins] == ["1.1"] and [p.version for p in b.plugins] == ["1.2"]
+            assert a.release_info("active").version == 1 and b.release_info("active").version == 2
+            b.reset()
+        assert call_int(a.load_plugin("greeter")) == 1
+        assert open(a.resolve("readme.txt")).read() == "release 1\n"
+    with assetpatch.Client(data) as again:
+        assert again.current_version == 0, "after the reset, a new client serves the bundle"
+        assert not os.listdir(os.path.join(data, "releases")), "release 1 went once A closed"
+
+
+def test_other_processes_updating_and_resetting_never_pull_a_release_from_under_a_client(tmp_path, plugin_repos):
+    # A client serves release 1; command-line processes on the same data directory update to 2,
+    # then to 3 (release 1 leaves the kept list), reset, and update again. After each, every
+    # path the client resolves is a file with release 1's bytes.
+    data = str(tmp_path / "data")
+    with assetpatch.Client(data, manifest_url=plugin_repos["urls"][1], allow_unsigned_plugins=True) as a:
+        assert a.update() is True
+        paths = {name: a.resolve(name) for name in ("readme.txt", "plugins/greeter.so")}
+        digests = {name: sha256(p) for name, p in paths.items()}
+        steps = [["update", "--url", plugin_repos["urls"][2]], ["update", "--url", plugin_repos["urls"][3]], ["reset"],
+                 ["update", "--url", plugin_repos["urls"][3]]]
+        for step in steps:
+            subprocess.run([CLI, step[0], "--data-dir", data, *step[1:]], check=True, capture_output=True)
+            for name, p in paths.items():
+                assert os.path.isfile(p) and sha256(p) == digests[name], f"after {step}: {p}"
+            assert a.resolve("readme.txt") == paths["readme.txt"] and a.current_version == 1
+
+
+def sha256(path):
+    import hashlib
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()

@@ -1,0 +1,62 @@
+import Glibc
+
+/// A client's claim on the release it serves: a shared flock(2) on `leases/<id>`, held while the
+/// client serves that release. Any client, in any process, deletes a release directory only
+/// under the exclusive lock on its lease (`Store.collectGarbage`, which skips a release it
+/// can't lock), so another client's update, rollback, reset or clean-up never pulls a release
+/// from under a client that still resolves paths into it or runs its plugins. The release goes
+/// at the first clean-up after the last client serving it lets go (closes, or serves another).
+public final class ReleaseLease: @unchecked Sendable {  // immutable after init; the fd is only closed
+    let id: String
+    private let file: File
+
+    init(id: String, file: File) {
+        self.id = id
+        self.file = file
+    }
+
+    deinit { flock(file.fd, LOCK_UN) }
+}
+
+extension Store {
+    var leasesDir: String { root + "/leases" }
+    func leasePath(_ id: String) -> String { leasesDir + "/" + id }
+
+    /// Takes a shared lease on release `id`; nil when its directory is gone (a clean-up deleted
+    /// it before the lease was taken: the caller reads the state again).
+    func lease(_ id: String) throws -> ReleaseLease? {
+        for _ in 0..<8 {
+            let file = try File.open(leasePath(id), O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o644)
+            while flock(file.fd, LOCK_SH) != 0 {
+                if errno != EINTR { throw ioError("flock", file.path) }
+            }
+            // The lock must be on the file at that name now: a clean-up unlinks the lease file
+            // under its exclusive lock, and a lock on an unlinked file protects nothing.
+            var mine = stat(), there = stat()
+            guard fstat(file.fd, &mine) == 0 else { throw ioError("fstat", file.path) }
+            if lstat(file.path, &there) != 0 || mine.st_ino != there.st_ino || mine.st_dev != there.st_dev {
+                continue
+            }
+            guard FS.isDirectory(releaseDir(id)) else {
+                flock(file.fd, LOCK_UN)
+                return nil
+            }
+            return ReleaseLease(id: id, file: file)
+        }
+        throw AssetPatchError(.io, "\(leasePath(id)): the lease keeps being replaced")
+    }
+
+    /// Runs `body` (the deletion of release `id`) under the exclusive lock on its lease, then
+    /// removes the lease; false, without running it, when a client holds the lease.
+    func withExclusiveLease(_ id: String, _ body: () throws -> Void) throws -> Bool {
+        let file = try File.open(leasePath(id), O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o644)
+        if flock(file.fd, LOCK_EX | LOCK_NB) != 0 {
+            if errno == EWOULDBLOCK || errno == EAGAIN { return false }
+            throw ioError("flock", file.path)
+        }
+        defer { flock(file.fd, LOCK_UN) }
+        try body()
+        try FS.unlink(file.path)
+        return true
+    }
+}

@@ -1,0 +1,54 @@
+import Glibc
+
+/// The release one client serves: what its resolve, plugins, release info and mark_good speak
+/// of, until the client itself moves on (its update with apply=immediate, rollback, reset, a
+/// judgement of installed releases) or the host opens a new client. Another client's update of
+/// the same data directory changes the state on disk, not what this client serves: code and
+/// resources always come from one release. The lease keeps the release on disk meanwhile.
+final class ServedRelease: @unchecked Sendable {  // the record is only touched under its lock
+    let ref: ReleaseRef
+    let lease: ReleaseLease
+    private let record: Locked<ReleaseInfo?>
+
+    init(ref: ReleaseRef, lease: ReleaseLease, record: ReleaseInfo?) {
+        self.ref = ref
+        self.lease = lease
+        self.record = Locked(record)
+    }
+
+    /// The release's record, read from disk once (a served release never changes).
+    func info(_ store: Store) throws -> ReleaseInfo {
+        try record.withLock { cached in
+            if let cached { return cached }
+            let info = try store.loadRelease(ref.id)
+            cached = info
+            return info
+        }
+    }
+}
+
+extension Client {
+    /// Serves `ref` (nil: the bundle only) from now on: takes its lease, indexes it, and swaps
+    /// what resolving reads and what plugins and release info speak of. `record`: the release's
+    /// record when the caller has it (an update that just installed it). A release whose
+    /// directory is already gone (another process cleaned it up after the state changed) is
+    /// not served: the bundle is, and the next open serves the state's active release.
+    func serve(_ ref: ReleaseRef?, record: ReleaseInfo? = nil) throws {
+        var next: ServedRelease?
+        var index: ResolveIndex?
+        if let ref {
+            if let lease = try store.lease(ref.id) {
+                next = ServedRelease(ref: ref, lease: lease, record: record)
+                index = try record.map { ResolveIndex(root: store.filesDir(ref.id), names: $0.files.map(\.path)) } ?? loadIndex(ref)
+            } else {
+                log(2, "version \(ref.version) is gone from \(store.root) (another client cleaned it up); serving the bundle")
+            }
+        }
+        let version = next?.ref.version ?? 0
+        served.withLock { $0 = next }
+        view.withLock { $0 = $0.with(release: .some(index), activeVersion: version) }
+    }
+
+    /// The release this client serves, nil for the bundle only.
+    var servedRelease: ServedRelease? { served.withLock { $0 } }
+}

@@ -134,11 +134,11 @@ final class ArchiveFollower {
                 let want = Int(min(UInt64(buffer.count), end - offset, receiver.range.end - offset))
                 if file == nil { file = try File.openRead(path) }
                 let n = try file!.pread(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: offset)
-                if n == 0 { throw DeltaFallback(message: "\(shown): the download is shorter than \(end) bytes") }
+                if n == 0 { throw DifferentialFallback(message: "\(shown): the download is shorter than \(end) bytes") }
                 try receiver.push(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
             }
             try receiver.finish()
-        } catch let f as DeltaFallback {
+        } catch let f as DifferentialFallback {
             outcome.stopped = f.message
         } catch let e as AssetPatchError {
             outcome.stopped = e.message

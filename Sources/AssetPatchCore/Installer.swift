@@ -14,7 +14,7 @@ struct Installer {
 
     /// Installs `archive` (a verified download) for `c`; returns the release record. `installed`
     /// maps the sha256 of installed releases' files (`Store.installedFiles`) to what may be linked.
-    func install(_ c: Candidate, archive: String, installed: [String: (path: String, size: UInt64)]) throws -> ReleaseInfo {
+    func install(_ c: Candidate, archive: String, installed: [String: (path: String, size: UInt64)]) throws -> ReleaseRecord {
         let reusable = c.manifest.kind == .format1 ? installed.mapValues(\.path) : [:]
         try store.prepareStaging(c.releaseID)
         let filesDir = store.stagingFilesDir(c.releaseID)
@@ -68,7 +68,7 @@ struct Installer {
         progress.report(Progress(phase: .install, bytesDone: bytesDone, bytesTotal: totalBytes,
                                  filesDone: UInt64(entries.count), filesTotal: UInt64(entries.count)), final: true)
 
-        let info = ReleaseInfo(c, files: c.manifest.kind == .format1 ? c.manifest.files : files)
+        let info = ReleaseRecord(c, files: c.manifest.kind == .format1 ? c.manifest.files : files)
         try store.sealStaging(c.releaseID, info, durable: durable)
         return info
     }
@@ -77,8 +77,8 @@ struct Installer {
     /// fetched files are hard-linked (copied where a link fails), bundle files copied (cloned
     /// where the filesystem shares extents); every copy is hashed and must match. `fetched`
     /// maps the sha256 of the files this update fetched to their paths. A local file that does
-    /// not match throws `DeltaFallback`.
-    func assemble(_ c: Candidate, _ plan: DeltaPlan, fetched: [String: String]) throws -> ReleaseInfo {
+    /// not match throws `DifferentialFallback`.
+    func assemble(_ c: Candidate, _ plan: DifferentialPlan, fetched: [String: String]) throws -> ReleaseRecord {
         let filesDir = store.stagingFilesDir(c.releaseID)
         let totalBytes = plan.files.reduce(UInt64(0)) { $0 + $1.file.size }
         let filesTotal = UInt64(plan.files.count)
@@ -110,7 +110,7 @@ struct Installer {
         }
         progress.report(Progress(phase: .install, bytesDone: bytesDone, bytesTotal: totalBytes,
                                  filesDone: filesTotal, filesTotal: filesTotal), final: true)
-        let info = ReleaseInfo(c, files: c.manifest.files)
+        let info = ReleaseRecord(c, files: c.manifest.files)
         try store.sealStaging(c.releaseID, info, durable: durable)
         return info
     }
@@ -118,7 +118,7 @@ struct Installer {
     /// Copies `source` to `target` (read-only), sharing extents where the filesystem can
     /// (FICLONE: btrfs, XFS), and checks size and sha256 of what was written.
     private func copyVerified(_ source: String, to target: String, _ f: ManifestFile) throws {
-        let mismatch = { (what: String) in DeltaFallback(message: "\(source): \(what), expected for \"\(f.path)\"") }
+        let mismatch = { (what: String) in DifferentialFallback(message: "\(source): \(what), expected for \"\(f.path)\"") }
         guard let input = try? File.openRead(source) else { throw mismatch("can't be read") }
         let out = try File.open(target, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o444)
         let digest = try Digest(.sha256)
@@ -176,7 +176,7 @@ struct Installer {
     }
 }
 
-extension ReleaseInfo {
+extension ReleaseRecord {
     /// The record of candidate `c` installed with `files`.
     init(_ c: Candidate, files: [ManifestFile]) {
         self.init(version: c.version, files: files, plugins: c.manifest.plugins, signatureVerified: c.manifest.signatureVerified,

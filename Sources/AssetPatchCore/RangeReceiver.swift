@@ -4,7 +4,7 @@ import Glibc
 /// ignores or answers ranges wrongly, locations that disagree with the archive, a local file
 /// that changed under the update. The update falls back to the whole archive in the same call,
 /// whose own checks then tell a lying server from a wrong manifest.
-struct DeltaFallback: Error {
+struct DifferentialFallback: Error {
     let message: String
 }
 
@@ -51,14 +51,14 @@ final class RangeReceiver {
         decoder = nil
     }
 
-    private func mismatch(_ what: String) -> DeltaFallback {
+    private func mismatch(_ what: String) -> DifferentialFallback {
         let name = index < range.entries.count ? "\"\(range.entries[index].path)\"" : "the range"
-        return DeltaFallback(message: "\(shown): bytes \(range.start)-\(range.end - 1): \(name) \(what)")
+        return DifferentialFallback(message: "\(shown): bytes \(range.start)-\(range.end - 1): \(name) \(what)")
     }
 
     func push(_ chunk: UnsafeRawBufferPointer) throws {
         if UInt64(chunk.count) > range.end - offset {
-            throw DeltaFallback(message: "\(shown): more than the \(range.count) bytes of range \(range.start)-\(range.end - 1) arrived")
+            throw DifferentialFallback(message: "\(shown): more than the \(range.count) bytes of range \(range.start)-\(range.end - 1) arrived")
         }
         var rest = chunk
         try settle()

@@ -1,7 +1,7 @@
 import Glibc
 
 /// What a release directory records about itself (`releases/<id>/release.json`).
-public struct ReleaseInfo: Sendable {
+public struct ReleaseRecord: Sendable {
     public var version: Int64
     public var files: [ManifestFile]
     public var plugins: [PluginDeclaration]
@@ -31,10 +31,10 @@ public struct ReleaseInfo: Sendable {
         ])
     }
 
-    static func from(_ json: JSON) -> ReleaseInfo? {
+    static func from(_ json: JSON) -> ReleaseRecord? {
         guard json["format"]?.int64 == 1, let version = json["version"]?.int64, let digest = json["archive_digest"]?.string,
               let files = json["files"]?.array else { return nil }
-        var info = ReleaseInfo(version: version, files: [], plugins: [], signatureVerified: json["signature_verified"] == .bool(true),
+        var info = ReleaseRecord(version: version, files: [], plugins: [], signatureVerified: json["signature_verified"] == .bool(true),
                                archiveDigest: digest, label: json["label"]?.string)
         info.created = json["created"]?.int64
         info.notes = json["notes"]?.string

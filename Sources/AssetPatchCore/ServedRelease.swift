@@ -8,16 +8,16 @@ import Glibc
 final class ServedRelease: @unchecked Sendable {  // the record is only touched under its lock
     let ref: ReleaseRef
     let lease: ReleaseLease
-    private let record: Locked<ReleaseInfo?>
+    private let record: Locked<ReleaseRecord?>
 
-    init(ref: ReleaseRef, lease: ReleaseLease, record: ReleaseInfo?) {
+    init(ref: ReleaseRef, lease: ReleaseLease, record: ReleaseRecord?) {
         self.ref = ref
         self.lease = lease
         self.record = Locked(record)
     }
 
     /// The release's record, read from disk once (a served release never changes).
-    func info(_ store: Store) throws -> ReleaseInfo {
+    func info(_ store: Store) throws -> ReleaseRecord {
         try record.withLock { cached in
             if let cached { return cached }
             let info = try store.loadRelease(ref.id)
@@ -33,7 +33,7 @@ extension Client {
     /// record when the caller has it (an update that just installed it). A release whose
     /// directory is already gone (another process cleaned it up after the state changed) is
     /// not served: the bundle is, and the next open serves the state's active release.
-    func serve(_ ref: ReleaseRef?, record: ReleaseInfo? = nil) throws {
+    func serve(_ ref: ReleaseRef?, record: ReleaseRecord? = nil) throws {
         var next: ServedRelease?
         var index: ResolveIndex?
         if let ref {

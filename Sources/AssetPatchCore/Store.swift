@@ -99,10 +99,10 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
         return (result, state)
     }
 
-    public func loadRelease(_ id: String) throws -> ReleaseInfo {
+    public func loadRelease(_ id: String) throws -> ReleaseRecord {
         let path = releaseRecordPath(id)
         let bytes = try FS.readFile(path, limit: 512 << 20, followLinks: false)
-        guard let json = try? JSONParser.parse(bytes), let info = ReleaseInfo.from(json) else {
+        guard let json = try? JSONParser.parse(bytes), let info = ReleaseRecord.from(json) else {
             throw AssetPatchError(.io, "\(path): release record is corrupt")
         }
         return info
@@ -129,7 +129,7 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
     /// release's own bytes are waited for, never what other processes have dirty on the
     /// filesystem (as syncfs would). A failure means the staging directory is discarded and the
     /// step redone from scratch: an interrupted staging directory is never used.
-    func sealStaging(_ id: String, _ info: ReleaseInfo, durable: Set<String> = []) throws {
+    func sealStaging(_ id: String, _ info: ReleaseRecord, durable: Set<String> = []) throws {
         let stage = stagingDir(id), filesDir = stagingFilesDir(id)
         var names: [UInt8] = []
         for f in info.files { names += f.path.utf8; names.append(0) }

@@ -11,7 +11,7 @@ struct Candidate {
 /// What an update did.
 enum UpdateOutcome {
     case noUpdate
-    case installed(Candidate, ReleaseInfo)
+    case installed(Candidate, ReleaseRecord)
 }
 
 /// One update or check, step by step: manifest (fetch, verify, judge) -> plan -> fetch ->
@@ -83,14 +83,14 @@ final class Updater {
         progress.report(Progress(phase: .check), final: true)
         log(1, "updating to version \(candidate.version) from \(candidate.archive.shown)")
 
-        let info: ReleaseInfo
+        let info: ReleaseRecord
         do {
-            let path = try choosePath(candidate, state)
-            try store.requireFreeSpace(try spaceNeeded(path, candidate, state), for: "version \(candidate.version)")
-            if case let .differential(delta) = path, let done = try differential(candidate, delta) {
+            let route = try chooseRoute(candidate, state)
+            try store.requireFreeSpace(try spaceNeeded(route, candidate, state), for: "version \(candidate.version)")
+            if case let .differential(plan) = route, let done = try installDifferentially(candidate, plan) {
                 info = done
             } else {
-                info = try whole(candidate, state)
+                info = try installWholeArchive(candidate, state)
             }
             try cancel.check()
             try activate(candidate, state: &state)
@@ -121,7 +121,7 @@ final class Updater {
         let m = candidate.manifest
         let summary = ReleaseSummary(version: candidate.version, created: m.created, label: m.label, notes: m.notes,
                                      mandatory: m.mandatory, signatureVerified: m.signatureVerified, markedGood: false)
-        switch try choosePath(candidate, state) {
+        switch try chooseRoute(candidate, state) {
         case let .differential(plan):
             var p = UpdatePreview(candidate: summary, wholeArchiveReason: nil, transferBytes: plan.fetchBytes,
                                   archiveBytes: archiveBytes, requests: plan.ranges.count)
@@ -133,8 +133,8 @@ final class Updater {
                 }
             }
             return p
-        case let .whole(reason):
-            let transfer = try transferEstimate(plan(candidate))
+        case let .wholeArchive(reason):
+            let transfer = try transferEstimate(download(for: candidate))
             return UpdatePreview(candidate: summary, wholeArchiveReason: reason, transferBytes: transfer,
                                  archiveBytes: archiveBytes, requests: 1, fetchedFiles: candidate.manifest.files.map(\.path))
         }
@@ -144,8 +144,8 @@ final class Updater {
     /// installed releases cost nothing), 4 KiB per file for block rounding, and for the whole
     /// archive what is still to download of it. A legacy manifest lists no files: only its
     /// archive is counted. A fallback from differential to whole is checked again then.
-    func spaceNeeded(_ path: Path, _ c: Candidate, _ state: StoreState) throws -> UInt64 {
-        switch path {
+    func spaceNeeded(_ route: Route, _ c: Candidate, _ state: StoreState) throws -> UInt64 {
+        switch route {
         case let .differential(plan):
             var total: UInt64 = 0
             for (f, source) in plan.files {
@@ -155,12 +155,12 @@ final class Updater {
                 }
             }
             return total
-        case .whole:
+        case .wholeArchive:
             let linkable = installedFiles(state)
             var total = c.manifest.files.reduce(UInt64(0)) { sum, f in
                 linkable[f.sha256]?.size == f.size ? sum : sum + f.size + 4096
             }
-            let d = try plan(c)
+            let d = try download(for: c)
             if let size = c.manifest.archiveSize { total += size - min(size, d.resumableBytes()) }
             return total
         }
@@ -172,12 +172,12 @@ final class Updater {
     /// directory is checked against the manifest, and the release is assembled from the kept
     /// files as a differential update would be. A legacy manifest, or one without locations,
     /// is extracted after the download.
-    private func whole(_ c: Candidate, _ state: StoreState) throws -> ReleaseInfo {
-        let d = try plan(c)
+    private func installWholeArchive(_ c: Candidate, _ state: StoreState) throws -> ReleaseRecord {
+        let d = try download(for: c)
         let installer = Installer(store: store, config: config, cancel: cancel, progress: progress)
         let installed = installedFiles(state)
         guard c.manifest.locatesEveryFile,
-              let plan = DeltaPlan.make(c.manifest.files, local: onDisk(installed, verifiedFetchedFiles())) else {
+              let plan = DifferentialPlan.make(c.manifest.files, local: onDisk(installed, verifiedFetchedFiles())) else {
             let archive = try fetch(c, d)
             try cancel.check()
             return try installer.install(c, archive: archive, installed: installed)
@@ -198,11 +198,11 @@ final class Updater {
         if let why = stopped.first { log(1, "extracting behind the download stopped (\(why)); finishing from the archive") }
 
         // The rest from the verified archive on disk: the same receivers, read with pread.
-        let rest = DeltaFetch(source: .file(path: archive, url: c.archive.url), archiveSize: c.manifest.archiveSize ?? 0, dir: dir, http: http,
+        let rest = RangeFetch(source: .file(path: archive, url: c.archive.url), archiveSize: c.manifest.archiveSize ?? 0, dir: dir, http: http,
                               parallel: 1, cancel: cancel, progress: nil, fetched: kept)
         do {
             try rest.attempt(plan)
-        } catch let f as DeltaFallback {
+        } catch let f as DifferentialFallback {
             // The archive matches its signed digest, so its entries disagree with the manifest:
             // extracting by the zip's own headers says how.
             log(2, "\(f.message); extracting by the archive's own directory")
@@ -246,10 +246,10 @@ final class Updater {
     // MARK: Differential
 
     /// How an update gets its files.
-    enum Path {
-        case differential(DeltaPlan)
+    enum Route {
+        case differential(DifferentialPlan)
         /// The whole archive, and why.
-        case whole(String)
+        case wholeArchive(String)
     }
 
     /// The differential plan for `c`, or the whole archive: for a legacy manifest or one without
@@ -257,10 +257,10 @@ final class Updater {
     /// `differential_max_percent` of the archive. A file's content is looked for in the
     /// installed releases, in what earlier attempts fetched (hashed again unless this updater
     /// verified it), then in the bundle (digests cached).
-    func choosePath(_ c: Candidate, _ state: StoreState) throws -> Path {
-        guard config.differential else { return .whole("differential=off") }
-        guard c.manifest.kind == .format1, let archiveSize = c.manifest.archiveSize else { return .whole("a legacy manifest") }
-        guard c.manifest.locatesEveryFile else { return .whole("the manifest has no per-file locations") }
+    func chooseRoute(_ c: Candidate, _ state: StoreState) throws -> Route {
+        guard config.differential else { return .wholeArchive("differential=off") }
+        guard c.manifest.kind == .format1, let archiveSize = c.manifest.archiveSize else { return .wholeArchive("a legacy manifest") }
+        guard c.manifest.locatesEveryFile else { return .wholeArchive("the manifest has no per-file locations") }
         let installed = installedFiles(state)
         let fetched = verifiedFetchedFiles()
         var bundle: [String: String] = [:]
@@ -271,27 +271,27 @@ final class Updater {
             bundle = try digests.digests(sizes: missing, cancel: cancel)
             if digests.hashedCount > 0 { log(1, "hashed \(digests.hashedCount) bundle files (cached for later updates)") }
         }
-        guard let delta = DeltaPlan.make(c.manifest.files, local: onDisk(installed, fetched, bundle)) else {
-            return .whole("the manifest has no per-file locations")
+        guard let delta = DifferentialPlan.make(c.manifest.files, local: onDisk(installed, fetched, bundle)) else {
+            return .wholeArchive("the manifest has no per-file locations")
         }
         guard delta.paysOff(archiveSize: archiveSize, maxPercent: config.differentialMaxPercent) else {
-            return .whole("ranges would transfer \(delta.fetchBytes) of the archive's \(archiveSize) bytes (more than \(config.differentialMaxPercent)%)")
+            return .wholeArchive("ranges would transfer \(delta.fetchBytes) of the archive's \(archiveSize) bytes (more than \(config.differentialMaxPercent)%)")
         }
         // An interrupted whole-archive download resumes byte-exactly; its files extracted so
         // far are kept either way, so ranges win only if they transfer less than the rest.
-        let partial = try plan(c).resumableBytes()
+        let partial = try download(for: c).resumableBytes()
         if partial > 0, archiveSize - min(archiveSize, partial) <= delta.fetchBytes {
-            return .whole("resuming the interrupted download (\(archiveSize - min(archiveSize, partial)) bytes left) transfers no more than ranges (\(delta.fetchBytes) bytes)")
+            return .wholeArchive("resuming the interrupted download (\(archiveSize - min(archiveSize, partial)) bytes left) transfers no more than ranges (\(delta.fetchBytes) bytes)")
         }
         return .differential(delta)
     }
 
     /// Fetches the plan's ranges (retrying transient failures; files verified by one attempt
     /// are not fetched again), then builds the release from files on disk. nil: the update
-    /// must fall back to the whole archive (`DeltaFallback`); the staging release is gone then.
-    private func differential(_ c: Candidate, _ plan: DeltaPlan) throws -> ReleaseInfo? {
+    /// must fall back to the whole archive (`DifferentialFallback`); the staging release is gone then.
+    private func installDifferentially(_ c: Candidate, _ plan: DifferentialPlan) throws -> ReleaseRecord? {
         log(1, "differential update: \(plan.fetchEntries) files in \(plan.ranges.count) ranges, \(plan.fetchBytes) of \(c.manifest.archiveSize ?? 0) archive bytes")
-        let fetch = DeltaFetch(source: c.archive, archiveSize: c.manifest.archiveSize ?? 0,
+        let fetch = RangeFetch(source: c.archive, archiveSize: c.manifest.archiveSize ?? 0,
                                dir: store.fetchedDir(c.manifest.archiveDigest), http: http, parallel: config.parallelDownloads,
                                cancel: cancel, progress: progress)
         do {
@@ -305,11 +305,11 @@ final class Updater {
             try cancel.check()
             return try Installer(store: store, config: config, cancel: cancel, progress: progress)
                 .assemble(c, plan, fetched: fetch.fetched)
-        } catch let f as DeltaFallback {
+        } catch let f as DifferentialFallback {
             for path in fetch.fetched.values { verifiedFetched.insert(path) }
             store.discardStaging(c.releaseID)
             log(2, "\(f.message); downloading the whole archive instead")
-            try store.requireFreeSpace(try spaceNeeded(.whole(f.message), c, store.loadState()), for: "version \(c.version)")
+            try store.requireFreeSpace(try spaceNeeded(.wholeArchive(f.message), c, store.loadState()), for: "version \(c.version)")
             return nil
         }
     }
@@ -459,7 +459,7 @@ final class Updater {
     /// The download of `c`'s archive. A format-1 manifest bounds it by the archive's declared
     /// size (more bytes: `ERR_INTEGRITY`); a legacy manifest declares none, so
     /// `max_legacy_archive_bytes` bounds it (`ERR_ARCHIVE`).
-    func plan(_ c: Candidate) throws -> ArchiveDownload {
+    func download(for c: Candidate) throws -> ArchiveDownload {
         let shown = c.archive.shown
         let limit: UInt64
         let limitError: (UInt64) -> AssetPatchError

@@ -24,7 +24,7 @@ struct FetchRange: Equatable {
 /// The plan of a differential update: a source for every file of the new release, and the
 /// coalesced ranges of the archive to fetch for the rest. Built from the signed manifest's
 /// per-file locations; files whose content is on disk already (same sha256) cost no transfer.
-struct DeltaPlan {
+struct DifferentialPlan {
     /// Every file of the release, in manifest order, with its source.
     var files: [(file: ManifestFile, source: FileSource)]
     var ranges: [FetchRange]
@@ -47,7 +47,7 @@ struct DeltaPlan {
     /// content on disk; a content missing there is fetched once, for the first path in archive
     /// order, and the other paths with that content link to it.
     static func make(_ files: [ManifestFile], local: (ManifestFile) -> FileSource?,
-                     gap: UInt64 = coalesceGap, maxRequest: UInt64 = maxRequestBytes) -> DeltaPlan? {
+                     gap: UInt64 = coalesceGap, maxRequest: UInt64 = maxRequestBytes) -> DifferentialPlan? {
         var sources: [(file: ManifestFile, source: FileSource)] = []
         sources.reserveCapacity(files.count)
         var toFetch: [String: ManifestFile] = [:]
@@ -62,7 +62,7 @@ struct DeltaPlan {
             toFetch[f.sha256] = f
         }
         let entries = toFetch.values.sorted { $0.location!.headerOffset < $1.location!.headerOffset }
-        return DeltaPlan(files: sources, ranges: coalesce(entries, gap: gap, maxRequest: maxRequest))
+        return DifferentialPlan(files: sources, ranges: coalesce(entries, gap: gap, maxRequest: maxRequest))
     }
 
     /// Groups entries (in archive order, disjoint) into requests: the next entry joins the

@@ -5,7 +5,7 @@ import Glibc
 /// HTTP(S). Each range's bytes go through a `RangeReceiver` as they arrive, so every file is
 /// inflated, hashed and kept (or refused) on the way. Nothing the server says about lengths is
 /// trusted: a 206 must carry exactly the range asked for, and a receiver takes no byte beyond it.
-final class DeltaFetch {
+final class RangeFetch {
     let source: Location
     let archiveSize: UInt64
     let dir: String
@@ -36,13 +36,13 @@ final class DeltaFetch {
 
     /// The plan's ranges still to fetch: entries fetched by earlier attempts are left out and the
     /// rest coalesced again.
-    func remaining(_ plan: DeltaPlan) -> [FetchRange] {
+    func remaining(_ plan: DifferentialPlan) -> [FetchRange] {
         let left = plan.ranges.flatMap(\.entries).filter { fetched[$0.sha256] == nil }
-        return DeltaPlan.coalesce(left, gap: DeltaPlan.coalesceGap, maxRequest: DeltaPlan.maxRequestBytes)
+        return DifferentialPlan.coalesce(left, gap: DifferentialPlan.coalesceGap, maxRequest: DifferentialPlan.maxRequestBytes)
     }
 
     /// One attempt at the ranges not fetched yet.
-    func attempt(_ plan: DeltaPlan) throws {
+    func attempt(_ plan: DifferentialPlan) throws {
         try FS.makeDirectories(dir)
         let ranges = remaining(plan)
         guard !ranges.isEmpty else { return }
@@ -78,7 +78,7 @@ final class DeltaFetch {
         let file = try File.openRead(path)
         let size = try file.size()
         if size != archiveSize {
-            throw DeltaFallback(message: "\(source.shown): archive is \(size) bytes, the manifest says \(archiveSize)")
+            throw DifferentialFallback(message: "\(source.shown): archive is \(size) bytes, the manifest says \(archiveSize)")
         }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }
@@ -105,19 +105,19 @@ final class DeltaFetch {
         switch head.status {
         case 206:
             if let coding = head.header("Content-Encoding"), coding.lowercased() != "identity" {
-                throw DeltaFallback(message: "\(what): the range came with Content-Encoding \(coding)")
+                throw DifferentialFallback(message: "\(what): the range came with Content-Encoding \(coding)")
             }
             guard let cr = head.header("Content-Range"), let range = ContentRange.parse(cr),
                   range.start == r.start, range.end == r.end - 1, range.total == archiveSize else {
-                throw DeltaFallback(message: "\(what): HTTP 206 with Content-Range \(head.header("Content-Range") ?? "(none)")")
+                throw DifferentialFallback(message: "\(what): HTTP 206 with Content-Range \(head.header("Content-Range") ?? "(none)")")
             }
             if let length = head.contentLength, length != r.count {
-                throw DeltaFallback(message: "\(what): HTTP 206 with Content-Length \(length)")
+                throw DifferentialFallback(message: "\(what): HTTP 206 with Content-Length \(length)")
             }
         case 200:
-            throw DeltaFallback(message: "\(what): the server ignores ranges (HTTP 200)")
+            throw DifferentialFallback(message: "\(what): the server ignores ranges (HTTP 200)")
         case 416:
-            throw DeltaFallback(message: "\(what): HTTP 416 (the archive is shorter than the manifest says)")
+            throw DifferentialFallback(message: "\(what): HTTP 416 (the archive is shorter than the manifest says)")
         default:
             throw HTTPClient.statusError(head, what)
         }

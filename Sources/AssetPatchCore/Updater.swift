@@ -26,11 +26,11 @@ final class Updater {
     let http: HTTPClient
     let bundleDir: String?
     /// Why the last `evaluate` found nothing to install, and the version the manifest offered.
-    private(set) var noUpdate: (reason: NoUpdateReason, version: Int64)?
+    var noUpdate: (reason: NoUpdateReason, version: Int64)?
     /// The version the last manifest evaluated offered (0: none was read).
-    private(set) var offered: Int64 = 0
+    var offered: Int64 = 0
     /// Fetched files verified by this updater (its retries trust them without hashing again).
-    private var verifiedFetched = Set<String>()
+    var verifiedFetched = Set<String>()
     /// The installed releases' files by sha256, read from their records once per updater: the
     /// plan, the free-space check and the installer all ask.
     private var installedCache: (ids: Set<String>, files: [String: (path: String, size: UInt64)])?
@@ -218,7 +218,7 @@ final class Updater {
 
     /// The files earlier attempts fetched and kept (`downloads/*.files/`), by sha256: hashed
     /// again unless this updater verified them, and removed when they no longer match.
-    private func verifiedFetchedFiles() -> [String: String] {
+    func verifiedFetchedFiles() -> [String: String] {
         var fetched: [String: String] = [:]
         for (sha, path) in store.fetchedFiles() {
             if verifiedFetched.contains(path) { fetched[sha] = path; continue }
@@ -234,224 +234,13 @@ final class Updater {
 
     /// Where a file's content already is on disk: an installed release's file of the same
     /// sha256 and size, a file an earlier attempt fetched, or the bundle's file (in that order).
-    private func onDisk(_ installed: [String: (path: String, size: UInt64)], _ fetched: [String: String],
+    func onDisk(_ installed: [String: (path: String, size: UInt64)], _ fetched: [String: String],
                         _ bundle: [String: String] = [:]) -> (ManifestFile) -> FileSource? {
         { f in
             if let i = installed[f.sha256], i.size == f.size { return .installed(i.path) }
             if let p = fetched[f.sha256] { return .fetched(p) }
             return bundle[f.sha256].map(FileSource.bundle)
         }
-    }
-
-    // MARK: Differential
-
-    /// How an update gets its files.
-    enum Route {
-        case differential(DifferentialPlan)
-        /// The whole archive, and why.
-        case wholeArchive(String)
-    }
-
-    /// The differential plan for `c`, or the whole archive: for a legacy manifest or one without
-    /// per-file locations, with `differential=off`, or when ranges would transfer more than
-    /// `differential_max_percent` of the archive. A file's content is looked for in the
-    /// installed releases, in what earlier attempts fetched (hashed again unless this updater
-    /// verified it), then in the bundle (digests cached).
-    func chooseRoute(_ c: Candidate, _ state: StoreState) throws -> Route {
-        guard config.differential else { return .wholeArchive("differential=off") }
-        guard c.manifest.kind == .format1, let archiveSize = c.manifest.archiveSize else { return .wholeArchive("a legacy manifest") }
-        guard c.manifest.locatesEveryFile else { return .wholeArchive("the manifest has no per-file locations") }
-        let installed = installedFiles(state)
-        let fetched = verifiedFetchedFiles()
-        var bundle: [String: String] = [:]
-        if let bundleDir {
-            let local = onDisk(installed, fetched)
-            let missing = Set(c.manifest.files.filter { local($0) == nil }.map(\.size))
-            var digests = BundleDigests(bundleDir: bundleDir, cachePath: store.bundleDigestsPath)
-            bundle = try digests.digests(sizes: missing, cancel: cancel)
-            if digests.hashedCount > 0 { log(1, "hashed \(digests.hashedCount) bundle files (cached for later updates)") }
-        }
-        guard let delta = DifferentialPlan.make(c.manifest.files, local: onDisk(installed, fetched, bundle)) else {
-            return .wholeArchive("the manifest has no per-file locations")
-        }
-        guard delta.paysOff(archiveSize: archiveSize, maxPercent: config.differentialMaxPercent) else {
-            return .wholeArchive("ranges would transfer \(delta.fetchBytes) of the archive's \(archiveSize) bytes (more than \(config.differentialMaxPercent)%)")
-        }
-        // An interrupted whole-archive download resumes byte-exactly; its files extracted so
-        // far are kept either way, so ranges win only if they transfer less than the rest.
-        let partial = try download(for: c).resumableBytes()
-        if partial > 0, archiveSize - min(archiveSize, partial) <= delta.fetchBytes {
-            return .wholeArchive("resuming the interrupted download (\(archiveSize - min(archiveSize, partial)) bytes left) transfers no more than ranges (\(delta.fetchBytes) bytes)")
-        }
-        return .differential(delta)
-    }
-
-    /// Fetches the plan's ranges (retrying transient failures; files verified by one attempt
-    /// are not fetched again), then builds the release from files on disk. nil: the update
-    /// must fall back to the whole archive (`DifferentialFallback`); the staging release is gone then.
-    private func installDifferentially(_ c: Candidate, _ plan: DifferentialPlan) throws -> ReleaseRecord? {
-        log(1, "differential update: \(plan.fetchEntries) files in \(plan.ranges.count) ranges, \(plan.fetchBytes) of \(c.manifest.archiveSize ?? 0) archive bytes")
-        let fetch = RangeFetch(source: c.archive, archiveSize: c.manifest.archiveSize ?? 0,
-                               dir: store.fetchedDir(c.manifest.archiveDigest), http: http, parallel: config.parallelDownloads,
-                               cancel: cancel, progress: progress)
-        do {
-            try store.prepareStaging(c.releaseID)
-            progress.report(Progress(phase: .download, bytesDone: 0, bytesTotal: plan.fetchBytes,
-                                     filesDone: 0, filesTotal: UInt64(plan.fetchEntries)))
-            if c.archive.isFile { try fetch.attempt(plan) } else { try withRetries { try fetch.attempt(plan) } }
-            progress.report(Progress(phase: .download, bytesDone: plan.fetchBytes, bytesTotal: plan.fetchBytes,
-                                     filesDone: UInt64(plan.fetchEntries), filesTotal: UInt64(plan.fetchEntries)), final: true)
-            for path in fetch.fetched.values { verifiedFetched.insert(path) }
-            try cancel.check()
-            return try Installer(store: store, config: config, cancel: cancel, progress: progress)
-                .assemble(c, plan, fetched: fetch.fetched)
-        } catch let f as DifferentialFallback {
-            for path in fetch.fetched.values { verifiedFetched.insert(path) }
-            store.discardStaging(c.releaseID)
-            log(2, "\(f.message); downloading the whole archive instead")
-            try store.requireFreeSpace(try spaceNeeded(.wholeArchive(f.message), c, store.loadState()), for: "version \(c.version)")
-            return nil
-        }
-    }
-
-    /// Writes what accepting a manifest changed in `accepted` (the package pin and the
-    /// downgrade mark) into the current state.
-    static func recordAcceptance(_ accepted: StoreState, in store: Store) throws {
-        try store.modifyState { s in
-            if let pin = accepted.pin, s.pin == nil || (s.pin?.source == .manifest && pin.source == .verifiedManifest) { s.pin = pin }
-            s.highestVersion = max(s.highestVersion, accepted.highestVersion)
-            s.highestVerifiedVersion = max(s.highestVerifiedVersion ?? 0, accepted.highestVerifiedVersion ?? 0)
-        }
-    }
-
-    // MARK: Manifest
-
-    func fetchManifest() throws -> (bytes: [UInt8], finalURL: String) {
-        guard let location = config.manifest else { throw AssetPatchError(.state, "no manifest_url set") }
-        switch location {
-        case let .file(path, url):
-            return (try FS.readFile(path, limit: config.maxManifestBytes, limitStatus: .manifest), url)
-        case let .http(url):
-            // A check that finds nothing new should cost one 304: the manifests last fetched from
-            // this URL are kept with their validators, and a 304 reuses the copy it names
-            // (decoded and verified again like any manifest). Racy validators are not kept (see
-            // `Validators`).
-            let cache = store.cachedManifests(url: url)
-            let r = try withRetries {
-                try http.fetch(url, limit: config.maxManifestBytes, limitStatus: .manifest, conditions: cache?.conditionalHeaders ?? [])
-            }
-            guard let body = r.body else {
-                guard let cache else { throw AssetPatchError(.http, "GET \(URLs.redacted(url)): HTTP 304 to an unconditional request") }
-                if let kept = cache.match(r.head) {
-                    log(0, "GET \(URLs.redacted(url)): 304 Not Modified; using the manifest fetched before")
-                    return (kept.bytes, kept.finalURL)
-                }
-                // A 304 that does not say which of several copies it means: ask again, plainly.
-                log(1, "GET \(URLs.redacted(url)): 304 without an ETag naming a kept copy; fetching the manifest")
-                store.dropCachedManifests()
-                return try fetchManifest()
-            }
-            if let validators = Validators.reusable(r.head) {
-                var updated = cache ?? ManifestCache(url: url, entries: [])
-                updated.insert(ManifestCache.Entry(finalURL: r.head.effectiveURL, validators: validators, bytes: body))
-                store.cacheManifests(updated)
-            } else if r.head.header("Last-Modified") != nil {
-                // The copies kept stay good: their validators were not racy, so no later manifest
-                // can share them. This one is not kept.
-                log(0, "GET \(URLs.redacted(url)): Last-Modified \(r.head.header("Last-Modified")!) is not a second older than the response's Date (\(r.head.header("Date") ?? "none")); not kept for a 304")
-            }
-            return (body, r.head.effectiveURL)
-        }
-    }
-
-    /// Fetches and judges the manifest. nil: nothing to do (`ASSETPATCH_NO_UPDATE`).
-    /// Accepting it pins the package and moves the downgrade mark in `state`.
-    func evaluate(_ state: inout StoreState) throws -> Candidate? {
-        let (bytes, finalURL) = try fetchManifest()
-        let source = URLs.redacted(finalURL)
-        noUpdate = nil
-        offered = 0
-        let manifest = try Manifest.decode(bytes, trustedKeys: config.publicKeys, source: source)
-        offered = manifest.kind == .format1 ? manifest.version : 0
-        try cancel.check()
-
-        let archiveURL = URLs.resolve(manifest.archiveURL, against: finalURL)
-        guard let archive = Location(archiveURL) else {
-            throw AssetPatchError(.manifest, "\(source): archive URL \"\(URLs.redacted(archiveURL))\" has an unsupported scheme")
-        }
-        // A remote manifest may not make the client read local files.
-        if archive.isFile && !(config.manifest?.isFile ?? false) {
-            throw AssetPatchError(.manifest, "\(source): a remote manifest may not name a file:// archive")
-        }
-
-        if manifest.kind == .legacy {
-            if manifest.archiveDigest == state.activeLegacyDigest || manifest.archiveDigest == state.pendingLegacyDigest {
-                noUpdate = (.current, manifest.archiveDigest == state.activeLegacyDigest ? state.active?.version ?? 0 : state.pending?.version ?? 0)
-                return nil
-            }
-            let version = max(state.highestInstalled, state.highestVersion, state.active?.version ?? 0) + 1
-            return Candidate(manifest: manifest, archive: archive, version: version,
-                             releaseID: Store.releaseID(version: version, digest: manifest.archiveDigest))
-        }
-
-        // The order matters: the signature (checked by decoding), then the package, then the
-        // expiry, then the version rules. A manifest of another package changes nothing, and an
-        // expired one is an error even when its version is the one installed (a replayed or
-        // 304-kept manifest must not hide that the publisher's manifest went stale).
-        let package = manifest.package ?? "default"
-        let verifying = !config.publicKeys.isEmpty
-        if let expected = state.expectedPackage(verifying: verifying), expected.name != package {
-            let who: String
-            switch expected.source {
-            case .option: who = "the package option names"
-            case .bundle: who = "the bundle marker names"
-            case .verifiedManifest, .manifest: who = "was pinned by the first manifest accepted"
-            }
-            throw AssetPatchError(.manifest, "\(source): package \"\(package)\" is not this client's package \"\(expected.name)\" (\(who))")
-        }
-        let v = manifest.version
-        if let expires = manifest.expires, expires <= unixTime() {
-            throw AssetPatchError(.expired, "\(source): version \(v) expired at \(RFC3339.format(expires))")
-        }
-        var accepted = state
-        accepted.accept(package: package, version: v, verified: manifest.signatureVerified)
-        if state.bundlePackage == package && v <= state.bundleVersion {
-            // The app's bundle already carries this release (or a newer one).
-            state = accepted
-            noUpdate = (.inBundle, v)
-            return nil
-        }
-        let activeIsFormat1 = state.activeLegacyDigest == nil
-        if (activeIsFormat1 && v == state.active?.version) || (state.pendingLegacyDigest == nil && v == state.pending?.version) {
-            state = accepted
-            noUpdate = (.current, v)
-            return nil
-        }
-        if state.bad.contains(v) {
-            state = accepted
-            noUpdate = (.badVersion, v)
-            return nil
-        }
-        let mark = state.downgradeMark(verifying: verifying)
-        if v < mark {
-            // Nothing older is ever installed. Not an error: every multi-tier CDN serves an older
-            // manifest from some edge for up to its max-age times its tiers, and a replay gains
-            // nothing. The warning says what happened; the host reads the reason.
-            log(2, "\(source): version \(v) is older than version \(mark) accepted before (a cache still serving an old manifest, or a replay); nothing to install")
-            noUpdate = (.older, v)
-            return nil
-        }
-        if let have = config.appVersion, !AppVersion.fits(have, min: manifest.minAppVersion, max: manifest.maxAppVersion) {
-            let range = [manifest.minAppVersion.map { "\($0) or newer" }, manifest.maxAppVersion.map { "\($0) or older" }]
-                .compactMap { $0 }.joined(separator: " and ")
-            throw AssetPatchError(.incompatible, "\(source): version \(v) needs app version \(range), this app is \(have.map(String.init).joined(separator: "."))")
-        }
-        if manifest.releaseBytes > config.maxReleaseBytes {
-            throw AssetPatchError(.archive, "\(source): release of \(manifest.releaseBytes) bytes exceeds max_release_bytes (\(config.maxReleaseBytes))")
-        }
-        state = accepted
-        return Candidate(manifest: manifest, archive: archive, version: v,
-                         releaseID: Store.releaseID(version: v, digest: manifest.archiveDigest))
     }
 
     // MARK: Plan

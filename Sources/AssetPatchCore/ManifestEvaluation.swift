@@ -1,0 +1,133 @@
+import Glibc
+
+/// The manifest of an update: fetched (conditionally, over HTTP), decoded and verified, and judged
+/// against what the client takes and has (package, expiry, versions, app version, size).
+extension Updater {
+    func fetchManifest() throws -> (bytes: [UInt8], finalURL: String) {
+        guard let location = config.manifest else { throw AssetPatchError(.state, "no manifest_url set") }
+        switch location {
+        case let .file(path, url):
+            return (try FS.readFile(path, limit: config.maxManifestBytes, limitStatus: .manifest), url)
+        case let .http(url):
+            // A check that finds nothing new should cost one 304: the manifests last fetched from
+            // this URL are kept with their validators, and a 304 reuses the copy it names
+            // (decoded and verified again like any manifest). Racy validators are not kept (see
+            // `Validators`).
+            let cache = store.cachedManifests(url: url)
+            let r = try withRetries {
+                try http.fetch(url, limit: config.maxManifestBytes, limitStatus: .manifest, conditions: cache?.conditionalHeaders ?? [])
+            }
+            guard let body = r.body else {
+                guard let cache else { throw AssetPatchError(.http, "GET \(URLs.redacted(url)): HTTP 304 to an unconditional request") }
+                if let kept = cache.match(r.head) {
+                    log(0, "GET \(URLs.redacted(url)): 304 Not Modified; using the manifest fetched before")
+                    return (kept.bytes, kept.finalURL)
+                }
+                // A 304 that does not say which of several copies it means: ask again, plainly.
+                log(1, "GET \(URLs.redacted(url)): 304 without an ETag naming a kept copy; fetching the manifest")
+                store.dropCachedManifests()
+                return try fetchManifest()
+            }
+            if let validators = Validators.reusable(r.head) {
+                var updated = cache ?? ManifestCache(url: url, entries: [])
+                updated.insert(ManifestCache.Entry(finalURL: r.head.effectiveURL, validators: validators, bytes: body))
+                store.cacheManifests(updated)
+            } else if r.head.header("Last-Modified") != nil {
+                // The copies kept stay good: their validators were not racy, so no later manifest
+                // can share them. This one is not kept.
+                log(0, "GET \(URLs.redacted(url)): Last-Modified \(r.head.header("Last-Modified")!) is not a second older than the response's Date (\(r.head.header("Date") ?? "none")); not kept for a 304")
+            }
+            return (body, r.head.effectiveURL)
+        }
+    }
+
+    /// Fetches and judges the manifest. nil: nothing to do (`ASSETPATCH_NO_UPDATE`).
+    /// Accepting it pins the package and moves the downgrade mark in `state`.
+    func evaluate(_ state: inout StoreState) throws -> Candidate? {
+        let (bytes, finalURL) = try fetchManifest()
+        let source = URLs.redacted(finalURL)
+        noUpdate = nil
+        offered = 0
+        let manifest = try Manifest.decode(bytes, trustedKeys: config.publicKeys, source: source)
+        offered = manifest.kind == .format1 ? manifest.version : 0
+        try cancel.check()
+
+        let archiveURL = URLs.resolve(manifest.archiveURL, against: finalURL)
+        guard let archive = Location(archiveURL) else {
+            throw AssetPatchError(.manifest, "\(source): archive URL \"\(URLs.redacted(archiveURL))\" has an unsupported scheme")
+        }
+        // A remote manifest may not make the client read local files.
+        if archive.isFile && !(config.manifest?.isFile ?? false) {
+            throw AssetPatchError(.manifest, "\(source): a remote manifest may not name a file:// archive")
+        }
+
+        if manifest.kind == .legacy {
+            if manifest.archiveDigest == state.activeLegacyDigest || manifest.archiveDigest == state.pendingLegacyDigest {
+                noUpdate = (.current, manifest.archiveDigest == state.activeLegacyDigest ? state.active?.version ?? 0 : state.pending?.version ?? 0)
+                return nil
+            }
+            let version = max(state.highestInstalled, state.highestVersion, state.active?.version ?? 0) + 1
+            return Candidate(manifest: manifest, archive: archive, version: version,
+                             releaseID: Store.releaseID(version: version, digest: manifest.archiveDigest))
+        }
+
+        // The order matters: the signature (checked by decoding), then the package, then the
+        // expiry, then the version rules. A manifest of another package changes nothing, and an
+        // expired one is an error even when its version is the one installed (a replayed or
+        // 304-kept manifest must not hide that the publisher's manifest went stale).
+        let package = manifest.package ?? "default"
+        let verifying = !config.publicKeys.isEmpty
+        if let expected = state.expectedPackage(verifying: verifying), expected.name != package {
+            let who: String
+            switch expected.source {
+            case .option: who = "the package option names"
+            case .bundle: who = "the bundle marker names"
+            case .verifiedManifest, .manifest: who = "was pinned by the first manifest accepted"
+            }
+            throw AssetPatchError(.manifest, "\(source): package \"\(package)\" is not this client's package \"\(expected.name)\" (\(who))")
+        }
+        let v = manifest.version
+        if let expires = manifest.expires, expires <= unixTime() {
+            throw AssetPatchError(.expired, "\(source): version \(v) expired at \(RFC3339.format(expires))")
+        }
+        var accepted = state
+        accepted.accept(package: package, version: v, verified: manifest.signatureVerified)
+        if state.bundlePackage == package && v <= state.bundleVersion {
+            // The app's bundle already carries this release (or a newer one).
+            state = accepted
+            noUpdate = (.inBundle, v)
+            return nil
+        }
+        let activeIsFormat1 = state.activeLegacyDigest == nil
+        if (activeIsFormat1 && v == state.active?.version) || (state.pendingLegacyDigest == nil && v == state.pending?.version) {
+            state = accepted
+            noUpdate = (.current, v)
+            return nil
+        }
+        if state.bad.contains(v) {
+            state = accepted
+            noUpdate = (.badVersion, v)
+            return nil
+        }
+        let mark = state.downgradeMark(verifying: verifying)
+        if v < mark {
+            // Nothing older is ever installed. Not an error: every multi-tier CDN serves an older
+            // manifest from some edge for up to its max-age times its tiers, and a replay gains
+            // nothing. The warning says what happened; the host reads the reason.
+            log(2, "\(source): version \(v) is older than version \(mark) accepted before (a cache still serving an old manifest, or a replay); nothing to install")
+            noUpdate = (.older, v)
+            return nil
+        }
+        if let have = config.appVersion, !AppVersion.fits(have, min: manifest.minAppVersion, max: manifest.maxAppVersion) {
+            let range = [manifest.minAppVersion.map { "\($0) or newer" }, manifest.maxAppVersion.map { "\($0) or older" }]
+                .compactMap { $0 }.joined(separator: " and ")
+            throw AssetPatchError(.incompatible, "\(source): version \(v) needs app version \(range), this app is \(have.map(String.init).joined(separator: "."))")
+        }
+        if manifest.releaseBytes > config.maxReleaseBytes {
+            throw AssetPatchError(.archive, "\(source): release of \(manifest.releaseBytes) bytes exceeds max_release_bytes (\(config.maxReleaseBytes))")
+        }
+        state = accepted
+        return Candidate(manifest: manifest, archive: archive, version: v,
+                         releaseID: Store.releaseID(version: v, digest: manifest.archiveDigest))
+    }
+}

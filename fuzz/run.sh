@@ -30,10 +30,11 @@ build() {
   case $t in manifest) src=FuzzManifest.swift;; zip) src=FuzzZip.swift;; name) src=FuzzName.swift;; range) src=FuzzRange.swift;; elf) src=FuzzELF.swift;; inflate) src=FuzzInflate.swift;;
     *) echo "unknown target $t" >&2; exit 1;; esac
   if [[ ! -x $out/$t || $root/fuzz/$src -nt $out/$t || -n $(find "$root/Sources/AssetPatchCore" -newer "$out/$t" -name '*.swift' | head -1) ]]; then
+    mapfile -t core < <(find "$root/Sources/AssetPatchCore" -name '*.swift' | sort)
     echo "== building fuzz target $t"
     swiftc -parse-as-library -sanitize=fuzzer,address -O -g -module-name AssetPatchFuzz \
       -I "$root/Sources/CCurl" -I "$root/Sources/CZlib" -I "$root/Sources/CCrypto" -I "$root/Sources/CSystem" -I "$root/Sources/CAssetPatchABI" \
-      "$root"/Sources/AssetPatchCore/*.swift "$root/fuzz/$src" -lcurl -lz -lcrypto -o "$out/$t"
+      "${core[@]}" "$root/fuzz/$src" -lcurl -lz -lcrypto -o "$out/$t"
   fi
 }
 

@@ -48,7 +48,7 @@ def main():
     check(f"shared object file is {want}", want in files and os.path.realpath(os.path.join(prefix, "lib", "libassetpatch.so.1")).endswith(want),
           files)
 
-    swift = open(os.path.join(root, "Sources", "AssetPatchCore", "Status.swift")).read()
+    swift = open(os.path.join(root, "Sources", "AssetPatchCore", "Support", "Status.swift")).read()
     cases = {c: int(v) for c, v in re.findall(r"case `?(\w+)`? = (-?\d+)", swift)}
     names = dict(re.findall(r"case \.`?(\w+)`?: \"(ASSETPATCH_[A-Z_]+)\"", swift))
     swift_statuses = {names[c]: v for c, v in cases.items() if c in names}

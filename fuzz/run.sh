@@ -32,7 +32,7 @@ build() {
   if [[ ! -x $out/$t || $root/fuzz/$src -nt $out/$t || -n $(find "$root/Sources/AssetPatchCore" -newer "$out/$t" -name '*.swift' | head -1) ]]; then
     mapfile -t core < <(find "$root/Sources/AssetPatchCore" -name '*.swift' | sort)
     echo "== building fuzz target $t"
-    swiftc -parse-as-library -sanitize=fuzzer,address -O -g -module-name AssetPatchFuzz \
+    swiftc -parse-as-library -sanitize=fuzzer,address -O -g -module-name AssetPatchFuzz -package-name assetpatch \
       -I "$root/Sources/CCurl" -I "$root/Sources/CZlib" -I "$root/Sources/CCrypto" -I "$root/Sources/CSystem" -I "$root/Sources/CAssetPatchABI" \
       "${core[@]}" "$root/fuzz/$src" -lcurl -lz -lcrypto -o "$out/$t"
   fi

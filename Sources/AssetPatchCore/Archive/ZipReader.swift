@@ -2,16 +2,16 @@ import Glibc
 internal import CZlib
 
 /// One file entry of a zip archive, as its central directory describes it, after every check.
-public struct ZipEntry: Sendable {
-    public var name: String
-    public var method: UInt16          // 0 stored, 8 deflate
-    public var crc32: UInt32
-    public var compressedSize: UInt64
-    public var uncompressedSize: UInt64
-    public var localHeaderOffset: UInt64
+package struct ZipEntry: Sendable {
+    package var name: String
+    package var method: UInt16          // 0 stored, 8 deflate
+    package var crc32: UInt32
+    package var compressedSize: UInt64
+    package var uncompressedSize: UInt64
+    package var localHeaderOffset: UInt64
     /// Where the entry's (compressed) data starts, from its local header.
-    public var dataOffset: UInt64
-    public var isDirectory: Bool
+    package var dataOffset: UInt64
+    package var isDirectory: Bool
 }
 
 @inline(__always) func le16(_ b: [UInt8], _ o: Int) -> UInt16 { UInt16(b[o]) | UInt16(b[o + 1]) << 8 }
@@ -24,10 +24,10 @@ public struct ZipEntry: Sendable {
 /// after checking it against the local headers and the file, and refuses everything an
 /// updater has no use for — encryption, links and devices, unknown methods, unsafe names
 /// ("zip slip"), duplicate names, and entries that overlap (the overlapping-entry zip bomb).
-public final class ZipReader {
-    public let file: File
-    public let fileSize: UInt64
-    public private(set) var entries: [ZipEntry] = []
+package final class ZipReader {
+    package let file: File
+    package let fileSize: UInt64
+    package private(set) var entries: [ZipEntry] = []
     let source: String
 
     static let maxEntries = 1_000_000
@@ -36,7 +36,7 @@ public final class ZipReader {
     static let maxCentralDirectoryBytes: UInt64 = 512 << 20
 
     /// Opens and validates `path`. `source` names the archive in messages.
-    public init(path: String, source: String? = nil) throws {
+    package init(path: String, source: String? = nil) throws {
         self.file = try File.openRead(path)
         self.fileSize = try file.size()
         self.source = source ?? path
@@ -227,7 +227,7 @@ public final class ZipReader {
     /// entry listed (`ERR_ARCHIVE`), every listed file present (`ERR_ARCHIVE`), declared sizes as
     /// listed (`ERR_INTEGRITY`), locations, where the manifest gives them, as in the archive
     /// (`ERR_MANIFEST`). Content hashes are checked as entries are extracted.
-    public func fileEntries(matching files: [ManifestFile]) throws -> [ZipEntry] {
+    package func fileEntries(matching files: [ManifestFile]) throws -> [ZipEntry] {
         let entries = fileEntries
         let expected = Dictionary(files.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
         for e in entries {
@@ -249,7 +249,7 @@ public final class ZipReader {
     }
 
     /// The file entries (directories left out), in the order their data lies in the archive.
-    public var fileEntries: [ZipEntry] {
+    package var fileEntries: [ZipEntry] {
         entries.filter { !$0.isDirectory }.sorted { $0.dataOffset < $1.dataOffset }
     }
 
@@ -267,7 +267,7 @@ public final class ZipReader {
     /// Streams an entry's uncompressed bytes to `sink`, never producing more than
     /// `entry.uncompressedSize` bytes (inflation stops there: `ERR_ARCHIVE`), and checks the
     /// CRC-32 (`ERR_INTEGRITY`). `buffers` are reused across calls.
-    public func extract(_ entry: ZipEntry, buffers: ZipBuffers, sink: (UnsafeRawBufferPointer) throws -> Void) throws {
+    package func extract(_ entry: ZipEntry, buffers: ZipBuffers, sink: (UnsafeRawBufferPointer) throws -> Void) throws {
         let decoder = try EntryDecoder(method: entry.method, size: entry.uncompressedSize)
         var offset = entry.dataOffset
         var remaining = entry.compressedSize
@@ -306,12 +306,12 @@ extension InflateFailure {
 
 /// Buffers reused across entries, and a heap-allocated z_stream for the writer's deflate (zlib
 /// keeps pointers into it).
-public final class ZipBuffers {
+package final class ZipBuffers {
     let input: UnsafeMutableRawBufferPointer
     let output: UnsafeMutableRawBufferPointer
     let stream: UnsafeMutablePointer<z_stream>
 
-    public init(size: Int = 256 << 10) {
+    package init(size: Int = 256 << 10) {
         input = .allocate(byteCount: size, alignment: 16)
         output = .allocate(byteCount: size, alignment: 16)
         stream = .allocate(capacity: 1)

@@ -3,7 +3,7 @@ internal import CZlib
 
 /// Writes zip archives for `publish`: deterministic (fixed timestamps, given order), ZIP64 where
 /// sizes, offsets or counts need it, each entry deflated unless that saves under 5%, then stored.
-public final class ZipWriter {
+package final class ZipWriter {
     struct Written {
         var name: [UInt8]
         var method: UInt16
@@ -19,7 +19,7 @@ public final class ZipWriter {
     let level: Int32
     let buffers = ZipBuffers(size: 1 << 20)
 
-    public init(path: String, level: Int32 = 6) throws {
+    package init(path: String, level: Int32 = 6) throws {
         out = try File.open(path, O_WRONLY | O_CREAT | O_TRUNC)
         self.level = level
     }
@@ -50,7 +50,7 @@ public final class ZipWriter {
     /// Adds the file at `sourcePath` as `name`; returns its size and sha256, hashed during the
     /// same read that compresses it, and where its bytes lie in the archive.
     @discardableResult
-    public func add(name: String, sourcePath: String) throws -> ManifestFile {
+    package func add(name: String, sourcePath: String) throws -> ManifestFile {
         let nameBytes = Array(name.utf8)
         let src = try File.openRead(sourcePath)
         let size = try src.size()
@@ -126,7 +126,7 @@ public final class ZipWriter {
     }
 
     /// Writes the central directory and end records, and fsyncs.
-    public func finish() throws {
+    package func finish() throws {
         let cdStart = offset
         var cd: [UInt8] = []
         for w in written {

@@ -5,9 +5,9 @@ import Synchronization
 /// resolving reads (`ResolveView`), one update at a time (blocking or on a background thread,
 /// run by an `Updater` under the data directory's lock), cancellation and logging. Every
 /// method is thread-safe.
-public final class Client: @unchecked Sendable {  // mutable state is behind Locked/Atomic/Condition
-    public let store: Store
-    public let bundleDir: String?
+package final class Client: @unchecked Sendable {  // mutable state is behind Locked/Atomic/Condition
+    package let store: Store
+    package let bundleDir: String?
     private let config: Locked<ClientConfig>
     let view: Locked<ResolveView>
     /// What this client serves (`ServedRelease`): set with `view`, by `serve` only.
@@ -33,7 +33,7 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
     /// release installed with apply=next_open, and indexes the active release and the bundle.
     /// `countsLaunch`: false for tools that open the data directory without being the app (the
     /// command-line tool): no launch is counted and no crash-loop rollback happens.
-    public init(dataDir: String, bundleDir: String?, countsLaunch: Bool = true) throws {
+    package init(dataDir: String, bundleDir: String?, countsLaunch: Bool = true) throws {
         // On the host's thread, before any update thread exists (see `CurlGlobal`); a failure
         // is reported by the first HTTP transfer, and file:// updates don't need libcurl.
         _ = try? CurlGlobal.initialize()
@@ -121,7 +121,7 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
 
     // MARK: Options and logging
 
-    public func set(_ option: String, _ value: String) throws {
+    package func set(_ option: String, _ value: String) throws {
         try config.withLock { try $0.set(option, value) }
         if option == "app_version", let app = configuration.appVersion {
             try judgeInstalledReleases(appVersion: app)
@@ -143,9 +143,9 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
         }
     }
 
-    public var configuration: ClientConfig { config.withLock { $0 } }
+    package var configuration: ClientConfig { config.withLock { $0 } }
 
-    public func setLogger(_ fn: (@Sendable (Int, String) -> Void)?) {
+    package func setLogger(_ fn: (@Sendable (Int, String) -> Void)?) {
         let held: [(Int, String)] = logger.withLock {
             $0 = fn
             guard fn != nil else { return [] }
@@ -162,14 +162,14 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
     // MARK: Updating
 
     /// Fetches and judges the manifest only. nil: no update.
-    public func check() throws -> CheckResult? {
+    package func check() throws -> CheckResult? {
         try preview().map { CheckResult(version: $0.version, downloadBytes: $0.transferBytes) }
     }
 
     /// Fetches and judges the manifest and plans the update without transferring any file. nil:
     /// no update. `recordAcceptance`: pin the package and move the downgrade mark as a check
     /// does; false leaves the data directory as it was (an inspection).
-    public func preview(recordAcceptance: Bool = true) throws -> UpdatePreview? {
+    package func preview(recordAcceptance: Bool = true) throws -> UpdatePreview? {
         let updater = makeUpdater(progress: nil)
         var mark: Int64 = 0
         do {
@@ -197,7 +197,7 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
 
     /// What the last check or update of this client found, and why it found nothing to install;
     /// nil before the first.
-    public var lastCheck: CheckOutcome? { lastOutcome.withLock { $0 } }
+    package var lastCheck: CheckOutcome? { lastOutcome.withLock { $0 } }
 
     /// The package pin and downgrade mark move when a manifest is accepted, also by a check.
     private func persistAcceptance(_ before: StoreState, _ after: StoreState) {
@@ -213,7 +213,7 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
     }
 
     /// Check + download + install + activate. true: a release was installed; false: no update.
-    public func update(progress: ProgressHandler?) throws -> Bool {
+    package func update(progress: ProgressHandler?) throws -> Bool {
         guard updating.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else {
             throw AssetPatchError(.busy, "an update is already running on this client")
         }
@@ -258,7 +258,7 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
     }
 
     /// Runs `update` on a background thread.
-    public func startUpdate(progress: ProgressHandler?) throws {
+    package func startUpdate(progress: ProgressHandler?) throws {
         try background.locked {
             if case .running = backgroundState { throw AssetPatchError(.busy, "an update is already running on this client") }
             if let old = backgroundThread { pthread_join(old, nil); backgroundThread = nil }
@@ -296,7 +296,7 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
 
     /// Waits for the background update. Returns its status and message once; `.busy` at the
     /// timeout; throws `.state` when none was started or its result was already handed out.
-    public func waitUpdate(timeoutMs: Int) throws -> (Status, String)? {
+    package func waitUpdate(timeoutMs: Int) throws -> (Status, String)? {
         let deadline: UInt64? = timeoutMs < 0 ? nil : monotonicMillis() + UInt64(timeoutMs)
         return try background.locked {
             while true {
@@ -316,12 +316,12 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
     }
 
     /// Asks a running update to stop soon.
-    public func cancel() { cancelToken.cancel() }
+    package func cancel() { cancelToken.cancel() }
 
     /// Cancels a running update, waits for it to stop, and lets go of the release this client
     /// served (its lease): another client's clean-up may then delete it if it is neither active
     /// nor kept.
-    public func close() {
+    package func close() {
         cancelToken.cancel()
         background.locked {
             while case .running = backgroundState { background.wait(until: nil) }
@@ -334,7 +334,7 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
 
     /// The address of `symbol` (nil: the plugin's declared entry) in plugin `name` of the active
     /// release, loaded from verified bytes (see `PluginLoader`).
-    public func loadPlugin(_ name: String, symbol: String?) throws -> UnsafeMutableRawPointer {
+    package func loadPlugin(_ name: String, symbol: String?) throws -> UnsafeMutableRawPointer {
         do {
             return try plugins.load(store, servedRelease, name: name, symbol: symbol, allowUnsigned: configuration.allowUnsignedPlugins)
         } catch let e as AssetPatchError {
@@ -344,16 +344,16 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
     }
 
     /// The plugins of the release this client serves.
-    public func listPlugins() throws -> [PluginListing] { try plugins.list(store, servedRelease) }
+    package func listPlugins() throws -> [PluginListing] { try plugins.list(store, servedRelease) }
 
     // MARK: Resolving
 
     /// The active release's version; 0 when only the bundle is served.
-    public var currentVersion: Int64 { view.withLock { $0.activeVersion } }
+    package var currentVersion: Int64 { view.withLock { $0.activeVersion } }
 
     /// Resolves `name` (raw UTF-8) into `out` (see `ResolveView.resolve`): the resolve fast
     /// path, non-generic so that a caller in another module (the C ABI) runs specialised code.
-    public func resolve(_ name: UnsafeRawBufferPointer, into out: UnsafeMutableRawPointer?, capacity: Int,
+    package func resolve(_ name: UnsafeRawBufferPointer, into out: UnsafeMutableRawPointer?, capacity: Int,
                         length: inout Int) throws(AssetPatchError) {
         var variant = 0
         try resolve(name, into: out, capacity: capacity, length: &length, variant: &variant)
@@ -361,20 +361,20 @@ public final class Client: @unchecked Sendable {  // mutable state is behind Loc
 
     /// As `resolve(_:into:capacity:length:)`, and `variant` gets the index in `variants` of the
     /// variant that matched (the host learns the scale of what it loads).
-    public func resolve(_ name: UnsafeRawBufferPointer, into out: UnsafeMutableRawPointer?, capacity: Int,
+    package func resolve(_ name: UnsafeRawBufferPointer, into out: UnsafeMutableRawPointer?, capacity: Int,
                         length: inout Int, variant: inout Int) throws(AssetPatchError) {
         let v = view.withLock { $0 }
         try v.resolve(name, into: out, capacity: capacity, length: &length, variant: &variant)
     }
 
     /// The absolute path `name` resolves to. Throws `.argument` for invalid names, `.notFound`.
-    public func resolve(_ name: String) throws(AssetPatchError) -> String {
+    package func resolve(_ name: String) throws(AssetPatchError) -> String {
         try resolveVariant(name).path
     }
 
     /// The absolute path `name` resolves to and the index in `variants` of the variant that
     /// matched. Throws `.argument` for invalid names, `.notFound`.
-    public func resolveVariant(_ name: String) throws(AssetPatchError) -> (path: String, variant: Int) {
+    package func resolveVariant(_ name: String) throws(AssetPatchError) -> (path: String, variant: Int) {
         var name = name
         var length = 0, variant = 0, capacity = 1024
         while true {

@@ -6,7 +6,7 @@ extension Client {
     /// `max_failed_launches` and will not be rolled back automatically. `.state` when only the
     /// bundle is served, or when the release served is no longer installed (another client
     /// removed it: this one serves it until it closes, but it can't be confirmed any more).
-    public func markGood() throws {
+    package func markGood() throws {
         do {
             guard let mine = servedRelease?.ref else { throw AssetPatchError(.state, "nothing to mark good: only the bundle is served") }
             try store.modifyState { s in
@@ -28,7 +28,7 @@ extension Client {
     /// until the next open, so paths already handed out from it keep working this session.
     /// Returns the version now active (0: the bundle). `.state` when only the bundle is served.
     @discardableResult
-    public func rollback(reason: String = "rolled back by the app") throws -> Int64 {
+    package func rollback(reason: String = "rolled back by the app") throws -> Int64 {
         do {
             let (_, state) = try store.modifyState { try $0.rollBack(reason: reason, now: unixTime()) }
             try serve(state.active)
@@ -43,7 +43,7 @@ extension Client {
     /// Drops every release, partial download and fetched file and the bad-version list, and
     /// serves the bundle only. The downgrade mark and the pinned package stay (a reset must not
     /// let an older manifest back in). `.busy` while an update runs on this data directory.
-    public func reset() throws {
+    package func reset() throws {
         do {
             guard !updating.load(ordering: .acquiring), let lock = try store.tryLock() else {
                 throw AssetPatchError(.busy, "an update is running on \(store.root)")
@@ -72,7 +72,7 @@ extension Client {
     /// The release this client serves, the data directory's pending release (from its record),
     /// or the candidate the last check found.
     /// nil when there is none.
-    public func release(_ which: WhichRelease) throws -> ReleaseSummary? {
+    package func release(_ which: WhichRelease) throws -> ReleaseSummary? {
         if which == .candidate { return lastCandidate.withLock { $0 } }
         let state = try store.loadState()
         // The active release is the one this client serves (see `ServedRelease`).
@@ -85,9 +85,9 @@ extension Client {
     }
 
     /// What the state says about the lifecycle now (read fresh from the data directory).
-    public func lifecycle() throws -> LifecycleSummary { LifecycleSummary(try state()) }
+    package func lifecycle() throws -> LifecycleSummary { LifecycleSummary(try state()) }
 
     /// The data directory's whole state, read fresh.
-    public func state() throws -> StoreState { try store.loadState() }
+    package func state() throws -> StoreState { try store.loadState() }
 
 }

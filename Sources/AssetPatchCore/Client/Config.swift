@@ -1,33 +1,33 @@
 /// When a newly installed release starts being served.
-public enum ApplyMode: Sendable { case immediate, nextOpen }
+package enum ApplyMode: Sendable { case immediate, nextOpen }
 
 /// A client's options (`assetpatch_client_set`), parsed and validated.
-public struct ClientConfig: Sendable {
-    public var manifest: Location?
-    public var publicKeys: [[UInt8]] = []
+package struct ClientConfig: Sendable {
+    package var manifest: Location?
+    package var publicKeys: [[UInt8]] = []
     /// The package this host is; nil: the bundle marker's, else the first manifest's.
-    public var package: String?
-    public var appVersion: [UInt64]?
-    public var variants: [String] = [""]
-    public var apply: ApplyMode = .immediate
-    public var keepVersions = 1
+    package var package: String?
+    package var appVersion: [UInt64]?
+    package var variants: [String] = [""]
+    package var apply: ApplyMode = .immediate
+    package var keepVersions = 1
     /// Opens without mark_good after which an open rolls back (persisted in the state); 0 never.
-    public var maxFailedLaunches = 0
-    public var http = HTTPSettings()
-    public var maxManifestBytes = 64 << 20
-    public var maxReleaseBytes: UInt64 = 4 << 30
+    package var maxFailedLaunches = 0
+    package var http = HTTPSettings()
+    package var maxManifestBytes = 64 << 20
+    package var maxReleaseBytes: UInt64 = 4 << 30
     /// A legacy manifest declares no sizes: this bounds its archive's download.
-    public var maxLegacyArchiveBytes: UInt64 = 5 << 30
+    package var maxLegacyArchiveBytes: UInt64 = 5 << 30
     /// Plugins of releases whose manifest was not signature-verified may load.
-    public var allowUnsignedPlugins = false
+    package var allowUnsignedPlugins = false
     /// Concurrent range requests of a differential update.
-    public var parallelDownloads = 4
+    package var parallelDownloads = 4
     /// false: always download the whole archive.
-    public var differential = true
+    package var differential = true
     /// Ranges that would transfer more than this percentage of the archive: the whole archive.
-    public var differentialMaxPercent = 90
+    package var differentialMaxPercent = 90
 
-    public init() {}
+    package init() {}
 
     static func number(_ option: String, _ value: String, _ range: ClosedRange<Int64>) throws -> Int64 {
         guard !value.isEmpty, value.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let n = Int64(value), range.contains(n) else {
@@ -47,7 +47,7 @@ public struct ClientConfig: Sendable {
     }
 
     /// Applies one option; unknown options and bad values are `ERR_ARGUMENT`.
-    public mutating func set(_ option: String, _ value: String) throws {
+    package mutating func set(_ option: String, _ value: String) throws {
         switch option {
         case "manifest_url":
             guard !value.isEmpty else { throw AssetPatchError(.argument, "option manifest_url: empty URL") }
@@ -134,5 +134,5 @@ public struct ClientConfig: Sendable {
 
 extension String {
     /// CR, LF or NUL anywhere, by byte ("\r\n" is a single Character, so `contains("\r")` misses it).
-    public var hasLineBreak: Bool { utf8.contains { $0 == 0x0D || $0 == 0x0A || $0 == 0 } }
+    package var hasLineBreak: Bool { utf8.contains { $0 == 0x0D || $0 == 0x0A || $0 == 0 } }
 }

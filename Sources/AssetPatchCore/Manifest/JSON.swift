@@ -1,5 +1,5 @@
 /// A JSON value. Objects keep their key order (the publisher writes stable, readable output).
-public enum JSON: Sendable, Equatable {
+package enum JSON: Sendable, Equatable {
     case null
     case bool(Bool)
     /// The number's literal text, kept exact; see `int64`.
@@ -8,7 +8,7 @@ public enum JSON: Sendable, Equatable {
     case array([JSON])
     case object([(String, JSON)])
 
-    public static func == (a: JSON, b: JSON) -> Bool {
+    package static func == (a: JSON, b: JSON) -> Bool {
         switch (a, b) {
         case (.null, .null): true
         case let (.bool(x), .bool(y)): x == y
@@ -20,30 +20,30 @@ public enum JSON: Sendable, Equatable {
         }
     }
 
-    public static func int(_ v: Int64) -> JSON { .number(String(v)) }
+    package static func int(_ v: Int64) -> JSON { .number(String(v)) }
 
-    public subscript(key: String) -> JSON? {
+    package subscript(key: String) -> JSON? {
         guard case let .object(pairs) = self else { return nil }
         return pairs.first { $0.0 == key }?.1
     }
 
     /// The value as a whole number when it is one that fits in Int64 (no fraction, no exponent).
-    public var int64: Int64? {
+    package var int64: Int64? {
         guard case let .number(text) = self else { return nil }
         return Int64(text)
     }
 
-    public var string: String? {
+    package var string: String? {
         guard case let .string(s) = self else { return nil }
         return s
     }
 
-    public var array: [JSON]? {
+    package var array: [JSON]? {
         guard case let .array(a) = self else { return nil }
         return a
     }
 
-    public var isObject: Bool {
+    package var isObject: Bool {
         if case .object = self { return true }
         return false
     }
@@ -51,12 +51,12 @@ public enum JSON: Sendable, Equatable {
 
 /// A strict RFC 8259 parser for untrusted input: bounded nesting, duplicate keys refused,
 /// strings must be valid UTF-8 without unpaired surrogates, nothing but whitespace after the value.
-public struct JSONParser {
-    public struct Failure: Error, Sendable {
-        public let message: String
+package struct JSONParser {
+    package struct Failure: Error, Sendable {
+        package let message: String
     }
 
-    public static let maxDepth = 64
+    package static let maxDepth = 64
 
     static func describe(_ error: any Error) -> String {
         (error as? Failure)?.message ?? "\(error)"
@@ -68,7 +68,7 @@ public struct JSONParser {
 
     private init(_ bytes: [UInt8]) { self.bytes = bytes }
 
-    public static func parse(_ bytes: [UInt8]) throws -> JSON {
+    package static func parse(_ bytes: [UInt8]) throws -> JSON {
         var p = JSONParser(bytes)
         p.skipWhitespace()
         let v = try p.value()
@@ -264,7 +264,7 @@ public struct JSONParser {
 
 extension JSON {
     /// Serialises the value; `indent` > 0 pretty-prints with that many spaces per level.
-    public func serialized(indent: Int = 0) -> String {
+    package func serialized(indent: Int = 0) -> String {
         var out = ""
         write(into: &out, indent: indent, level: 0)
         return out

@@ -1,15 +1,15 @@
 /// Where one file's bytes sit in the release archive: enough to fetch its local header and
 /// compressed data with one range request and inflate it without the zip's central directory.
-public struct ArchiveLocation: Sendable, Equatable {
+package struct ArchiveLocation: Sendable, Equatable {
     /// Offset of the entry's local file header.
-    public var headerOffset: UInt64
+    package var headerOffset: UInt64
     /// Offset of its compressed data (after the local header, name and extra field).
-    public var dataOffset: UInt64
-    public var compressedSize: UInt64
+    package var dataOffset: UInt64
+    package var compressedSize: UInt64
     /// 0 stored, 8 deflate.
-    public var method: UInt16
+    package var method: UInt16
 
-    public init(headerOffset: UInt64, dataOffset: UInt64, compressedSize: UInt64, method: UInt16) {
+    package init(headerOffset: UInt64, dataOffset: UInt64, compressedSize: UInt64, method: UInt16) {
         self.headerOffset = headerOffset
         self.dataOffset = dataOffset
         self.compressedSize = compressedSize
@@ -17,7 +17,7 @@ public struct ArchiveLocation: Sendable, Equatable {
     }
 
     /// The bytes a range request fetches: local header through the end of the data.
-    public var range: Range<UInt64> { headerOffset..<(dataOffset + compressedSize) }
+    package var range: Range<UInt64> { headerOffset..<(dataOffset + compressedSize) }
 
     func toJSON() -> JSON {
         .object([("header_offset", .int(Int64(headerOffset))), ("data_offset", .int(Int64(dataOffset))),
@@ -26,14 +26,14 @@ public struct ArchiveLocation: Sendable, Equatable {
 }
 
 /// One file a release provides.
-public struct ManifestFile: Sendable, Equatable {
-    public var path: String
-    public var size: UInt64
-    public var sha256: String
+package struct ManifestFile: Sendable, Equatable {
+    package var path: String
+    package var size: UInt64
+    package var sha256: String
     /// Where the file lies in the archive, when the manifest says (optional; `publish` writes it).
-    public var location: ArchiveLocation?
+    package var location: ArchiveLocation?
 
-    public init(path: String, size: UInt64, sha256: String, location: ArchiveLocation? = nil) {
+    package init(path: String, size: UInt64, sha256: String, location: ArchiveLocation? = nil) {
         self.path = path
         self.size = size
         self.sha256 = sha256
@@ -48,18 +48,18 @@ public struct ManifestFile: Sendable, Equatable {
 }
 
 /// A shared object of the release that hosts load with `assetpatch_plugin_load`.
-public struct PluginDeclaration: Sendable, Equatable {
-    public var name: String
+package struct PluginDeclaration: Sendable, Equatable {
+    package var name: String
     /// The release-relative path of the shared object (one of `files`).
-    public var path: String
+    package var path: String
     /// The symbol a load without a symbol name returns.
-    public var entry: String
+    package var entry: String
     /// The plugin's own version, for people and hosts (optional).
-    public var version: String?
+    package var version: String?
     /// A tag the host checks before using the plugin, e.g. "myhost-plugin-3" (optional).
-    public var abi: String?
+    package var abi: String?
 
-    public init(name: String, path: String, entry: String, version: String? = nil, abi: String? = nil) {
+    package init(name: String, path: String, entry: String, version: String? = nil, abi: String? = nil) {
         self.name = name
         self.path = path
         self.entry = entry
@@ -85,37 +85,37 @@ public struct PluginDeclaration: Sendable, Equatable {
 }
 
 /// A decoded, validated release manifest: format 1, or the seed's legacy `{url, md5}`.
-public struct Manifest: Sendable {
-    public enum Kind: Sendable { case format1, legacy }
+package struct Manifest: Sendable {
+    package enum Kind: Sendable { case format1, legacy }
 
-    public var kind: Kind
-    public var package: String?
+    package var kind: Kind
+    package var package: String?
     /// Format 1: the publisher's version. Legacy: 0 (the store numbers legacy releases).
-    public var version: Int64
-    public var label: String?
-    public var created: Int64?
-    public var expires: Int64?
-    public var minAppVersion: String?
+    package var version: Int64
+    package var label: String?
+    package var created: Int64?
+    package var expires: Int64?
+    package var minAppVersion: String?
     /// The newest app version the release is built for (optional): a newer app refuses it and
     /// stops serving it.
-    public var maxAppVersion: String?
+    package var maxAppVersion: String?
     /// What's new, for people (optional, at most 64 KiB of UTF-8).
-    public var notes: String?
+    package var notes: String?
     /// The publisher asks apps to install this release before going on (the app decides).
-    public var mandatory = false
+    package var mandatory = false
     /// The archive URL as written in the manifest (may be relative).
-    public var archiveURL: String
-    public var archiveSize: UInt64?
+    package var archiveURL: String
+    package var archiveSize: UInt64?
     /// sha256 (format 1) or md5 (legacy) of the archive, lowercase hex.
-    public var archiveDigest: String
-    public var files: [ManifestFile]
-    public var plugins: [PluginDeclaration]
+    package var archiveDigest: String
+    package var files: [ManifestFile]
+    package var plugins: [PluginDeclaration]
     /// True when a trusted key's signature over the payload was checked.
-    public var signatureVerified: Bool
+    package var signatureVerified: Bool
     /// The manifest bytes (an envelope's decoded payload), stored with the release.
-    public var payload: [UInt8]
+    package var payload: [UInt8]
 
-    public init(kind: Kind, package: String?, version: Int64, label: String?, created: Int64?, expires: Int64?,
+    package init(kind: Kind, package: String?, version: Int64, label: String?, created: Int64?, expires: Int64?,
                 minAppVersion: String?, archiveURL: String, archiveSize: UInt64?, archiveDigest: String,
                 files: [ManifestFile], plugins: [PluginDeclaration], signatureVerified: Bool, payload: [UInt8]) {
         self.kind = kind
@@ -134,10 +134,10 @@ public struct Manifest: Sendable {
         self.payload = payload
     }
 
-    public var digestAlgorithm: Digest.Algorithm { kind == .legacy ? .md5 : .sha256 }
+    package var digestAlgorithm: Digest.Algorithm { kind == .legacy ? .md5 : .sha256 }
 
     /// The total unpacked size (the sum of `files[].size`).
-    public var releaseBytes: UInt64 { files.reduce(0) { $0 &+ $1.size } }
+    package var releaseBytes: UInt64 { files.reduce(0) { $0 &+ $1.size } }
 
     /// Whether every file's zip location is given (format 1 with files): what fetching files by
     /// ranges, and extracting them while the archive arrives, need.
@@ -148,7 +148,7 @@ public struct Manifest: Sendable {
     /// Decodes manifest or envelope bytes. With `trustedKeys` non-empty only an envelope with a
     /// valid signature by one of them is accepted (`ERR_SIGNATURE` otherwise). `source` names
     /// the manifest in messages.
-    public static func decode(_ bytes: [UInt8], trustedKeys: [[UInt8]] = [], source: String = "manifest") throws -> Manifest {
+    package static func decode(_ bytes: [UInt8], trustedKeys: [[UInt8]] = [], source: String = "manifest") throws -> Manifest {
         let json: JSON
         do { json = try JSONParser.parse(bytes) } catch {
             throw fail("\(source): not valid JSON: \(JSONParser.describe(error))")
@@ -374,7 +374,7 @@ public struct Manifest: Sendable {
     }
 
     /// The manifest as JSON (the form `publish` writes and `inspect --json` prints).
-    public func toJSON() -> JSON {
+    package func toJSON() -> JSON {
         var pairs: [(String, JSON)] = [("format", .int(1)), ("package", .string(package ?? "default")), ("version", .int(version))]
         if let label { pairs.append(("label", .string(label))) }
         if let created { pairs.append(("created", .string(RFC3339.format(created)))) }

@@ -1,8 +1,8 @@
 import Glibc
 
 /// RFC 3339 timestamps <-> Unix seconds.
-public enum RFC3339 {
-    public static func parse(_ text: String) -> Int64? {
+package enum RFC3339 {
+    package static func parse(_ text: String) -> Int64? {
         let b = Array(text.utf8)
         func num(_ from: Int, _ count: Int) -> Int? {
             guard from + count <= b.count else { return nil }
@@ -39,7 +39,7 @@ public enum RFC3339 {
         return Int64(daysFromCivil(y, mo, d)) * 86400 + Int64(h * 3600 + mi * 60 + min(s, 59)) - Int64(offset)
     }
 
-    public static func format(_ t: Int64) -> String {
+    package static func format(_ t: Int64) -> String {
         let days = t >= 0 ? t / 86400 : (t - 86399) / 86400
         let secs = Int(t - days * 86400)
         let (y, m, d) = civilFromDays(Int(days))

@@ -1,12 +1,12 @@
 internal import CCrypto
 
 /// Ed25519 keys and signatures on libcrypto, and DSSE's pre-authentication encoding.
-public enum Ed25519 {
-    public static let keyLength = 32
-    public static let signatureLength = 64
+package enum Ed25519 {
+    package static let keyLength = 32
+    package static let signatureLength = 64
 
     /// A new private key seed (32 random bytes) and its public key.
-    public static func generate() throws -> (seed: [UInt8], publicKey: [UInt8]) {
+    package static func generate() throws -> (seed: [UInt8], publicKey: [UInt8]) {
         var pkey: OpaquePointer?
         guard let ctx = EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, nil) else {
             throw AssetPatchError(.internal, "EVP_PKEY_CTX_new_id: \(cryptoErrorText())")
@@ -29,7 +29,7 @@ public enum Ed25519 {
         return (seed, pub)
     }
 
-    public static func publicKey(fromSeed seed: [UInt8]) throws -> [UInt8] {
+    package static func publicKey(fromSeed seed: [UInt8]) throws -> [UInt8] {
         guard seed.count == keyLength, let key = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nil, seed, seed.count) else {
             throw AssetPatchError(.argument, "not an Ed25519 private key (need 32 bytes)")
         }
@@ -42,7 +42,7 @@ public enum Ed25519 {
         return pub
     }
 
-    public static func sign(_ message: [UInt8], seed: [UInt8]) throws -> [UInt8] {
+    package static func sign(_ message: [UInt8], seed: [UInt8]) throws -> [UInt8] {
         guard seed.count == keyLength, let key = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nil, seed, seed.count) else {
             throw AssetPatchError(.argument, "not an Ed25519 private key (need 32 bytes)")
         }
@@ -59,7 +59,7 @@ public enum Ed25519 {
     }
 
     /// True only for a valid signature of `message` by `publicKey`; never throws on bad input.
-    public static func verify(_ signature: [UInt8], of message: [UInt8], publicKey: [UInt8]) -> Bool {
+    package static func verify(_ signature: [UInt8], of message: [UInt8], publicKey: [UInt8]) -> Bool {
         guard publicKey.count == keyLength, signature.count == signatureLength,
               let key = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nil, publicKey, publicKey.count) else {
             ERR_clear_error()
@@ -75,16 +75,16 @@ public enum Ed25519 {
     }
 
     /// The DSSE key id: the first 16 hex digits of sha256(public key).
-    public static func keyID(_ publicKey: [UInt8]) -> String {
+    package static func keyID(_ publicKey: [UInt8]) -> String {
         String(Digest.sha256Hex(publicKey).prefix(16))
     }
 }
 
-public enum DSSE {
-    public static let payloadType = "application/vnd.assetpatch.manifest+json"
+package enum DSSE {
+    package static let payloadType = "application/vnd.assetpatch.manifest+json"
 
     /// The envelope of `payload` signed with the private key `seed`: what `publish --key` writes.
-    public static func seal(_ payload: [UInt8], seed: [UInt8]) throws -> JSON {
+    package static func seal(_ payload: [UInt8], seed: [UInt8]) throws -> JSON {
         let pub = try Ed25519.publicKey(fromSeed: seed)
         let sig = try Ed25519.sign(pae(payloadType: payloadType, payload: payload), seed: seed)
         return .object([
@@ -95,7 +95,7 @@ public enum DSSE {
     }
 
     /// `"DSSEv1" SP LEN(type) SP type SP LEN(payload) SP payload`.
-    public static func pae(payloadType: String, payload: [UInt8]) -> [UInt8] {
+    package static func pae(payloadType: String, payload: [UInt8]) -> [UInt8] {
         let type = Array(payloadType.utf8)
         return Array("DSSEv1 \(type.count) ".utf8) + type + Array(" \(payload.count) ".utf8) + payload
     }

@@ -7,8 +7,8 @@ import Glibc
 /// `package` option, or the bundle marker its app ships) and the client takes it from the
 /// first manifest it accepts only when the host names none ("trust on first use"). A manifest of
 /// another package is refused before it changes anything.
-public struct PackagePin: Sendable, Equatable {
-    public enum Source: String, Sendable {
+package struct PackagePin: Sendable, Equatable {
+    package enum Source: String, Sendable {
         /// The `package` option: the host's word, above every other source.
         case option
         /// The bundle marker (`assetpatch-bundle.json`) of the app's bundle.
@@ -20,8 +20,8 @@ public struct PackagePin: Sendable, Equatable {
         case manifest
     }
 
-    public var name: String
-    public var source: Source
+    package var name: String
+    package var source: Source
 
     /// Whether the host, not a manifest, named the package.
     var byHost: Bool { source == .option || source == .bundle }

@@ -2,18 +2,18 @@
 /// the buffer: `publish` refuses what is not a shared object for a known machine or lacks its
 /// entry symbol, and a load refuses what is not for this machine before `dlopen` maps it (a
 /// damaged file must be an error, never a SIGBUS or a crash inside the loader).
-public struct ELFInfo: Sendable, Equatable {
-    public var machine: UInt16
-    public var is64Bit: Bool
+package struct ELFInfo: Sendable, Equatable {
+    package var machine: UInt16
+    package var is64Bit: Bool
     /// The symbols the object defines in its dynamic symbol table (what `dlsym` can find).
-    public var definedSymbols: Set<String>
+    package var definedSymbols: Set<String>
 
     /// e_machine values people ship shared objects for, with their names.
-    public static let machines: [UInt16: String] = [3: "x86", 40: "ARM", 62: "x86-64", 183: "AArch64", 243: "RISC-V",
+    package static let machines: [UInt16: String] = [3: "x86", 40: "ARM", 62: "x86-64", 183: "AArch64", 243: "RISC-V",
                                                      8: "MIPS", 21: "PowerPC64", 22: "S/390", 258: "LoongArch"]
 
     /// The machine this library runs on.
-    public static var hostMachine: UInt16 {
+    package static var hostMachine: UInt16 {
         #if arch(x86_64)
         return 62
         #elseif arch(arm64)
@@ -27,12 +27,12 @@ public struct ELFInfo: Sendable, Equatable {
         #endif
     }
 
-    public var machineName: String { ELFInfo.name(of: machine) }
+    package var machineName: String { ELFInfo.name(of: machine) }
 
-    public static func name(of machine: UInt16) -> String { machines[machine] ?? "machine \(machine)" }
+    package static func name(of machine: UInt16) -> String { machines[machine] ?? "machine \(machine)" }
 
     /// Parses a little-endian ELF shared object (ET_DYN) from `b`.
-    public static func parse(_ b: [UInt8]) throws -> ELFInfo {
+    package static func parse(_ b: [UInt8]) throws -> ELFInfo {
         func fail(_ what: String) -> AssetPatchError { AssetPatchError(.archive, what) }
         guard b.count >= 52, b[0] == 0x7F, b[1] == 0x45, b[2] == 0x4C, b[3] == 0x46 else { throw fail("not an ELF file") }
         guard b[5] == 1 else { throw fail("not a little-endian ELF file") }

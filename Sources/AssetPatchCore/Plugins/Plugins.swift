@@ -2,11 +2,11 @@ import Glibc
 internal import CSystem
 
 /// A plugin as the host may list it.
-public struct PluginListing: Sendable, Equatable {
-    public var name: String
-    public var version: String?
-    public var entry: String
-    public var abi: String?
+package struct PluginListing: Sendable, Equatable {
+    package var name: String
+    package var version: String?
+    package var entry: String
+    package var abi: String?
 }
 
 /// Loads plugins of the active release from verified bytes only.

@@ -16,9 +16,9 @@ import Glibc
 ///
 /// An upload must keep the time (`rsync -t`, `scp -p`, `gsutil rsync`) or, for servers whose
 /// validators come from the content (S3's and most object stores' ETag is an MD5), needs none.
-public enum MutableFile {
+package enum MutableFile {
     /// The modification time, in whole seconds, the next version of `path` gets.
-    public static func nextModificationTime(_ path: String, now: Int64 = unixTime()) -> Int64 {
+    package static func nextModificationTime(_ path: String, now: Int64 = unixTime()) -> Int64 {
         var st = stat()
         guard lstat(path, &st) == 0 else { return now }
         return max(now, Int64(st.st_mtim.tv_sec) + 1)
@@ -27,7 +27,7 @@ public enum MutableFile {
     /// Replaces `path` atomically and durably (`FS.writeAtomically`) with a modification time
     /// a whole second after its previous version's. Returns the time given.
     @discardableResult
-    public static func write(_ path: String, _ bytes: [UInt8]) throws -> Int64 {
+    package static func write(_ path: String, _ bytes: [UInt8]) throws -> Int64 {
         let modified = nextModificationTime(path)
         try FS.writeAtomically(path, bytes, modified: modified)
         return modified

@@ -8,7 +8,7 @@ import Glibc
 /// A path is its root, "/", and the file's name under the root, copied out in two pieces: the
 /// arena holds each name once (and the file's name only where a variant makes it differ), not
 /// a root per entry, so 100,000 names take about a third of the memory (and cache) they did.
-public final class ResolveIndex: @unchecked Sendable {  // immutable after init; the buffers are never written again
+package final class ResolveIndex: @unchecked Sendable {  // immutable after init; the buffers are never written again
     /// 16 bytes, four to a cache line.
     struct Slot {
         var hash: UInt32       // the low half of the name's FNV-1a hash
@@ -50,11 +50,11 @@ public final class ResolveIndex: @unchecked Sendable {  // immutable after init;
     /// Each root's bytes with a trailing "/", back to back in `rootBytes`.
     private let rootBytes: UnsafeMutableRawBufferPointer
     private let rootSpans: [Range<Int>]
-    public private(set) var count = 0
-    public let root: String
+    package private(set) var count = 0
+    package let root: String
 
     /// `root` is the directory holding the files; `names` are validated relative names.
-    public convenience init(root: String, names: [String]) {
+    package convenience init(root: String, names: [String]) {
         var bytes: [UInt8] = []
         var ranges: [Range<Int>] = []
         ranges.reserveCapacity(names.count)
@@ -68,7 +68,7 @@ public final class ResolveIndex: @unchecked Sendable {  // immutable after init;
 
     /// Builds from NUL-separated names (the release's `names` file), straight from the bytes;
     /// nil if any name is invalid.
-    public convenience init?(root: String, nulSeparated bytes: [UInt8]) {
+    package convenience init?(root: String, nulSeparated bytes: [UInt8]) {
         var ranges: [Range<Int>] = []
         let valid = bytes.withUnsafeBytes { all -> Bool in
             var start = 0
@@ -226,7 +226,7 @@ public final class ResolveIndex: @unchecked Sendable {  // immutable after init;
     }
 
     /// The absolute path for `name`, or nil.
-    public func lookup(_ name: String) -> String? {
+    package func lookup(_ name: String) -> String? {
         var n = name
         return n.withUTF8 { b in lookup(UnsafeRawBufferPointer(b))?.path }
     }

@@ -2,16 +2,16 @@
 /// `/`-separated, every component non-empty, at most 255 bytes and not `.` or `..`, no `\`, no
 /// NUL, no drive letter, valid UTF-8, at most 4096 bytes in all. Names that pass can be appended to a directory without escaping it
 /// ("zip slip" and path traversal).
-public enum ResourceName {
-    public static let maxLength = 4096
+package enum ResourceName {
+    package static let maxLength = 4096
 
-    public static func isValid(_ name: String) -> Bool {
+    package static func isValid(_ name: String) -> Bool {
         var copy = name
         return copy.withUTF8 { isValid(UnsafeRawBufferPointer($0)) }
     }
 
     /// Validates raw bytes (the resolve fast path and zip entry names): one pass over the bytes.
-    public static func isValid(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    package static func isValid(_ bytes: UnsafeRawBufferPointer) -> Bool {
         let n = bytes.count
         guard n > 0, n <= maxLength, let p = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return false }
         if p[0] == UInt8(ascii: "/") { return false }
@@ -38,7 +38,7 @@ public enum ResourceName {
     }
 
     /// The longest component: what Linux file systems take for a file name (NAME_MAX).
-    public static let maxComponentLength = 255
+    package static let maxComponentLength = 255
 
     /// A component is non-empty, at most `maxComponentLength` bytes, and neither "." nor "..".
     @inline(__always)
@@ -55,7 +55,7 @@ public enum ResourceName {
     }
 
     /// A name that is both a file and a parent directory of another name ("a" and "a/b"), if any.
-    public static func fileDirectoryConflict(in names: Set<String>) -> String? {
+    package static func fileDirectoryConflict(in names: Set<String>) -> String? {
         for name in names {
             for prefix in name.directoryPrefixes where names.contains(prefix) { return prefix }
         }
@@ -65,7 +65,7 @@ public enum ResourceName {
     /// Where a variant suffix goes in `name`: before the last `.` of the last component when
     /// that `.` is not the component's first character, else at the end.
     /// `a.tar.gz` -> index of the last `.`; `README`, `.env` -> `name.count`.
-    public static func suffixInsertionPoint(_ bytes: UnsafeRawBufferPointer) -> Int {
+    package static func suffixInsertionPoint(_ bytes: UnsafeRawBufferPointer) -> Int {
         var lastSlash = -1
         var lastDot = -1
         for i in 0..<bytes.count {
@@ -80,14 +80,14 @@ public enum ResourceName {
     /// `suffixInsertionPoint`): written once into `out`, then each `variant` writes only the
     /// suffix and the rest. Together they are the rule resolving runs for every lookup.
     @inline(__always)
-    public static func beginVariants(of name: UnsafeRawBufferPointer, at: Int, into out: UnsafeMutableRawPointer) {
+    package static func beginVariants(of name: UnsafeRawBufferPointer, at: Int, into out: UnsafeMutableRawPointer) {
         if let n = name.baseAddress { out.copyMemory(from: n, byteCount: at) }
     }
 
     /// Completes the candidate in `out` (which `beginVariants` started, with room for
     /// `name.count + suffix.count` bytes): `suffix`, then the rest of `name`.
     @inline(__always)
-    public static func variant(of name: UnsafeRawBufferPointer, at: Int, suffix: UnsafeRawBufferPointer,
+    package static func variant(of name: UnsafeRawBufferPointer, at: Int, suffix: UnsafeRawBufferPointer,
                                into out: UnsafeMutableRawPointer) -> UnsafeRawBufferPointer {
         if let s = suffix.baseAddress { (out + at).copyMemory(from: s, byteCount: suffix.count) }
         if let n = name.baseAddress { (out + at + suffix.count).copyMemory(from: n + at, byteCount: name.count - at) }
@@ -96,7 +96,7 @@ public enum ResourceName {
 
     /// `name` with `suffix` inserted (`sub/sample.png` + `@3x` -> `sub/sample@3x.png`), by the
     /// same code as resolving.
-    public static func applyingVariant(_ name: String, _ suffix: String) -> String {
+    package static func applyingVariant(_ name: String, _ suffix: String) -> String {
         let bytes = Array(name.utf8), suffixBytes = Array(suffix.utf8)
         return bytes.withUnsafeBytes { n in
             suffixBytes.withUnsafeBytes { s in

@@ -7,8 +7,8 @@ import Glibc
 /// `assetpatch stamp-bundle`) declares that the bundle carries release 7 of the package: an
 /// installed release up to version 7 is not served any more and updates install only newer
 /// ones. Without the file the bundle carries no release (version 0).
-public enum BundleMarker {
-    public static let fileName = "assetpatch-bundle.json"
+package enum BundleMarker {
+    package static let fileName = "assetpatch-bundle.json"
 
     /// nil: no marker; otherwise the marker or what is wrong with it (a broken marker must not
     /// stop the app: it is ignored, and the failure says why).
@@ -22,7 +22,7 @@ public enum BundleMarker {
         return .success((package, version))
     }
 
-    public static func write(_ bundleDir: String, package: String, version: Int64) throws {
+    package static func write(_ bundleDir: String, package: String, version: Int64) throws {
         let json = JSON.object([("package", .string(package)), ("version", .int(version))])
         try FS.writeAtomically(bundleDir + "/" + fileName, Array((json.serialized(indent: 2) + "\n").utf8))
     }

@@ -6,7 +6,7 @@ import Glibc
 /// can't lock), so another client's update, rollback, reset or clean-up never pulls a release
 /// from under a client that still resolves paths into it or runs its plugins. The release goes
 /// at the first clean-up after the last client serving it lets go (closes, or serves another).
-public final class ReleaseLease: @unchecked Sendable {  // immutable after init; the fd is only closed
+package final class ReleaseLease: @unchecked Sendable {  // immutable after init; the fd is only closed
     let id: String
     private let file: File
 

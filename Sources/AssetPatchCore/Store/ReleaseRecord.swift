@@ -1,18 +1,18 @@
 import Glibc
 
 /// What a release directory records about itself (`releases/<id>/release.json`).
-public struct ReleaseRecord: Sendable {
-    public var version: Int64
-    public var files: [ManifestFile]
-    public var plugins: [PluginDeclaration]
-    public var signatureVerified: Bool
-    public var archiveDigest: String
-    public var label: String?
-    public var created: Int64?
-    public var notes: String?
-    public var mandatory = false
-    public var minAppVersion: String?
-    public var maxAppVersion: String?
+package struct ReleaseRecord: Sendable {
+    package var version: Int64
+    package var files: [ManifestFile]
+    package var plugins: [PluginDeclaration]
+    package var signatureVerified: Bool
+    package var archiveDigest: String
+    package var label: String?
+    package var created: Int64?
+    package var notes: String?
+    package var mandatory = false
+    package var minAppVersion: String?
+    package var maxAppVersion: String?
 
     func toJSON() -> JSON {
         .object([

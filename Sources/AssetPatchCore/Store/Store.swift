@@ -14,16 +14,16 @@ import Glibc
 ///
 /// `<id>` is `<version>-<first 16 hex digits of the archive digest>`. Everything the library
 /// writes lives here.
-public final class Store: @unchecked Sendable {  // immutable paths only; state goes through load/save
-    public let root: String
-    public var statePath: String { root + "/state.json" }
+package final class Store: @unchecked Sendable {  // immutable paths only; state goes through load/save
+    package let root: String
+    package var statePath: String { root + "/state.json" }
     var lockPath: String { root + "/lock" }
     var stateLockPath: String { root + "/state.lock" }
-    public var releasesDir: String { root + "/releases" }
-    public var stagingRoot: String { root + "/staging" }
-    public var downloadsDir: String { root + "/downloads" }
+    package var releasesDir: String { root + "/releases" }
+    package var stagingRoot: String { root + "/staging" }
+    package var downloadsDir: String { root + "/downloads" }
 
-    public init(root: String) throws {
+    package init(root: String) throws {
         self.root = FS.absolute(root)
         try FS.makeDirectories(self.root, mode: 0o755)
         try Store.requireTrusted(self.root, "data directory", followLink: true)
@@ -37,20 +37,20 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
         !id.isEmpty && id.utf8.count <= 64 && id.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 122) || $0 == UInt8(ascii: "-") }
     }
 
-    public static func releaseID(version: Int64, digest: String) -> String {
+    package static func releaseID(version: Int64, digest: String) -> String {
         "\(version)-\(digest.prefix(16))"
     }
 
     // MARK: Paths
 
-    public func releaseDir(_ id: String) -> String { releasesDir + "/" + id }
-    public func filesDir(_ id: String) -> String { releaseDir(id) + "/files" }
+    package func releaseDir(_ id: String) -> String { releasesDir + "/" + id }
+    package func filesDir(_ id: String) -> String { releaseDir(id) + "/files" }
     func releaseRecordPath(_ id: String) -> String { releaseDir(id) + "/" + Store.recordName }
     func namesPath(_ id: String) -> String { releaseDir(id) + "/" + Store.namesName }
     /// A release directory's own files, the same in staging and in place.
     private static let recordName = "release.json", namesName = "names"
 
-    public func stagingDir(_ id: String) -> String { stagingRoot + "/" + id }
+    package func stagingDir(_ id: String) -> String { stagingRoot + "/" + id }
     func stagingFilesDir(_ id: String) -> String { stagingDir(id) + "/files" }
 
     /// Files a differential update of the archive with this digest fetched and verified, each
@@ -65,7 +65,7 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
 
     // MARK: Records
 
-    public func loadState() throws -> StoreState {
+    package func loadState() throws -> StoreState {
         guard FS.exists(statePath) else { return StoreState() }
         let bytes = try FS.readFile(statePath, limit: 16 << 20, followLinks: false)
         guard let json = try? JSONParser.parse(bytes), let state = StoreState.from(json) else {
@@ -85,7 +85,7 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
     /// launches in several processes, mark_good, rollback and an update's activation therefore
     /// never overwrite each other. Returns `body`'s result and the state as written.
     @discardableResult
-    public func modifyState<T>(_ body: (inout StoreState) throws -> T) throws -> (T, StoreState) {
+    package func modifyState<T>(_ body: (inout StoreState) throws -> T) throws -> (T, StoreState) {
         let file = try File.open(stateLockPath, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o644)
         while flock(file.fd, LOCK_EX) != 0 {
             if errno != EINTR { throw ioError("flock", file.path) }
@@ -99,7 +99,7 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
         return (result, state)
     }
 
-    public func loadRelease(_ id: String) throws -> ReleaseRecord {
+    package func loadRelease(_ id: String) throws -> ReleaseRecord {
         let path = releaseRecordPath(id)
         let bytes = try FS.readFile(path, limit: 512 << 20, followLinks: false)
         guard let json = try? JSONParser.parse(bytes), let info = ReleaseRecord.from(json) else {
@@ -205,7 +205,7 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
     // MARK: Locking and recovery
 
     /// Takes the update lock without waiting; nil when another update (any process) holds it.
-    public func tryLock() throws -> UpdateLock? {
+    package func tryLock() throws -> UpdateLock? {
         let file = try File.open(lockPath, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o644)
         if flock(file.fd, LOCK_EX | LOCK_NB) != 0 {
             if errno == EWOULDBLOCK || errno == EAGAIN { return nil }
@@ -216,7 +216,7 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
 
     /// Finishes or discards what an interrupted update left: staging directories go, releases
     /// the state does not name go, partial downloads stay (they are resumed).
-    public func recover(_ state: StoreState) throws {
+    package func recover(_ state: StoreState) throws {
         for name in (try? FS.list(stagingRoot)) ?? [] { try FS.removeTree(stagingRoot + "/" + name) }
         removeStaleTemporaries(in: root)
         removeStaleTemporaries(in: downloadsDir)
@@ -226,7 +226,7 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
     /// Removes release directories the state does not reference, except those a client still
     /// serves (`ReleaseLease`): they go at a later clean-up. Returns the ids kept for a lease.
     @discardableResult
-    public func collectGarbage(_ state: StoreState) throws -> [String] {
+    package func collectGarbage(_ state: StoreState) throws -> [String] {
         let live = state.liveReleaseIDs
         var leased: [String] = []
         for name in (try? FS.list(releasesDir)) ?? [] where !live.contains(name) {
@@ -242,7 +242,7 @@ public final class Store: @unchecked Sendable {  // immutable paths only; state 
 
     /// Bytes used by installed releases, by downloads (partial archives, fetched files, staging),
     /// and by the rest (state, caches). A file hard-linked into several places counts once.
-    public func usage() -> (releases: UInt64, downloads: UInt64, other: UInt64) {
+    package func usage() -> (releases: UInt64, downloads: UInt64, other: UInt64) {
         var seen = Set<[UInt64]>()
         func bytes(_ dir: String, _ rels: [String]) -> UInt64 {
             var total: UInt64 = 0
@@ -295,7 +295,7 @@ extension Store {
 }
 
 /// Holds the data directory's update lock until released or deinitialised.
-public final class UpdateLock {
+package final class UpdateLock {
     let file: File
     init(file: File) { self.file = file }
     deinit { flock(file.fd, LOCK_UN) }

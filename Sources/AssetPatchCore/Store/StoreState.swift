@@ -1,14 +1,14 @@
 import Glibc
 
 /// One installed release, as the state file records it.
-public struct ReleaseRef: Sendable, Equatable {
-    public var id: String
-    public var version: Int64
+package struct ReleaseRef: Sendable, Equatable {
+    package var id: String
+    package var version: Int64
     /// Whether its manifest's signature was verified; nil in states written before 0.4 (the
     /// release's record says).
-    public var verified: Bool?
+    package var verified: Bool?
 
-    public init(id: String, version: Int64, verified: Bool? = nil) {
+    package init(id: String, version: Int64, verified: Bool? = nil) {
         self.id = id
         self.version = version
         self.verified = verified
@@ -16,56 +16,56 @@ public struct ReleaseRef: Sendable, Equatable {
 }
 
 /// Why the active release last changed by going back, for the host and `assetpatch status`.
-public struct RollbackRecord: Sendable, Equatable {
-    public var from: Int64
+package struct RollbackRecord: Sendable, Equatable {
+    package var from: Int64
     /// 0: the bundle.
-    public var to: Int64
-    public var reason: String
-    public var time: Int64
+    package var to: Int64
+    package var reason: String
+    package var time: Int64
 }
 
 /// The persistent state of a data directory. It changes only by `Store.modifyState` (under
 /// the state lock, one atomic rename), so a crash leaves either the old or the new state and
 /// concurrent writers never lose each other's changes.
-public struct StoreState: Sendable, Equatable {
-    public var active: ReleaseRef?
+package struct StoreState: Sendable, Equatable {
+    package var active: ReleaseRef?
     /// Earlier releases kept for rollback and for paths already handed out, newest first.
-    public var kept: [ReleaseRef] = []
+    package var kept: [ReleaseRef] = []
     /// Installed with apply=next_open, activated by the next open.
-    public var pending: ReleaseRef?
+    package var pending: ReleaseRef?
     /// The downgrade mark: the highest format-1 version ever accepted.
-    public var highestVersion: Int64 = 0
+    package var highestVersion: Int64 = 0
     /// The highest format-1 version ever accepted with a verified signature: the mark in force
     /// once `public_keys` is set. nil in states written before 0.4 (the open works it out).
-    public var highestVerifiedVersion: Int64? = 0
+    package var highestVerifiedVersion: Int64? = 0
     /// The highest version ever installed (legacy releases are numbered after it).
-    public var highestInstalled: Int64 = 0
+    package var highestInstalled: Int64 = 0
     /// The package manifests must name, and who named it (see `PackagePin`).
-    public var pin: PackagePin?
+    package var pin: PackagePin?
     /// The package the bundle marker names (its `bundleVersion` is of that package).
-    public var bundlePackage: String?
+    package var bundlePackage: String?
     /// Versions rolled back from; never re-installed.
-    public var bad: [Int64] = []
+    package var bad: [Int64] = []
     /// md5 of the active legacy archive (a legacy manifest with it is "no update").
-    public var activeLegacyDigest: String?
-    public var pendingLegacyDigest: String?
+    package var activeLegacyDigest: String?
+    package var pendingLegacyDigest: String?
     /// Releases confirmed with `assetpatch_mark_good` (ids; only live ones are kept).
-    public var good: [String] = []
+    package var good: [String] = []
     /// Opens since the active release was activated while it was not marked good.
-    public var launches = 0
+    package var launches = 0
     /// `max_failed_launches` as last set by any client of this data directory; 0 = never.
-    public var maxFailedLaunches = 0
-    public var lastRollback: RollbackRecord?
+    package var maxFailedLaunches = 0
+    package var lastRollback: RollbackRecord?
     /// The release the app's bundle carries (its `assetpatch-bundle.json`); 0 when it says none.
     /// Releases up to it are not served and not installed: the bundle has them.
-    public var bundleVersion: Int64 = 0
+    package var bundleVersion: Int64 = 0
     /// What the bundle looked like at the last open (an app upgrade changes it).
-    public var bundleFingerprint: String?
+    package var bundleFingerprint: String?
 
-    public init() {}
+    package init() {}
 
     /// Whether the active release was confirmed with mark_good.
-    public var activeIsGood: Bool { active.map { good.contains($0.id) } ?? false }
+    package var activeIsGood: Bool { active.map { good.contains($0.id) } ?? false }
 
     /// Makes a release installed with apply=next_open the active one, keeping the previous
     /// active release first in `kept`. False when none was pending.

@@ -1,5 +1,5 @@
 /// Base64 (RFC 4648). Decoding accepts the standard and the URL-safe alphabet, padded or not.
-public enum Base64 {
+package enum Base64 {
     private static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
 
     private static let table: [Int8] = {
@@ -10,7 +10,7 @@ public enum Base64 {
         return t
     }()
 
-    public static func encode(_ bytes: [UInt8]) -> String {
+    package static func encode(_ bytes: [UInt8]) -> String {
         var out: [UInt8] = []
         out.reserveCapacity((bytes.count + 2) / 3 * 4)
         var i = 0
@@ -31,7 +31,7 @@ public enum Base64 {
     }
 
     /// nil for anything that is not base64 (stray characters, bad padding, non-zero trailing bits).
-    public static func decode(_ text: String) -> [UInt8]? {
+    package static func decode(_ text: String) -> [UInt8]? {
         var chars = Array(text.utf8)
         var pad = 0
         while chars.last == UInt8(ascii: "=") { chars.removeLast(); pad += 1 }

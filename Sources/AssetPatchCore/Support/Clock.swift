@@ -2,14 +2,14 @@ import Glibc
 import Synchronization
 
 /// Monotonic milliseconds (CLOCK_MONOTONIC), for timeouts and progress pacing.
-public func monotonicMillis() -> UInt64 {
+package func monotonicMillis() -> UInt64 {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
     return UInt64(ts.tv_sec) * 1000 + UInt64(ts.tv_nsec) / 1_000_000
 }
 
 /// Wall-clock seconds since the epoch, for `expires`.
-public func unixTime() -> Int64 {
+package func unixTime() -> Int64 {
     var ts = timespec()
     clock_gettime(CLOCK_REALTIME, &ts)
     return Int64(ts.tv_sec)
@@ -23,21 +23,21 @@ func wallClockNanos() -> Int64 {
 }
 
 /// A cancellation flag shared by the caller's thread and the updating thread.
-public final class CancelToken: Sendable {
+package final class CancelToken: Sendable {
     private let flag = Atomic<Bool>(false)
 
-    public init() {}
+    package init() {}
 
-    public var isCancelled: Bool { flag.load(ordering: .acquiring) }
-    public func cancel() { flag.store(true, ordering: .releasing) }
-    public func reset() { flag.store(false, ordering: .releasing) }
+    package var isCancelled: Bool { flag.load(ordering: .acquiring) }
+    package func cancel() { flag.store(true, ordering: .releasing) }
+    package func reset() { flag.store(false, ordering: .releasing) }
 
-    public func check() throws {
+    package func check() throws {
         if isCancelled { throw AssetPatchError(.cancelled, "update cancelled") }
     }
 
     /// Sleeps up to `ms`, waking early (and throwing) when cancelled.
-    public func sleep(ms: UInt64) throws {
+    package func sleep(ms: UInt64) throws {
         let end = monotonicMillis() + ms
         while monotonicMillis() < end {
             try check()

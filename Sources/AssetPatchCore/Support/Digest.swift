@@ -15,20 +15,20 @@ func cryptoErrorText() -> String {
 
 /// A streaming message digest (SHA-256 or MD5) on libcrypto's EVP interface.
 /// The EVP_MD_CTX lives on the C heap and is freed with the object.
-public final class Digest {
-    public enum Algorithm: Sendable { case sha256, md5 }
+package final class Digest {
+    package enum Algorithm: Sendable { case sha256, md5 }
 
     private let ctx: OpaquePointer
-    public let algorithm: Algorithm
+    package let algorithm: Algorithm
 
     private var md: OpaquePointer? { algorithm == .sha256 ? EVP_sha256() : EVP_md5() }
 
     /// Starts over, as if newly created.
-    public func reset() {
+    package func reset() {
         _ = EVP_DigestInit_ex(ctx, md, nil)
     }
 
-    public init(_ algorithm: Algorithm) throws {
+    package init(_ algorithm: Algorithm) throws {
         guard let ctx = EVP_MD_CTX_new() else { throw AssetPatchError(.internal, "EVP_MD_CTX_new: \(cryptoErrorText())") }
         self.ctx = ctx
         self.algorithm = algorithm
@@ -41,32 +41,32 @@ public final class Digest {
 
     deinit { EVP_MD_CTX_free(ctx) }
 
-    public func update(_ bytes: UnsafeRawBufferPointer) {
+    package func update(_ bytes: UnsafeRawBufferPointer) {
         guard bytes.count > 0 else { return }
         // EVP_DigestUpdate cannot fail for these in-memory digests once initialised.
         _ = EVP_DigestUpdate(ctx, bytes.baseAddress, bytes.count)
     }
 
-    public func update(_ bytes: [UInt8]) {
+    package func update(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { update($0) }
     }
 
     /// The digest as lowercase hex. The object can't be updated afterwards.
-    public func finalHex() -> String {
+    package func finalHex() -> String {
         var out = [UInt8](repeating: 0, count: 64)
         var len: UInt32 = 0
         _ = EVP_DigestFinal_ex(ctx, &out, &len)
         return Hex.encode(out[0..<Int(len)])
     }
 
-    public static func sha256Hex(_ bytes: [UInt8]) -> String {
+    package static func sha256Hex(_ bytes: [UInt8]) -> String {
         guard let d = try? Digest(.sha256) else { return "" }
         d.update(bytes)
         return d.finalHex()
     }
 
     /// Hashes a whole file, streaming.
-    public static func hexOfFile(_ path: String, _ algorithm: Algorithm = .sha256) throws -> String {
+    package static func hexOfFile(_ path: String, _ algorithm: Algorithm = .sha256) throws -> String {
         let file = try File.openRead(path)
         let d = try Digest(algorithm)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
@@ -80,10 +80,10 @@ public final class Digest {
     }
 }
 
-public enum Hex {
+package enum Hex {
     private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
 
-    public static func encode<C: Collection>(_ bytes: C) -> String where C.Element == UInt8 {
+    package static func encode<C: Collection>(_ bytes: C) -> String where C.Element == UInt8 {
         var chars: [UInt8] = []
         chars.reserveCapacity(bytes.count * 2)
         for b in bytes {
@@ -94,7 +94,7 @@ public enum Hex {
     }
 
     /// True for exactly `length` lowercase or uppercase hex digits.
-    public static func isHex(_ s: String, length: Int) -> Bool {
+    package static func isHex(_ s: String, length: Int) -> Bool {
         s.utf8.count == length && s.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) || ($0 >= 65 && $0 <= 70) }
     }
 }

@@ -6,15 +6,15 @@ internal import CSystem
 /// A test seam (swift-system's mocking idea): operations named here fail with the given errno
 /// instead of calling the system, on the thread that asked (tests run in parallel). Empty in
 /// production; only tests fill it.
-public enum FaultInjection {
+package enum FaultInjection {
     static let failures = Locked<[String: (thread: UInt, errno: Int32)]>([:])
 
-    public static func fail(_ operation: String, errno code: Int32) {
+    package static func fail(_ operation: String, errno code: Int32) {
         let me = UInt(pthread_self())
         failures.withLock { $0[operation] = (me, code) }
     }
 
-    public static func clear() {
+    package static func clear() {
         let me = UInt(pthread_self())
         failures.withLock { $0 = $0.filter { $0.value.thread != me } }
     }
@@ -41,9 +41,9 @@ func ioError(_ operation: String, _ path: String, _ code: Int32 = errno) -> Asse
 }
 
 /// An open file descriptor that closes itself. Not shared between threads.
-public final class File {
-    public let fd: Int32
-    public let path: String
+package final class File {
+    package let fd: Int32
+    package let path: String
 
     init(fd: Int32, path: String) {
         self.fd = fd
@@ -52,19 +52,19 @@ public final class File {
 
     deinit { close(fd) }
 
-    public static func open(_ path: String, _ flags: Int32, mode: mode_t = 0o644) throws -> File {
+    package static func open(_ path: String, _ flags: Int32, mode: mode_t = 0o644) throws -> File {
         var fd: Int32
         repeat { fd = Glibc.open(path, flags | O_CLOEXEC, mode) } while fd < 0 && errno == EINTR
         if fd < 0 { throw ioError("open", path) }
         return File(fd: fd, path: path)
     }
 
-    public static func openRead(_ path: String) throws -> File {
+    package static func openRead(_ path: String) throws -> File {
         try open(path, O_RDONLY)
     }
 
     /// Reads up to `count` bytes at the current offset; 0 at end of file.
-    public func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+    package func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
         while true {
             let n = Glibc.read(fd, buffer.baseAddress, buffer.count)
             if n >= 0 { return n }
@@ -73,7 +73,7 @@ public final class File {
     }
 
     /// Reads up to `buffer.count` bytes at `offset`, looping over short reads; fewer only at end of file.
-    public func pread(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws -> Int {
+    package func pread(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws -> Int {
         var done = 0
         while done < buffer.count {
             let n = Glibc.pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
@@ -88,7 +88,7 @@ public final class File {
     }
 
     /// Reads exactly `count` bytes at `offset` or throws (`truncated` names the failure).
-    public func preadExactly(_ count: Int, at offset: UInt64, what: @autoclosure () -> String) throws -> [UInt8] {
+    package func preadExactly(_ count: Int, at offset: UInt64, what: @autoclosure () -> String) throws -> [UInt8] {
         var out = [UInt8](repeating: 0, count: count)
         let n = try out.withUnsafeMutableBytes { (b: UnsafeMutableRawBufferPointer) in
             try pread(into: b, at: offset)
@@ -97,7 +97,7 @@ public final class File {
         return out
     }
 
-    public func write(_ buffer: UnsafeRawBufferPointer) throws {
+    package func write(_ buffer: UnsafeRawBufferPointer) throws {
         var done = 0
         while done < buffer.count {
             let n = Glibc.write(fd, buffer.baseAddress! + done, buffer.count - done)
@@ -109,11 +109,11 @@ public final class File {
         }
     }
 
-    public func write(_ bytes: [UInt8]) throws {
+    package func write(_ bytes: [UInt8]) throws {
         try bytes.withUnsafeBytes { (b: UnsafeRawBufferPointer) in try write(b) }
     }
 
-    public func pwrite(_ buffer: UnsafeRawBufferPointer, at offset: UInt64) throws {
+    package func pwrite(_ buffer: UnsafeRawBufferPointer, at offset: UInt64) throws {
         var done = 0
         while done < buffer.count {
             let n = Glibc.pwrite(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
@@ -125,64 +125,64 @@ public final class File {
         }
     }
 
-    public func pwrite(_ bytes: [UInt8], at offset: UInt64) throws {
+    package func pwrite(_ bytes: [UInt8], at offset: UInt64) throws {
         try bytes.withUnsafeBytes { (b: UnsafeRawBufferPointer) in try pwrite(b, at: offset) }
     }
 
     /// fsync. A failure is reported, never retried: after a failed fsync Linux may have dropped
     /// the dirty pages, so the caller must redo the whole step.
-    public func sync() throws {
+    package func sync() throws {
         if let e = FaultInjection.check("fsync") { throw ioError("fsync", path, e) }
         if fsync(fd) != 0 { throw ioError("fsync", path) }
     }
 
     /// Starts writing the file's dirty pages to disk without waiting (sync_file_range), so that
     /// the fdatasync that later makes it durable finds them written. Best effort.
-    public func startWriteback() {
+    package func startWriteback() {
         _ = csystem_start_writeback(fd)
     }
 
-    public func size() throws -> UInt64 {
+    package func size() throws -> UInt64 {
         var st = stat()
         if fstat(fd, &st) != 0 { throw ioError("stat", path) }
         return UInt64(st.st_size)
     }
 
-    public func truncate(to length: UInt64) throws {
+    package func truncate(to length: UInt64) throws {
         if ftruncate(fd, off_t(length)) != 0 { throw ioError("truncate", path) }
     }
 
-    public func seek(to offset: UInt64) throws {
+    package func seek(to offset: UInt64) throws {
         if lseek(fd, off_t(offset), SEEK_SET) < 0 { throw ioError("seek", path) }
     }
 }
 
 /// Filesystem operations with errors that name the path. The corresponding C functions are
 /// the POSIX calls of the same names.
-public enum FS {
-    public static func exists(_ path: String) -> Bool {
+package enum FS {
+    package static func exists(_ path: String) -> Bool {
         var st = stat()
         return lstat(path, &st) == 0
     }
 
-    public static func isDirectory(_ path: String) -> Bool {
+    package static func isDirectory(_ path: String) -> Bool {
         var st = stat()
         return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
     }
 
-    public static func isRegularFile(_ path: String) -> Bool {
+    package static func isRegularFile(_ path: String) -> Bool {
         var st = stat()
         return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
     }
 
-    public static func fileSize(_ path: String) -> UInt64? {
+    package static func fileSize(_ path: String) -> UInt64? {
         var st = stat()
         guard stat(path, &st) == 0 else { return nil }
         return UInt64(st.st_size)
     }
 
     /// `mkdir -p`.
-    public static func makeDirectories(_ path: String, mode: mode_t = 0o755) throws {
+    package static func makeDirectories(_ path: String, mode: mode_t = 0o755) throws {
         // The directory itself first: its parents are tried only when missing, so making a
         // release's directories costs about one mkdir each, not one per path component.
         if mkdir(path, mode) == 0 { return }
@@ -200,21 +200,21 @@ public enum FS {
         if !isDirectory(path) { throw AssetPatchError(.io, "mkdir \(path): not a directory") }
     }
 
-    public static func rename(_ from: String, _ to: String) throws {
+    package static func rename(_ from: String, _ to: String) throws {
         if let e = FaultInjection.check("rename") { throw ioError("rename \(from) ->", to, e) }
         if Glibc.rename(from, to) != 0 { throw ioError("rename \(from) ->", to) }
     }
 
-    public static func unlink(_ path: String) throws {
+    package static func unlink(_ path: String) throws {
         if Glibc.unlink(path) != 0 && errno != ENOENT { throw ioError("unlink", path) }
     }
 
-    public static func link(_ from: String, _ to: String) throws {
+    package static func link(_ from: String, _ to: String) throws {
         if Glibc.link(from, to) != 0 { throw ioError("link \(from) ->", to) }
     }
 
     /// fsync of a directory, making a rename or creation inside it durable.
-    public static func syncDirectory(_ path: String) throws {
+    package static func syncDirectory(_ path: String) throws {
         try sync(directory: path, "fsync") { fsync($0) }
     }
 
@@ -222,7 +222,7 @@ public enum FS {
     /// each directory (their entries). Unlike syncfs, what other processes left dirty on the
     /// filesystem is not written, so the cost depends only on these files, and on how much of
     /// them `File.startWriteback` has not already sent.
-    public static func syncFiles(_ files: [String], directories: [String]) throws {
+    package static func syncFiles(_ files: [String], directories: [String]) throws {
         for path in files {
             let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
             if fd < 0 { throw ioError("open", path) }
@@ -243,7 +243,7 @@ public enum FS {
     }
 
     /// Names in a directory, without "." and "..", unsorted.
-    public static func list(_ path: String) throws -> [String] {
+    package static func list(_ path: String) throws -> [String] {
         guard let dir = opendir(path) else { throw ioError("opendir", path) }
         defer { closedir(dir) }
         var names: [String] = []
@@ -258,7 +258,7 @@ public enum FS {
 
     /// Recursively lists the regular files under `root` as `/`-separated relative paths.
     /// Symbolic links are not followed.
-    public static func walkFiles(_ root: String) throws -> [String] {
+    package static func walkFiles(_ root: String) throws -> [String] {
         var out: [String] = []
         var stack: [String] = [""]
         while let rel = stack.popLast() {
@@ -278,7 +278,7 @@ public enum FS {
     }
 
     /// `rm -rf` that never follows symbolic links out of the tree. Missing paths are fine.
-    public static func removeTree(_ path: String) throws {
+    package static func removeTree(_ path: String) throws {
         var st = stat()
         if lstat(path, &st) != 0 {
             if errno == ENOENT { return }
@@ -295,7 +295,7 @@ public enum FS {
     /// Reads a whole (small) file; more than `limit` bytes is an error of `limitStatus`.
     /// `followLinks` false: a symbolic link at `path` is an error (ELOOP), for files inside the
     /// data directory, which the library alone writes.
-    public static func readFile(_ path: String, limit: Int = 64 << 20, limitStatus: Status = .io, followLinks: Bool = true) throws -> [UInt8] {
+    package static func readFile(_ path: String, limit: Int = 64 << 20, limitStatus: Status = .io, followLinks: Bool = true) throws -> [UInt8] {
         let file = try File.open(path, O_RDONLY | (followLinks ? 0 : O_NOFOLLOW))
         var out: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
@@ -320,7 +320,7 @@ public enum FS {
     /// (`tempName`): nothing already at a temporary name, such as a planted symbolic link, is
     /// ever written through, and two processes writing one file never share a temporary.
     /// `modified`: the modification time to give the file (seconds since 1970), else now.
-    public static func writeAtomically(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o644, modified: Int64? = nil) throws {
+    package static func writeAtomically(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o644, modified: Int64? = nil) throws {
         var tmp = ""
         var file: File?
         for _ in 0..<100 {
@@ -368,13 +368,13 @@ public enum FS {
         return pid_t(parts[parts.count - 2])
     }
 
-    public static func parent(of path: String) -> String {
+    package static func parent(of path: String) -> String {
         guard let parent = path.beforeLastSlash else { return "." }
         return parent.isEmpty ? "/" : parent
     }
 
     /// An absolute, normalised form of `path` (relative to the working directory).
-    public static func absolute(_ path: String) -> String {
+    package static func absolute(_ path: String) -> String {
         var full = path
         if path.utf8.first != UInt8(ascii: "/") {  // by byte: "/" + a combining mark is one Character
             var buf = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)

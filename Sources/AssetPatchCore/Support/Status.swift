@@ -1,7 +1,7 @@
 import Glibc
 
 /// The outcome codes of the C ABI, mirrored one to one (`assetpatch_status` in the header).
-public enum Status: Int32, Sendable, CaseIterable {
+package enum Status: Int32, Sendable, CaseIterable {
     case ok = 0
     case noUpdate = 1
     case argument = -1
@@ -23,7 +23,7 @@ public enum Status: Int32, Sendable, CaseIterable {
     case `internal` = -99
 
     /// The C enum constant's name, e.g. `ASSETPATCH_ERR_IO`.
-    public var name: StaticString {
+    package var name: StaticString {
         switch self {
         case .ok: "ASSETPATCH_OK"
         case .noUpdate: "ASSETPATCH_NO_UPDATE"
@@ -50,19 +50,19 @@ public enum Status: Int32, Sendable, CaseIterable {
 
 /// Every failure the core reports: a status for programs and a message for people.
 /// The message says what failed and where (URL, HTTP status, entry name, path).
-public struct AssetPatchError: Error, Sendable, CustomStringConvertible {
-    public let status: Status
-    public let message: String
+package struct AssetPatchError: Error, Sendable, CustomStringConvertible {
+    package let status: Status
+    package let message: String
     /// Worth retrying: a dropped or refused connection, a timeout or stall, a truncated transfer,
     /// a 5xx answer, a 429 that says when to come back. Never set for what a retry can't change
     /// (a redirect loop, a TLS verification failure, another 4xx, bad bytes).
-    public let transient: Bool
+    package let transient: Bool
     /// The server's Retry-After, when it sent one.
-    public let retryAfterMs: UInt64?
+    package let retryAfterMs: UInt64?
     /// The errno of a failed system call (ERR_IO), for callers that act on it (a full disk).
-    public let errno: Int32?
+    package let errno: Int32?
 
-    public init(_ status: Status, _ message: String, transient: Bool = false, retryAfterMs: UInt64? = nil, errno: Int32? = nil) {
+    package init(_ status: Status, _ message: String, transient: Bool = false, retryAfterMs: UInt64? = nil, errno: Int32? = nil) {
         self.status = status
         self.message = message
         self.transient = transient
@@ -71,7 +71,7 @@ public struct AssetPatchError: Error, Sendable, CustomStringConvertible {
     }
 
     /// The file system is full (ENOSPC) or the user's quota is used up (EDQUOT).
-    public var isDiskFull: Bool { errno == ENOSPC || errno == EDQUOT }
+    package var isDiskFull: Bool { errno == ENOSPC || errno == EDQUOT }
 
-    public var description: String { "\(status.name): \(message)" }
+    package var description: String { "\(status.name): \(message)" }
 }

@@ -91,6 +91,6 @@ func startThread(_ body: @escaping () -> Void) throws -> pthread_t {
 
 /// Runs `body` on a new detached thread: blocking work started from async code (an update
 /// blocks for seconds) must not hold one of the few threads of Swift's cooperative pool.
-public func detachThread(_ body: @escaping @Sendable () -> Void) throws {
+package func detachThread(_ body: @escaping @Sendable () -> Void) throws {
     pthread_detach(try startThread(body))
 }

@@ -1,7 +1,7 @@
 import Glibc
 
 /// What a request asks of the server's representation.
-public enum ContentCodings: Sendable {
+package enum ContentCodings: Sendable {
     /// `Accept-Encoding: identity`, and no decoding by libcurl: the body's bytes arrive as sent,
     /// so that a caller resuming with ranges sees exactly which representation it gets.
     case identity

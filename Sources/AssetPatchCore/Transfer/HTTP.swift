@@ -2,21 +2,21 @@ import Glibc
 internal import CCurl
 
 /// Connection settings shared by every request of one update.
-public struct HTTPSettings: Sendable {
-    public var connectTimeoutMs: Int = 10_000
-    public var stallTimeoutMs: Int = 30_000
+package struct HTTPSettings: Sendable {
+    package var connectTimeoutMs: Int = 10_000
+    package var stallTimeoutMs: Int = 30_000
     /// A transfer that receives fewer than `lowSpeedLimit` bytes per second, averaged over
     /// each `lowSpeedTimeMs`, is aborted (transient, so retried): a body trickling just fast
     /// enough to beat the stall timeout must not hold an update, and its lock, forever.
-    public var lowSpeedLimit = 1024
-    public var lowSpeedTimeMs = 60_000
-    public var caFile: String?
-    public var headers: [String] = []
-    public var userAgent: String = "assetpatch/\(AssetPatchVersion.string)"
+    package var lowSpeedLimit = 1024
+    package var lowSpeedTimeMs = 60_000
+    package var caFile: String?
+    package var headers: [String] = []
+    package var userAgent: String = "assetpatch/\(AssetPatchVersion.string)"
     /// TCP_QUICKACK on every connection and after every response head (see `tcp_quickack`).
-    public var quickAck = true
+    package var quickAck = true
 
-    public init() {}
+    package init() {}
 }
 
 /// HTTP(S) on libcurl's multi interface. Every transfer runs in a loop that wakes at least
@@ -26,11 +26,11 @@ public struct HTTPSettings: Sendable {
 /// connection, timeout and transfer errors and 5xx answers are transient; a redirect loop, a
 /// redirect to another scheme, TLS verification and other 4xx answers are not. A 429 is
 /// transient when it says when to retry (Retry-After).
-public final class HTTPClient {
+package final class HTTPClient {
     let settings: HTTPSettings
     let cancel: CancelToken
 
-    public init(settings: HTTPSettings, cancel: CancelToken) {
+    package init(settings: HTTPSettings, cancel: CancelToken) {
         self.settings = settings
         self.cancel = cancel
     }
@@ -39,7 +39,7 @@ public final class HTTPClient {
     /// final response head before any body byte and may throw to refuse the body; `sink`
     /// receives the body. `progress` is called from the loop (not from libcurl) with the body
     /// bytes so far.
-    public func get(_ url: String, extraHeaders: [String] = [], codings: ContentCodings = .identity,
+    package func get(_ url: String, extraHeaders: [String] = [], codings: ContentCodings = .identity,
                     onHead: @escaping (ResponseHead) throws -> Void,
                     sink: @escaping (UnsafeRawBufferPointer) throws -> Void,
                     progress: ((UInt64) -> Void)? = nil) throws -> ResponseHead {
@@ -47,7 +47,7 @@ public final class HTTPClient {
     }
 
     /// Performs one HEAD and returns the final response head, whatever its status.
-    public func head(_ url: String, extraHeaders: [String] = []) throws -> ResponseHead {
+    package func head(_ url: String, extraHeaders: [String] = []) throws -> ResponseHead {
         try perform("HEAD", url, extraHeaders: extraHeaders, codings: .identity, onHead: { _ in }, sink: { _ in }, progress: nil)
     }
 
@@ -61,15 +61,15 @@ public final class HTTPClient {
     }
 
     /// One request of a batch: the headers to add, and what to do with the response.
-    public struct Request {
-        public var extraHeaders: [String]
+    package struct Request {
+        package var extraHeaders: [String]
         /// Sees the final response head before any body byte; throws to refuse the body.
-        public var onHead: (ResponseHead) throws -> Void
-        public var sink: (UnsafeRawBufferPointer) throws -> Void
+        package var onHead: (ResponseHead) throws -> Void
+        package var sink: (UnsafeRawBufferPointer) throws -> Void
         /// Called when the response ended without an error.
-        public var onEnd: () throws -> Void
+        package var onEnd: () throws -> Void
 
-        public init(extraHeaders: [String], onHead: @escaping (ResponseHead) throws -> Void,
+        package init(extraHeaders: [String], onHead: @escaping (ResponseHead) throws -> Void,
                     sink: @escaping (UnsafeRawBufferPointer) throws -> Void, onEnd: @escaping () throws -> Void) {
             self.extraHeaders = extraHeaders
             self.onHead = onHead
@@ -82,7 +82,7 @@ public final class HTTPClient {
     /// multi handle: its connection cache keeps connections open between requests). The first
     /// failure stops the batch and is thrown; requests that ended before it have had `onEnd`.
     /// `progress` is called from the loop, at least every 50 ms.
-    public func getBatch(_ url: String, _ requests: [Request], parallel: Int, progress: () -> Void) throws {
+    package func getBatch(_ url: String, _ requests: [Request], parallel: Int, progress: () -> Void) throws {
         var next = 0
         try run(parallel: parallel, progress: progress) {
             guard next < requests.count else { return nil }
@@ -187,7 +187,7 @@ public final class HTTPClient {
     /// Fetches a small body (the manifest) into memory, decoding any content coding, with a limit
     /// on the decoded bytes. Returns the final URL after redirects too: relative archive URLs
     /// resolve against it.
-    public func fetch(_ url: String, limit: Int, limitStatus: Status) throws -> (body: [UInt8], finalURL: String) {
+    package func fetch(_ url: String, limit: Int, limitStatus: Status) throws -> (body: [UInt8], finalURL: String) {
         let r = try fetch(url, limit: limit, limitStatus: limitStatus, conditions: [])
         return (r.body ?? [], r.head.effectiveURL)
     }

@@ -1,19 +1,19 @@
 import Glibc
 
 /// One HTTP response's head, as the header callback saw it (the last response after redirects).
-public struct ResponseHead: Sendable {
-    public var status = 0
-    public var headers: [(String, String)] = []
+package struct ResponseHead: Sendable {
+    package var status = 0
+    package var headers: [(String, String)] = []
     /// The URL that answered, after redirects.
-    public var effectiveURL = ""
+    package var effectiveURL = ""
 
-    public func header(_ name: String) -> String? {
+    package func header(_ name: String) -> String? {
         let lower = name.lowercased()
         return headers.last { $0.0.lowercased() == lower }?.1
     }
 
     /// The Content-Length, when the server announced one.
-    public var contentLength: UInt64? { header("Content-Length").flatMap { UInt64($0.trimmingCharacters(in: " \t")) } }
+    package var contentLength: UInt64? { header("Content-Length").flatMap { UInt64($0.trimmingCharacters(in: " \t")) } }
 }
 
 /// `Retry-After` (RFC 9110 section 10.2.3): delay-seconds or an HTTP-date (IMF-fixdate).
@@ -57,7 +57,7 @@ enum ContentRange {
 }
 
 extension String {
-    public func trimmingCharacters(in set: String) -> String {
+    package func trimmingCharacters(in set: String) -> String {
         let chars = Set(set.unicodeScalars)
         var scalars = Substring(self).unicodeScalars[...]
         while let f = scalars.first, chars.contains(f) { scalars.removeFirst() }

@@ -1,10 +1,10 @@
 /// The few URL operations the updater needs: the scheme, file:// paths, and RFC 3986
 /// reference resolution for relative archive URLs.
-public enum URLs {
-    public enum Scheme: Sendable { case http, https, file }
+package enum URLs {
+    package enum Scheme: Sendable { case http, https, file }
 
     /// The scheme, lowercased, if the string starts with one (`[A-Za-z][A-Za-z0-9+.-]*:`).
-    public static func rawScheme(_ url: String) -> String? {
+    package static func rawScheme(_ url: String) -> String? {
         func isAlpha(_ c: UInt8) -> Bool { (c | 0x20) >= 97 && (c | 0x20) <= 122 }
         let b = Array(url.utf8.prefix(64))
         guard let first = b.first, isAlpha(first) else { return nil }
@@ -17,7 +17,7 @@ public enum URLs {
         return nil
     }
 
-    public static func scheme(_ url: String) -> Scheme? {
+    package static func scheme(_ url: String) -> Scheme? {
         switch rawScheme(url) {
         case "http": .http
         case "https": .https
@@ -27,7 +27,7 @@ public enum URLs {
     }
 
     /// The local path of a `file://` URL (`file:///a/b`, `file://localhost/a/b`), percent-decoded.
-    public static func filePath(_ url: String) -> String? {
+    package static func filePath(_ url: String) -> String? {
         guard scheme(url) == .file else { return nil }
         var rest = Substring(url.dropFirst(5))  // "file:"
         if rest.hasPrefix("//") {
@@ -42,7 +42,7 @@ public enum URLs {
         return percentDecode(String(rest))
     }
 
-    public static func percentDecode(_ s: String) -> String? {
+    package static func percentDecode(_ s: String) -> String? {
         var out: [UInt8] = []
         let b = Array(s.utf8)
         var i = 0
@@ -61,7 +61,7 @@ public enum URLs {
     }
 
     /// A `file://` URL for an absolute path, percent-encoding what a URL can't hold as is.
-    public static func fileURL(forPath path: String) -> String {
+    package static func fileURL(forPath path: String) -> String {
         var out = "file://"
         for byte in path.utf8 {
             let c = Unicode.Scalar(byte)
@@ -75,7 +75,7 @@ public enum URLs {
     }
 
     /// Resolves `reference` against `base` (RFC 3986 section 5.2, for hierarchical URLs).
-    public static func resolve(_ reference: String, against base: String) -> String {
+    package static func resolve(_ reference: String, against base: String) -> String {
         if rawScheme(reference) != nil { return reference }
         guard let baseScheme = rawScheme(base) else { return reference }
         var baseRest = Substring(base.dropFirst(baseScheme.count + 1))
@@ -128,7 +128,7 @@ public enum URLs {
     }
 
     /// The URL without user information, query or fragment, for messages and logs.
-    public static func redacted(_ url: String) -> String {
+    package static func redacted(_ url: String) -> String {
         var s = Substring(url)
         if let cut = s.firstIndex(where: { $0 == "?" || $0 == "#" }) { s = s[..<cut] }
         if let schemeEnd = s.firstRange(of: "://"), let at = s[schemeEnd.upperBound...].firstIndex(of: "@"),
@@ -140,12 +140,12 @@ public enum URLs {
 }
 
 /// A URL the client reads from, parsed once: a local file, or an http(s) resource.
-public enum Location: Sendable, Equatable {
+package enum Location: Sendable, Equatable {
     case file(path: String, url: String)
     case http(url: String)
 
     /// nil for schemes other than http, https and file, and for file URLs of another host.
-    public init?(_ url: String) {
+    package init?(_ url: String) {
         switch URLs.scheme(url) {
         case .http, .https: self = .http(url: url)
         case .file:
@@ -155,17 +155,17 @@ public enum Location: Sendable, Equatable {
         }
     }
 
-    public var url: String {
+    package var url: String {
         switch self {
         case let .file(_, url), let .http(url): url
         }
     }
 
-    public var isFile: Bool {
+    package var isFile: Bool {
         if case .file = self { return true }
         return false
     }
 
     /// The URL for messages and logs (no credentials, query or fragment).
-    public var shown: String { URLs.redacted(url) }
+    package var shown: String { URLs.redacted(url) }
 }

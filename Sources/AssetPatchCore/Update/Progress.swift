@@ -1,16 +1,16 @@
 /// The phases of an update, in order (`assetpatch_phase`).
-public enum Phase: Int32, Sendable {
+package enum Phase: Int32, Sendable {
     case check = 1, download = 2, install = 3, activate = 4, done = 5
 }
 
-public struct Progress: Sendable, Equatable {
-    public var phase: Phase
-    public var bytesDone: UInt64 = 0
-    public var bytesTotal: UInt64 = 0
-    public var filesDone: UInt64 = 0
-    public var filesTotal: UInt64 = 0
+package struct Progress: Sendable, Equatable {
+    package var phase: Phase
+    package var bytesDone: UInt64 = 0
+    package var bytesTotal: UInt64 = 0
+    package var filesDone: UInt64 = 0
+    package var filesTotal: UInt64 = 0
 
-    public init(phase: Phase, bytesDone: UInt64 = 0, bytesTotal: UInt64 = 0, filesDone: UInt64 = 0, filesTotal: UInt64 = 0) {
+    package init(phase: Phase, bytesDone: UInt64 = 0, bytesTotal: UInt64 = 0, filesDone: UInt64 = 0, filesTotal: UInt64 = 0) {
         self.phase = phase
         self.bytesDone = bytesDone
         self.bytesTotal = bytesTotal
@@ -20,7 +20,7 @@ public struct Progress: Sendable, Equatable {
 }
 
 /// The caller's progress callback; returning true cancels the update.
-public typealias ProgressHandler = (Progress) -> Bool
+package typealias ProgressHandler = (Progress) -> Bool
 
 /// Paces progress callbacks: at most every 50 ms, always at a phase change and for a phase's
 /// final counts. A `true` from the callback cancels through the update's token.

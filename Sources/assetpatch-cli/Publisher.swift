@@ -27,13 +27,6 @@ func readKeyFile(_ path: String) throws -> [UInt8] {
     return key
 }
 
-/// The repository's current manifest, if any (envelopes are opened without verification).
-func currentManifest(repo: String) throws -> Manifest? {
-    let path = repo + "/manifest.json"
-    guard FS.exists(path) else { return nil }
-    return try Manifest.decode(try FS.readFile(path, limit: 256 << 20), source: path)
-}
-
 struct Publish: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Build a release archive and manifest from a directory into a release repository.")
@@ -58,135 +51,49 @@ struct Publish: ParsableCommand {
             help: "Write the archive's URL as this absolute http(s) URL followed by <sha256>.zip, for hosts where the manifest's URL redirects elsewhere (release assets, presigned URLs).")
     var archiveURLBase: String?
 
-    /// A declared plugin must be an ELF shared object for a known machine whose dynamic symbol
-    /// table defines its entry symbol: what a host's load would find out too late.
-    func checkPlugin(_ p: PluginDeclaration, at path: String) throws {
-        guard p.name.utf8.count <= 127, p.entry.utf8.count <= 127, !p.entry.isEmpty else {
-            throw AssetPatchError(.argument, "--plugin \(p.name): name and entry must be 1 to 127 bytes")
-        }
-        let elf: ELFInfo
-        do { elf = try ELFInfo.parse(try FS.readFile(path, limit: 1 << 30)) } catch let e as AssetPatchError {
-            throw AssetPatchError(.argument, "--plugin \(p.name): \(path): \(e.message)")
-        }
-        guard ELFInfo.machines[elf.machine] != nil else {
-            throw AssetPatchError(.argument, "--plugin \(p.name): \(path): a shared object for an unknown machine (\(elf.machine))")
-        }
-        guard elf.definedSymbols.contains(p.entry) else {
-            throw AssetPatchError(.argument, "--plugin \(p.name): \(path) does not define the entry symbol \(p.entry) in its dynamic symbol table")
-        }
-    }
-
-    /// With --base: true when the bundle ships the same bytes under this name (sizes first, then
-    /// hashes), so the release leaves the file out.
-    func identicalToBase(_ name: String, source: String) throws -> Bool {
-        guard let base, let size = FS.fileSize(base + "/" + name), size == FS.fileSize(source + "/" + name) else { return false }
-        return try Digest.hexOfFile(base + "/" + name) == Digest.hexOfFile(source + "/" + name)
-    }
-
     func run() throws {
         try cli {
-            let src = FS.absolute(source)
-            guard FS.isDirectory(src) else { throw AssetPatchError(.argument, "\(source): not a directory") }
-            let repoDir = FS.absolute(repo)
-            try FS.makeDirectories(repoDir + "/archives")
-            let current = try currentManifest(repo: repoDir)
-            let currentVersion = current?.version ?? 0
-            let newVersion = version ?? currentVersion + 1
-            if newVersion <= currentVersion {
-                throw AssetPatchError(.argument, "version \(newVersion) is not above the repository's current version \(currentVersion)")
-            }
-            if newVersion < 1 { throw AssetPatchError(.argument, "version must be >= 1") }
-            let pkg = package ?? current?.package ?? "default"
-            var expiresAt: Int64?
+            var r = PublishRequest(source: source, repo: repo)
+            r.seed = try key.map(readKeyFile)
+            r.package = package
+            r.version = version
+            r.label = label
+            r.base = base
+            r.minAppVersion = minAppVersion
+            r.maxAppVersion = maxAppVersion
+            r.mandatory = mandatory
+            r.archiveURLBase = archiveURLBase
             if let expires {
                 guard let t = RFC3339.parse(expires) else { throw AssetPatchError(.argument, "--expires: not an RFC 3339 time: \(expires)") }
-                expiresAt = t
+                r.expires = t
             }
-            if let minAppVersion, AppVersion.parse(minAppVersion) == nil {
-                throw AssetPatchError(.argument, "--min-app-version: not a dotted version: \(minAppVersion)")
-            }
-            if let maxAppVersion, AppVersion.parse(maxAppVersion) == nil {
-                throw AssetPatchError(.argument, "--max-app-version: not a dotted version: \(maxAppVersion)")
-            }
-            let seed = try key.map(readKeyFile)
-            var urlBase: String?
-            if let archiveURLBase {
-                guard let scheme = URLs.scheme(archiveURLBase), scheme == .http || scheme == .https, !archiveURLBase.hasLineBreak,
-                      !archiveURLBase.contains("?"), !archiveURLBase.contains("#") else {
-                    throw AssetPatchError(.argument, "--archive-url-base \(archiveURLBase): not an absolute http(s) URL without query or fragment")
-                }
-                urlBase = archiveURLBase.hasSuffix("/") ? archiveURLBase : archiveURLBase + "/"
-            }
-
-            let names = try FS.walkFiles(src).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-            for n in names where !ResourceName.isValid(n) {
-                throw AssetPatchError(.argument, "\(src)/\(n): not a valid resource name")
-            }
-            let kept = try names.filter { try !identicalToBase($0, source: src) }
-            var plugins: [PluginDeclaration] = []
-            for p in plugin {
-                guard let eq = p.firstIndex(of: "="), let colon = p.lastIndex(of: ":"), eq < colon else {
-                    throw AssetPatchError(.argument, "--plugin \(p): expected NAME=PATH:ENTRY")
-                }
-                let decl = PluginDeclaration(name: String(p[..<eq]), path: String(p[p.index(after: eq)..<colon]),
-                                             entry: String(p[p.index(after: colon)...]))
-                guard kept.contains(decl.path) else {
-                    throw AssetPatchError(.argument, "--plugin \(p): \(decl.path) is not a file of the release")
-                }
-                guard !plugins.contains(where: { $0.name == decl.name }) else { throw AssetPatchError(.argument, "--plugin \(p): declared twice") }
-                try checkPlugin(decl, at: src + "/" + decl.path)
-                plugins.append(decl)
-            }
-            for (option, values) in [("--plugin-version", pluginVersion), ("--plugin-abi", pluginABI)] {
-                for v in values {
-                    guard let eq = v.firstIndex(of: "="), let i = plugins.firstIndex(where: { $0.name == v[..<eq] }) else {
-                        throw AssetPatchError(.argument, "\(option) \(v): expected NAME=VALUE for a plugin declared with --plugin")
-                    }
-                    let value = String(v[v.index(after: eq)...])
-                    guard !value.isEmpty, value.utf8.count <= 63 else { throw AssetPatchError(.argument, "\(option) \(v): 1 to 63 bytes") }
-                    if option == "--plugin-version" { plugins[i].version = value } else { plugins[i].abi = value }
-                }
-            }
-
-            // The archive first, under its own hash, then the manifest: clients never see a
-            // manifest whose archive is missing. Each file is hashed as it is compressed.
-            let tmpZip = repoDir + "/archives/.publish-\(getpid()).zip"
-            let writer = try ZipWriter(path: tmpZip)
-            var files: [ManifestFile] = []
-            // Sorted by name, so a release's files keep their order from one release to the next
-            // and neighbouring changes lie close together in the archive.
-            for n in kept {
-                files.append(try writer.add(name: n, sourcePath: src + "/" + n))
-            }
-            try writer.finish()
-            let zipSHA = try Digest.hexOfFile(tmpZip)
-            let zipSize = FS.fileSize(tmpZip) ?? 0
-            let archiveName = "archives/\(zipSHA).zip"
-            try FS.rename(tmpZip, repoDir + "/" + archiveName)
-            try FS.syncDirectory(repoDir + "/archives")
-
-            var manifest = Manifest(kind: .format1, package: pkg, version: newVersion, label: label, created: unixTime(),
-                                    expires: expiresAt, minAppVersion: minAppVersion,
-                                    archiveURL: urlBase.map { $0 + "\(zipSHA).zip" } ?? archiveName,
-                                    archiveSize: zipSize, archiveDigest: zipSHA, files: files, plugins: plugins,
-                                    signatureVerified: false, payload: [])
-            manifest.mandatory = mandatory
-            manifest.maxAppVersion = maxAppVersion
             if let notes {
                 let bytes = try FS.readFile(notes, limit: 65536, limitStatus: .argument)
                 guard let text = String(validating: bytes, as: UTF8.self) else {
                     throw AssetPatchError(.argument, "--notes \(notes): not UTF-8 text")
                 }
-                manifest.notes = text
+                r.notes = text
             }
-            let payload = Array((manifest.toJSON().serialized(indent: 2) + "\n").utf8)
-            var out = payload
-            if let seed { out = Array((try DSSE.seal(payload, seed: seed).serialized(indent: 2) + "\n").utf8) }
-            // A modification time a second after the previous manifest's: its validators differ
-            // on any static server, so no revalidating cache keeps the old one (MutableFile).
-            try MutableFile.write(repoDir + "/manifest.json", out)
-            let total = files.reduce(UInt64(0)) { $0 + $1.size }
-            print("published \(pkg) version \(newVersion): \(files.count) files, \(total) bytes, archive \(archiveName) (\(zipSize) bytes)\(seed == nil ? "" : ", signed")")
+            for p in plugin {
+                guard let eq = p.firstIndex(of: "="), let colon = p.lastIndex(of: ":"), eq < colon else {
+                    throw AssetPatchError(.argument, "--plugin \(p): expected NAME=PATH:ENTRY")
+                }
+                r.plugins.append(PluginDeclaration(name: String(p[..<eq]), path: String(p[p.index(after: eq)..<colon]),
+                                                   entry: String(p[p.index(after: colon)...])))
+            }
+            for (option, values) in [("--plugin-version", pluginVersion), ("--plugin-abi", pluginABI)] {
+                for v in values {
+                    guard let eq = v.firstIndex(of: "="), let i = r.plugins.firstIndex(where: { $0.name == v[..<eq] }) else {
+                        throw AssetPatchError(.argument, "\(option) \(v): expected NAME=VALUE for a plugin declared with --plugin")
+                    }
+                    let value = String(v[v.index(after: eq)...])
+                    if option == "--plugin-version" { r.plugins[i].version = value } else { r.plugins[i].abi = value }
+                }
+            }
+            let done = try Publisher.publish(r)
+            let m = done.manifest
+            let total = m.files.reduce(UInt64(0)) { $0 + $1.size }
+            print("published \(m.package ?? "default") version \(m.version): \(m.files.count) files, \(total) bytes, archive \(done.archivePath) (\(done.archiveSize) bytes)\(r.seed == nil ? "" : ", signed")")
         }
     }
 }

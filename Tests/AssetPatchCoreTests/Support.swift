@@ -36,8 +36,10 @@ func noise(_ count: Int, seed: UInt64 = 42) -> [UInt8] {
     return out
 }
 
-/// Publishes `files` (path -> bytes) as a format-1 release into `repo` and returns the
-/// manifest's file:// URL. `mutate` may edit the manifest JSON before it is written.
+/// Publishes `files` (path -> bytes) as a format-1 release into `repo` with the publisher
+/// `assetpatch publish` runs, and returns the manifest's file:// URL. What a publisher would not
+/// write is made afterwards, on the manifest's JSON: `mutate` edits it, `locations: false` drops
+/// the files' zip locations; the result is signed with `seed` as publish would sign it.
 @discardableResult
 func publishRelease(_ files: [(String, [UInt8])], version: Int64, repo: TempDir, package: String = "test",
                     seed: [UInt8]? = nil, locations: Bool = true,
@@ -45,24 +47,20 @@ func publishRelease(_ files: [(String, [UInt8])], version: Int64, repo: TempDir,
     let staging = TempDir()
     defer { staging.cleanup() }
     for (p, b) in files { try staging.write(p, b) }
-    try FS.makeDirectories(repo.path + "/archives")
-    let tmp = repo.path + "/archives/tmp.zip"
-    let w = try ZipWriter(path: tmp)
-    var written: [ManifestFile] = []
-    for (p, _) in files { written.append(try w.add(name: p, sourcePath: staging.path + "/" + p)) }
-    try w.finish()
-    if !locations { for i in written.indices { written[i].location = nil } }
-    let sha = try Digest.hexOfFile(tmp)
-    try FS.rename(tmp, repo.path + "/archives/\(sha).zip")
-    let m = Manifest(kind: .format1, package: package, version: version, label: nil, created: nil, expires: nil,
-                     minAppVersion: nil, archiveURL: "archives/\(sha).zip", archiveSize: FS.fileSize(repo.path + "/archives/\(sha).zip"),
-                     archiveDigest: sha, files: written,
-                     plugins: [], signatureVerified: false, payload: [])
-    guard case var .object(pairs) = m.toJSON() else { fatalError("manifest is an object") }
+    // Tests publish what a publisher refuses (older versions, broken manifests), so the
+    // repository's previous manifest does not constrain this one.
+    try? FS.unlink(repo.path + "/manifest.json")
+    var request = PublishRequest(source: staging.path, repo: repo.path)
+    request.package = package
+    request.version = version
+    let done = try Publisher.publish(request)
+    var manifest = done.manifest
+    if !locations { for i in manifest.files.indices { manifest.files[i].location = nil } }
+    guard case var .object(pairs) = manifest.toJSON() else { fatalError("manifest is an object") }
     mutate?(&pairs)
     var bytes = Array(JSON.object(pairs).serialized(indent: 1).utf8)
     if let seed { bytes = Array(try DSSE.seal(bytes, seed: seed).serialized().utf8) }
-    try FS.writeAtomically(repo.path + "/manifest.json", bytes)
+    try MutableFile.write(repo.path + "/manifest.json", bytes)
     return URLs.fileURL(forPath: repo.path + "/manifest.json")
 }
 

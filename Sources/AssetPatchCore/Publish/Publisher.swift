@@ -1,0 +1,157 @@
+import Glibc
+
+/// What a release is published from and with (`assetpatch publish`'s options, parsed).
+package struct PublishRequest {
+    /// The directory holding the release's resources.
+    package var source: String
+    /// The release repository (created if missing).
+    package var repo: String
+    /// The signing key's seed; nil: an unsigned manifest.
+    package var seed: [UInt8]?
+    /// Default: the repository's package, else "default".
+    package var package: String?
+    /// Default: the repository's version + 1 (1 for a new repository).
+    package var version: Int64?
+    package var label: String?
+    /// The app's shipped bundle: files byte-identical to it are left out.
+    package var base: String?
+    package var minAppVersion: String?
+    package var maxAppVersion: String?
+    /// Unix seconds.
+    package var expires: Int64?
+    /// Declared plugins (name, path in the release, entry symbol, optional version and ABI tag).
+    package var plugins: [PluginDeclaration] = []
+    package var notes: String?
+    package var mandatory = false
+    /// An absolute http(s) URL the archive's URL is written under (`<base><sha256>.zip`).
+    package var archiveURLBase: String?
+
+    package init(source: String, repo: String) {
+        self.source = source
+        self.repo = repo
+    }
+}
+
+/// What a publish wrote.
+package struct PublishResult {
+    package var manifest: Manifest
+    /// The archive's path relative to the repository (`archives/<sha256>.zip`).
+    package var archivePath: String
+    package var archiveSize: UInt64
+}
+
+/// Publishes a release into a repository: the archive under its own sha256 first (each file
+/// hashed as it is compressed, in name order so a release's files keep their order from one
+/// release to the next and neighbouring changes lie close together), then the manifest (signed
+/// when a key is given) with a modification time a second after the previous one's
+/// (`MutableFile`). Clients never see a manifest whose archive is missing. Every check a
+/// publish makes is here: versions, names, plugins, the archive URL base.
+package enum Publisher {
+    package static func publish(_ r: PublishRequest) throws -> PublishResult {
+        let src = FS.absolute(r.source)
+        guard FS.isDirectory(src) else { throw AssetPatchError(.argument, "\(r.source): not a directory") }
+        let repoDir = FS.absolute(r.repo)
+        try FS.makeDirectories(repoDir + "/archives")
+        let current = try currentManifest(repo: repoDir)
+        let currentVersion = current?.version ?? 0
+        let newVersion = r.version ?? currentVersion + 1
+        if newVersion <= currentVersion {
+            throw AssetPatchError(.argument, "version \(newVersion) is not above the repository's current version \(currentVersion)")
+        }
+        if newVersion < 1 { throw AssetPatchError(.argument, "version must be >= 1") }
+        let pkg = r.package ?? current?.package ?? "default"
+        guard PackageName.isValid(pkg) else { throw AssetPatchError(.argument, "package \"\(pkg)\": 1 to 256 bytes, no control characters") }
+        for (option, value) in [("--min-app-version", r.minAppVersion), ("--max-app-version", r.maxAppVersion)] {
+            if let value, AppVersion.parse(value) == nil { throw AssetPatchError(.argument, "\(option): not a dotted version: \(value)") }
+        }
+        let urlBase = try r.archiveURLBase.map(checkedURLBase)
+
+        let names = try FS.walkFiles(src).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        for n in names where !ResourceName.isValid(n) {
+            throw AssetPatchError(.argument, "\(src)/\(n): not a valid resource name")
+        }
+        let kept = try names.filter { try !identicalToBase(r.base, $0, source: src) }
+        var seen = Set<String>()
+        for p in r.plugins {
+            guard kept.contains(p.path) else { throw AssetPatchError(.argument, "--plugin \(p.name): \(p.path) is not a file of the release") }
+            guard seen.insert(p.name).inserted else { throw AssetPatchError(.argument, "--plugin \(p.name): declared twice") }
+            try checkPlugin(p, at: src + "/" + p.path)
+        }
+
+        let tmpZip = repoDir + "/archives/.publish-\(getpid()).zip"
+        let writer = try ZipWriter(path: tmpZip)
+        var files: [ManifestFile] = []
+        for n in kept { files.append(try writer.add(name: n, sourcePath: src + "/" + n)) }
+        try writer.finish()
+        let zipSHA = try Digest.hexOfFile(tmpZip)
+        let zipSize = FS.fileSize(tmpZip) ?? 0
+        let archiveName = "archives/\(zipSHA).zip"
+        try FS.rename(tmpZip, repoDir + "/" + archiveName)
+        try FS.syncDirectory(repoDir + "/archives")
+
+        var manifest = Manifest(kind: .format1, package: pkg, version: newVersion, label: r.label, created: unixTime(),
+                                expires: r.expires, minAppVersion: r.minAppVersion,
+                                archiveURL: urlBase.map { $0 + "\(zipSHA).zip" } ?? archiveName,
+                                archiveSize: zipSize, archiveDigest: zipSHA, files: files, plugins: r.plugins,
+                                signatureVerified: false, payload: [])
+        manifest.mandatory = r.mandatory
+        manifest.maxAppVersion = r.maxAppVersion
+        if let notes = r.notes {
+            guard notes.utf8.count <= 65536 else { throw AssetPatchError(.argument, "--notes: more than 64 KiB") }
+            manifest.notes = notes
+        }
+        let payload = Array((manifest.toJSON().serialized(indent: 2) + "\n").utf8)
+        var out = payload
+        if let seed = r.seed { out = Array((try DSSE.seal(payload, seed: seed).serialized(indent: 2) + "\n").utf8) }
+        try MutableFile.write(repoDir + "/manifest.json", out)
+        manifest.payload = payload
+        manifest.signatureVerified = false
+        return PublishResult(manifest: manifest, archivePath: archiveName, archiveSize: zipSize)
+    }
+
+    /// The repository's current manifest, if any (envelopes are opened without verification).
+    package static func currentManifest(repo: String) throws -> Manifest? {
+        let path = repo + "/manifest.json"
+        guard FS.exists(path) else { return nil }
+        return try Manifest.decode(try FS.readFile(path, limit: 256 << 20), source: path)
+    }
+
+    /// An absolute http(s) URL without query or fragment, ending in "/".
+    static func checkedURLBase(_ base: String) throws -> String {
+        guard let scheme = URLs.scheme(base), scheme == .http || scheme == .https, !base.hasLineBreak,
+              !base.contains("?"), !base.contains("#") else {
+            throw AssetPatchError(.argument, "--archive-url-base \(base): not an absolute http(s) URL without query or fragment")
+        }
+        return base.hasSuffix("/") ? base : base + "/"
+    }
+
+    /// With a base bundle: true when it ships the same bytes under this name (sizes first, then
+    /// hashes), so the release leaves the file out.
+    static func identicalToBase(_ base: String?, _ name: String, source: String) throws -> Bool {
+        guard let base, let size = FS.fileSize(base + "/" + name), size == FS.fileSize(source + "/" + name) else { return false }
+        return try Digest.hexOfFile(base + "/" + name) == Digest.hexOfFile(source + "/" + name)
+    }
+
+    /// A declared plugin must be an ELF shared object for a known machine whose dynamic symbol
+    /// table defines its entry symbol: what a host's load would find out too late.
+    static func checkPlugin(_ p: PluginDeclaration, at path: String) throws {
+        guard p.name.utf8.count <= 127, p.entry.utf8.count <= 127, !p.entry.isEmpty else {
+            throw AssetPatchError(.argument, "--plugin \(p.name): name and entry must be 1 to 127 bytes")
+        }
+        for (what, value) in [("version", p.version), ("abi", p.abi)] {
+            if let value, value.isEmpty || value.utf8.count > 63 {
+                throw AssetPatchError(.argument, "--plugin-\(what) \(p.name)=\(value): 1 to 63 bytes")
+            }
+        }
+        let elf: ELFInfo
+        do { elf = try ELFInfo.parse(try FS.readFile(path, limit: 1 << 30)) } catch let e as AssetPatchError {
+            throw AssetPatchError(.argument, "--plugin \(p.name): \(path): \(e.message)")
+        }
+        guard ELFInfo.machines[elf.machine] != nil else {
+            throw AssetPatchError(.argument, "--plugin \(p.name): \(path): a shared object for an unknown machine (\(elf.machine))")
+        }
+        guard elf.definedSymbols.contains(p.entry) else {
+            throw AssetPatchError(.argument, "--plugin \(p.name): \(path) does not define the entry symbol \(p.entry) in its dynamic symbol table")
+        }
+    }
+}

@@ -87,7 +87,7 @@ count_program "$work/cpp.log" "test_wrapper (g++)"
 check "C++ tests build with ThreadSanitizer" g++ -std=c++17 -g -O1 -fsanitize=thread -I"$root/bindings/cpp" \
   "$root/bindings/cpp/tests/test_wrapper.cpp" $cflags -o "$work/test_wrapper_tsan"
 mkdir -p "$work/cpp-tsan"
-TSAN_OPTIONS="halt_on_error=1 exitcode=66" "$work/test_wrapper_tsan" "$work/fx" "$work/cpp-tsan" > "$work/cpp-tsan.log" 2>&1
+TSAN_OPTIONS="halt_on_error=1 exitcode=66 suppressions=$root/bindings/cpp/tests/tsan.supp" "$work/test_wrapper_tsan" "$work/fx" "$work/cpp-tsan" > "$work/cpp-tsan.log" 2>&1
 tsan_status=$?
 count_program "$work/cpp-tsan.log" "test_wrapper (ThreadSanitizer)"
 check "ThreadSanitizer reports no race in the C++ wrapper" bash -c "(( $tsan_status == 0 )) && ! grep -q 'ThreadSanitizer' '$work/cpp-tsan.log' || { cat '$work/cpp-tsan.log'; false; }"

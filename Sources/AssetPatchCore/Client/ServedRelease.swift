@@ -5,23 +5,27 @@ import Glibc
 /// judgement of installed releases) or the host opens a new client. Another client's update of
 /// the same data directory changes the state on disk, not what this client serves: code and
 /// resources always come from one release. The lease keeps the release on disk meanwhile.
-final class ServedRelease: @unchecked Sendable {  // the record is only touched under its lock
+final class ServedRelease: @unchecked Sendable {  // `record` is only touched under `lock`
     let ref: ReleaseRef
     let lease: ReleaseLease
-    private let record: Locked<ReleaseRecord?>
+    // A plain mutex rather than a generic Locked: this object is made on update threads, and the
+    // first instantiation of a generic type's metadata there races, to ThreadSanitizer's eye,
+    // with another thread's inside the (uninstrumented) Swift runtime.
+    private let lock = Condition()
+    private var record: ReleaseRecord?
 
     init(ref: ReleaseRef, lease: ReleaseLease, record: ReleaseRecord?) {
         self.ref = ref
         self.lease = lease
-        self.record = Locked(record)
+        self.record = record
     }
 
     /// The release's record, read from disk once (a served release never changes).
     func info(_ store: Store) throws -> ReleaseRecord {
-        try record.withLock { cached in
-            if let cached { return cached }
+        try lock.locked {
+            if let record { return record }
             let info = try store.loadRelease(ref.id)
-            cached = info
+            record = info
             return info
         }
     }

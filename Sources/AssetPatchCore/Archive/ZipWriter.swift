@@ -24,7 +24,7 @@ package final class ZipWriter {
         self.level = level
     }
 
-    private func localHeader(_ name: [UInt8], method: UInt16, crc: UInt32, comp: UInt64, uncomp: UInt64, zip64: Bool) -> [UInt8] {
+    func localHeader(_ name: [UInt8], method: UInt16, crc: UInt32, comp: UInt64, uncomp: UInt64, zip64: Bool) -> [UInt8] {
         var h: [UInt8] = []
         h.reserveCapacity(30 + name.count + 20)
         h.put32(0x0403_4b50)
@@ -77,7 +77,7 @@ package final class ZipWriter {
                             location: ArchiveLocation(headerOffset: start, dataOffset: dataStart, compressedSize: comp, method: method))
     }
 
-    private func store(_ src: File, to at: UInt64) throws -> (UInt32, UInt64) {
+    func store(_ src: File, to at: UInt64) throws -> (UInt32, UInt64) {
         var crc: UInt = crc32(0, nil, 0)
         var pos = at
         var readOffset: UInt64 = 0

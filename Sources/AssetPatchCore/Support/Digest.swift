@@ -52,11 +52,14 @@ package final class Digest {
     }
 
     /// The digest as lowercase hex. The object can't be updated afterwards.
-    package func finalHex() -> String {
+    package func finalHex() -> String { Hex.encode(finalBytes()) }
+
+    /// The digest's bytes. The object can't be updated afterwards.
+    package func finalBytes() -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 64)
         var len: UInt32 = 0
         _ = EVP_DigestFinal_ex(ctx, &out, &len)
-        return Hex.encode(out[0..<Int(len)])
+        return Array(out[0..<Int(len)])
     }
 
     package static func sha256Hex(_ bytes: [UInt8]) -> String {

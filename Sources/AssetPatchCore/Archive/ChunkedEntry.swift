@@ -1,0 +1,141 @@
+internal import CZlib
+
+/// One chunk of a chunked file: its bytes' sha256 (raw, 32 bytes), its length, and the length
+/// of its compressed form in the archive entry (equal for a stored entry).
+package struct ChunkRecord: Sendable, Equatable {
+    package var sha256: [UInt8]
+    package var size: UInt32
+    package var compressedSize: UInt32
+
+    package init(sha256: [UInt8], size: UInt32, compressedSize: UInt32) {
+        self.sha256 = sha256
+        self.size = size
+        self.compressedSize = compressedSize
+    }
+}
+
+extension ZipWriter {
+    /// Adds a large file as one entry that is still one ordinary deflate stream (every zip
+    /// reader inflates it whole), cut at content-defined boundaries (`Chunker`) with a full flush
+    /// after each chunk: the compressor's history is reset and the output aligned to a byte,
+    /// so each chunk's compressed bytes inflate on their own, and a client fetches a chunk with
+    /// one range and decodes it without the bytes before it. When deflate saves less than 5%
+    /// the entry is stored, and a chunk's bytes are a plain range of it. Returns the file (size,
+    /// sha256, location) and its chunks in order.
+    package func addChunked(name: String, sourcePath: String, chunker: Chunker) throws -> (ManifestFile, [ChunkRecord]) {
+        let nameBytes = Array(name.utf8)
+        let src = try File.openRead(sourcePath)
+        let size = try src.size()
+        let zip64 = size >= 0xFFFF_0000
+        let start = offset
+        let header = localHeader(nameBytes, method: 8, crc: 0, comp: 0, uncomp: size, zip64: zip64)
+        try out.pwrite(header, at: start)
+        let dataStart = start + UInt64(header.count)
+
+        let z = buffers.stream
+        z.initialize(to: z_stream())
+        guard czlib_deflate_init_raw(z, level) == Z_OK else { throw AssetPatchError(.internal, "deflateInit2 failed") }
+        defer { deflateEnd(z) }
+        var crc: UInt = crc32(0, nil, 0)
+        let whole = try Digest(.sha256)
+        var pos = dataStart
+        var chunks: [ChunkRecord] = []
+        var total: UInt64 = 0
+        try chunker.chunks(of: src) { chunk in
+            total += UInt64(chunk.count)
+            let last = total == size
+            crc = crc32(crc, chunk.baseAddress!.assumingMemoryBound(to: Bytef.self), UInt32(chunk.count))
+            whole.update(chunk)
+            let digest = try Digest(.sha256)
+            digest.update(chunk)
+            let before = pos
+            z.pointee.next_in = UnsafeMutablePointer(mutating: chunk.baseAddress!.assumingMemoryBound(to: Bytef.self))
+            z.pointee.avail_in = UInt32(chunk.count)
+            let flush = last ? Z_FINISH : Z_FULL_FLUSH
+            while true {
+                z.pointee.next_out = buffers.output.baseAddress!.assumingMemoryBound(to: Bytef.self)
+                z.pointee.avail_out = UInt32(buffers.output.count)
+                let rc = CZlib.deflate(z, flush)
+                let n = buffers.output.count - Int(z.pointee.avail_out)
+                if n > 0 {
+                    try out.pwrite(UnsafeRawBufferPointer(rebasing: buffers.output[0..<n]), at: pos)
+                    pos += UInt64(n)
+                }
+                if rc == Z_STREAM_END { break }
+                if rc != Z_OK && rc != Z_BUF_ERROR { throw AssetPatchError(.internal, "deflate failed (\(rc))") }
+                // Done with this chunk once all input is taken and the flush fits the buffer.
+                if z.pointee.avail_in == 0 && z.pointee.avail_out > 0 && flush == Z_FULL_FLUSH { break }
+            }
+            chunks.append(ChunkRecord(sha256: digest.finalBytes(), size: UInt32(chunk.count), compressedSize: UInt32(pos - before)))
+        }
+        z.pointee.next_in = nil
+        if size == 0 {
+            // An empty file: one empty final block, no chunk.
+            z.pointee.next_out = buffers.output.baseAddress!.assumingMemoryBound(to: Bytef.self)
+            z.pointee.avail_out = UInt32(buffers.output.count)
+            _ = CZlib.deflate(z, Z_FINISH)
+            let n = buffers.output.count - Int(z.pointee.avail_out)
+            try out.pwrite(UnsafeRawBufferPointer(rebasing: buffers.output[0..<n]), at: pos)
+            pos += UInt64(n)
+        }
+        guard total == size else { throw AssetPatchError(.io, "\(sourcePath): changed while it was read (\(total) of \(size) bytes)") }
+        var comp = pos - dataStart
+        var method: UInt16 = 8
+        if size > 0 && Double(comp) > Double(size) * 0.95 {
+            // Stored: each chunk is its own bytes.
+            method = 0
+            try out.truncate(to: dataStart)
+            (_, comp) = try store(src, to: dataStart)
+            for i in chunks.indices { chunks[i].compressedSize = chunks[i].size }
+        }
+        let crcValue = UInt32(truncatingIfNeeded: crc)
+        let final = localHeader(nameBytes, method: method, crc: crcValue, comp: comp, uncomp: size, zip64: zip64)
+        try out.pwrite(final, at: start)
+        offset = dataStart + comp
+        written.append(Written(name: nameBytes, method: method, crc: crcValue, compressed: comp, uncompressed: size, offset: start))
+        let file = ManifestFile(path: name, size: size, sha256: whole.finalHex(),
+                                location: ArchiveLocation(headerOffset: start, dataOffset: dataStart, compressedSize: comp, method: method))
+        return (file, chunks)
+    }
+}
+
+/// Decodes one chunk of a chunked entry on its own: its compressed bytes (a range of the entry's
+/// data, starting right after a full flush or at the entry's start) inflate to exactly `size`
+/// bytes, which must hash to the chunk's sha256. A middle chunk's deflate data does not end the
+/// stream (the next chunk continues it), so "exactly `size` bytes from exactly these bytes" is
+/// the end; the last chunk's data ends the stream. Anything else is the archive's fault.
+package enum ChunkDecoder {
+    package enum Failure: Error, Equatable {
+        case corrupt(String)
+        case wrongSize(produced: UInt64)
+        case wrongHash
+    }
+
+    package static func decode(_ compressed: UnsafeRawBufferPointer, method: UInt16, chunk: ChunkRecord) throws(Failure) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(Int(chunk.size))
+        if method == 0 {
+            guard compressed.count == Int(chunk.size) else { throw .wrongSize(produced: UInt64(compressed.count)) }
+            out.append(contentsOf: compressed)
+        } else {
+            guard let inflater = try? Inflater(.raw, outputBytes: max(Int(chunk.size) + 1, 1)) else { throw .corrupt("inflateInit2 failed") }
+            do {
+                try inflater.push(compressed, limit: UInt64(chunk.size)) { out.append(contentsOf: $0) }
+            } catch let f as InflateFailure {
+                switch f {
+                case let .corrupt(m): throw .corrupt(m)
+                case .overrun: throw .wrongSize(produced: UInt64(chunk.size) + 1)
+                case .trailing: throw .corrupt("data after the end of the deflate stream")
+                case let .short(n): throw .wrongSize(produced: n)
+                }
+            } catch {
+                throw .corrupt("\(error)")
+            }
+            guard out.count == Int(chunk.size) else { throw .wrongSize(produced: UInt64(out.count)) }
+        }
+        let d = try? Digest(.sha256)
+        d?.update(out)
+        guard d?.finalBytes() == chunk.sha256 else { throw .wrongHash }
+        return out
+    }
+}

@@ -237,7 +237,7 @@ struct StampBundle: ParsableCommand {
             if let repo {
                 let path = FS.absolute(repo) + "/manifest.json"
                 let m = try Manifest.decode(try FS.readFile(path, limit: 256 << 20, limitStatus: .manifest), source: path)
-                guard m.kind == .format1 else { throw AssetPatchError(.manifest, "\(path): a legacy manifest has no version") }
+                guard !m.isLegacy else { throw AssetPatchError(.manifest, "\(path): a legacy manifest has no version") }
                 pkg = pkg ?? m.package
                 ver = ver ?? m.version
             }

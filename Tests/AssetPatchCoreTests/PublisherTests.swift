@@ -12,7 +12,8 @@ import Testing
         var r = PublishRequest(source: src.path, repo: repo.path)
         r.package = "pub"
         let first = try Publisher.publish(r)
-        #expect(first.manifest.version == 1 && first.manifest.files.map(\.path) == ["a.txt", "dir/b.bin"])
+        #expect(first.manifest.version == 1 && first.manifest.files.map(\.path) == ["a.txt", "dir/b.bin", IndexLocation.entryName])
+        #expect(first.head.index != nil && first.head.files.isEmpty && FS.isRegularFile(repo.path + "/head.json"))
         #expect(try Digest.hexOfFile(repo.path + "/" + first.archivePath) == first.manifest.archiveDigest)
         #expect(try Publisher.currentManifest(repo: repo.path)?.version == 1)
         // The next version by default, and the package kept from the repository.

@@ -44,7 +44,9 @@ assert "files are in byte order and each zip location is the entry's (Python's z
 import json, os, sys, zipfile
 m = json.load(open(sys.argv[1]))
 paths = [f["path"] for f in m["files"]]
-assert paths == sorted(paths, key=lambda p: p.encode()), paths
+# The release index comes last, listed for clients before 0.4 (docs/format.md).
+assert paths[-1] == ".assetpatch/index", paths
+assert paths[:-1] == sorted(paths[:-1], key=lambda p: p.encode()), paths
 with zipfile.ZipFile(os.path.join(sys.argv[2], m["archive"]["url"])) as z:
     for f in m["files"]:
         info, loc = z.getinfo(f["path"]), f["zip"]
@@ -113,7 +115,7 @@ assert "version 2 again" grep -q "updated to version 2" "$work/out"
 printf 'changed\n' >"$work/src/hello2.txt"
 expect "publish v2 with --base" 0 "$cli" publish "$work/src" --repo "$repo" --base "$work/src"
 expect "inspect v2" 0 "$cli" inspect "$repo" --json
-assert "--base left out every identical file" python3 -c "import json,sys; m=json.load(open('$work/out')); sys.exit(m['version']!=2 or len(m['files'])!=0)"
+assert "--base left out every identical file" python3 -c "import json,sys; m=json.load(open('$work/out')); sys.exit(m['version']!=2 or [f['path'] for f in m['files']]!=['.assetpatch/index'])"
 
 # verify catches a damaged archive.
 cp -r "$repo" "$work/damaged"

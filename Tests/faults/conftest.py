@@ -49,6 +49,8 @@ class Repo:
         self.version = version
         with open(os.path.join(root, "manifest.json")) as f:
             self.manifest = json.load(f)
+        # The release index is listed as a file for clients before 0.4; it is not a resource.
+        self.manifest["files"] = [f for f in self.manifest["files"] if f["path"] != ".assetpatch/index"]
         self.archive_size = self.manifest["archive"]["size"]
         self.hashes = {f["path"]: f["sha256"] for f in self.manifest["files"]}
 

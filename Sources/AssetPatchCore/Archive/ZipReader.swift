@@ -228,7 +228,8 @@ package final class ZipReader {
     /// listed (`ERR_INTEGRITY`), locations, where the manifest gives them, as in the archive
     /// (`ERR_MANIFEST`). Content hashes are checked as entries are extracted.
     package func fileEntries(matching files: [ManifestFile]) throws -> [ZipEntry] {
-        let entries = fileEntries
+        // The release index (format 2) is not a resource: never matched, never extracted.
+        let entries = fileEntries.filter { $0.name != IndexLocation.entryName }
         let expected = Dictionary(files.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
         for e in entries {
             guard let f = expected[e.name] else { throw fail("entry \"\(e.name)\" is not listed in the manifest") }

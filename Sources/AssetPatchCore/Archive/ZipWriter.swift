@@ -77,6 +77,25 @@ package final class ZipWriter {
                             location: ArchiveLocation(headerOffset: start, dataOffset: dataStart, compressedSize: comp, method: method))
     }
 
+    /// Adds `bytes` as a stored entry `name` (the release index: its pages are compressed each
+    /// on its own, and are fetched by ranges of this entry).
+    @discardableResult
+    package func addStored(name: String, bytes: [UInt8]) throws -> ManifestFile {
+        let nameBytes = Array(name.utf8)
+        let size = UInt64(bytes.count)
+        let zip64 = size >= 0xFFFF_0000
+        let crc = UInt32(truncatingIfNeeded: bytes.withUnsafeBytes { crc32(0, $0.baseAddress?.assumingMemoryBound(to: Bytef.self), UInt32($0.count)) })
+        let start = offset
+        let header = localHeader(nameBytes, method: 0, crc: crc, comp: size, uncomp: size, zip64: zip64)
+        try out.pwrite(header, at: start)
+        let dataStart = start + UInt64(header.count)
+        try out.pwrite(bytes, at: dataStart)
+        offset = dataStart + size
+        written.append(Written(name: nameBytes, method: 0, crc: crc, compressed: size, uncompressed: size, offset: start))
+        return ManifestFile(path: name, size: size, sha256: Digest.sha256Hex(bytes),
+                            location: ArchiveLocation(headerOffset: start, dataOffset: dataStart, compressedSize: size, method: 0))
+    }
+
     func store(_ src: File, to at: UInt64) throws -> (UInt32, UInt64) {
         var crc: UInt = crc32(0, nil, 0)
         var pos = at

@@ -84,9 +84,10 @@ package struct PluginDeclaration: Sendable, Equatable {
     }
 }
 
-/// A decoded, validated release manifest: format 1, or the seed's legacy `{url, md5}`.
+/// A decoded, validated release manifest: format 1, a format-2 head (its files come from the
+/// release index, `Manifest/Head.swift`), or the seed's legacy `{url, md5}`.
 package struct Manifest: Sendable {
-    package enum Kind: Sendable { case format1, legacy }
+    package enum Kind: Sendable { case format1, format2, legacy }
 
     package var kind: Kind
     package var package: String?
@@ -114,6 +115,10 @@ package struct Manifest: Sendable {
     package var signatureVerified: Bool
     /// The manifest bytes (an envelope's decoded payload), stored with the release.
     package var payload: [UInt8]
+    /// Format 2: where the release index lies and its root page.
+    package var index: IndexLocation?
+
+    package var isLegacy: Bool { kind == .legacy }
 
     package init(kind: Kind, package: String?, version: Int64, label: String?, created: Int64?, expires: Int64?,
                 minAppVersion: String?, archiveURL: String, archiveSize: UInt64?, archiveDigest: String,
@@ -141,7 +146,7 @@ package struct Manifest: Sendable {
 
     /// Whether every file's zip location is given (format 1 with files): what fetching files by
     /// ranges, and extracting them while the archive arrives, need.
-    var locatesEveryFile: Bool { kind == .format1 && !files.isEmpty && files.allSatisfy { $0.location != nil } }
+    var locatesEveryFile: Bool { !isLegacy && !files.isEmpty && files.allSatisfy { $0.location != nil } }
 
     static func fail(_ what: String) -> AssetPatchError { AssetPatchError(.manifest, what) }
 
@@ -222,7 +227,7 @@ package struct Manifest: Sendable {
         guard json.isObject else { throw fail("\(source): manifest is not a JSON object") }
         guard let formatValue = json["format"] else { throw fail("\(source): missing field \"format\"") }
         guard let format = formatValue.int64 else { throw fail("\(source): \"format\" must be an integer") }
-        guard format == 1 else { throw fail("\(source): unsupported manifest format \(format) (this library reads format 1)") }
+        guard format == 1 || format == 2 else { throw fail("\(source): unsupported manifest format \(format) (this library reads formats 1 and 2)") }
 
         func string(_ key: String, required: Bool) throws -> String? {
             guard let v = json[key] else {
@@ -287,6 +292,18 @@ package struct Manifest: Sendable {
         let archiveSize = try size(archive["size"], "archive.size")
         let archiveSHA = try sha(archive["sha256"], "archive.sha256")
 
+        if format == 2 {
+            var m = Manifest(kind: .format2, package: package, version: version, label: label, created: created,
+                             expires: expires, minAppVersion: minApp, archiveURL: archiveURL, archiveSize: archiveSize,
+                             archiveDigest: archiveSHA, files: [], plugins: try decodePlugins(json, files: nil, source: source),
+                             signatureVerified: false, payload: [])
+            m.index = try IndexLocation.decode(json["index"], archiveSize: archiveSize, source: source)
+            m.notes = notes
+            m.mandatory = mandatory
+            m.maxAppVersion = maxApp
+            return m
+        }
+
         guard let filesValue = json["files"] else { throw fail("\(source): missing field \"files\"") }
         guard let fileItems = filesValue.array else { throw fail("\(source): \"files\" must be an array") }
         var files: [ManifestFile] = []
@@ -308,25 +325,17 @@ package struct Manifest: Sendable {
             }
             files.append(ManifestFile(path: path, size: s, sha256: try sha(item["sha256"], "files[\(i)].sha256"), location: location))
         }
+        // A publisher of format 2 lists its release index as a file, for clients before 0.4;
+        // it is not a resource (docs/format.md).
+        files.removeAll { $0.path == IndexLocation.entryName }
+        seen.remove(IndexLocation.entryName)
         try checkLocations(files, source: source)
         // A file "a" and a file "a/b" can't both exist on disk.
         if let conflict = ResourceName.fileDirectoryConflict(in: seen) {
             throw fail("\(source): \"\(conflict)\" is both a file and a directory")
         }
 
-        var plugins: [PluginDeclaration] = []
-        if let pv = json["plugins"], pv != .null {
-            guard let items = pv.array else { throw fail("\(source): \"plugins\" must be an array") }
-            var names = Set<String>()
-            for (i, item) in items.enumerated() {
-                guard let p = PluginDeclaration.from(item) else {
-                    throw fail("\(source): plugins[\(i)] needs string fields name and entry (1 to 127 bytes) and path, and optional version and abi (up to 63 bytes)")
-                }
-                guard seen.contains(p.path) else { throw fail("\(source): plugins[\(i)].path \"\(p.path)\" is not in files") }
-                guard names.insert(p.name).inserted else { throw fail("\(source): plugin \"\(p.name)\" is declared twice") }
-                plugins.append(p)
-            }
-        }
+        let plugins = try decodePlugins(json, files: seen, source: source)
 
         var m = Manifest(kind: .format1, package: package, version: version, label: label, created: created,
                          expires: expires, minAppVersion: minApp, archiveURL: archiveURL, archiveSize: archiveSize,
@@ -335,6 +344,24 @@ package struct Manifest: Sendable {
         m.mandatory = mandatory
         m.maxAppVersion = maxApp
         return m
+    }
+
+    /// `plugins`: each declared once, its path among `files` (format 2: checked when the index
+    /// gives the files).
+    static func decodePlugins(_ json: JSON, files seen: Set<String>?, source: String) throws -> [PluginDeclaration] {
+        var plugins: [PluginDeclaration] = []
+        guard let pv = json["plugins"], pv != .null else { return [] }
+        guard let items = pv.array else { throw fail("\(source): \"plugins\" must be an array") }
+        var names = Set<String>()
+        for (i, item) in items.enumerated() {
+            guard let p = PluginDeclaration.from(item) else {
+                throw fail("\(source): plugins[\(i)] needs string fields name and entry (1 to 127 bytes) and path, and optional version and abi (up to 63 bytes)")
+            }
+            if let seen, !seen.contains(p.path) { throw fail("\(source): plugins[\(i)].path \"\(p.path)\" is not in files") }
+            guard names.insert(p.name).inserted else { throw fail("\(source): plugin \"\(p.name)\" is declared twice") }
+            plugins.append(p)
+        }
+        return plugins
     }
 
     /// `files[i].zip`: where the file lies in the archive. The local header must fit before the
@@ -373,9 +400,10 @@ package struct Manifest: Sendable {
         }
     }
 
-    /// The manifest as JSON (the form `publish` writes and `inspect --json` prints).
+    /// The manifest as JSON (the form `publish` writes and `inspect --json` prints): a format-2
+    /// head (index, no files) when `index` is set, format 1 otherwise.
     package func toJSON() -> JSON {
-        var pairs: [(String, JSON)] = [("format", .int(1)), ("package", .string(package ?? "default")), ("version", .int(version))]
+        var pairs: [(String, JSON)] = [("format", .int(index == nil ? 1 : 2)), ("package", .string(package ?? "default")), ("version", .int(version))]
         if let label { pairs.append(("label", .string(label))) }
         if let created { pairs.append(("created", .string(RFC3339.format(created)))) }
         if let expires { pairs.append(("expires", .string(RFC3339.format(expires)))) }
@@ -384,7 +412,7 @@ package struct Manifest: Sendable {
         if let notes { pairs.append(("notes", .string(notes))) }
         if mandatory { pairs.append(("mandatory", .bool(true))) }
         pairs.append(("archive", .object([("url", .string(archiveURL)), ("size", .int(Int64(archiveSize ?? 0))), ("sha256", .string(archiveDigest))])))
-        pairs.append(("files", .array(files.map { $0.toJSON() })))
+        if let index { pairs.append(("index", index.toJSON())) } else { pairs.append(("files", .array(files.map { $0.toJSON() }))) }
         if !plugins.isEmpty {
             pairs.append(("plugins", .array(plugins.map { $0.toJSON() })))
         }

@@ -49,7 +49,7 @@ extension Updater {
         noUpdate = nil
         offered = 0
         let manifest = try Manifest.decode(bytes, trustedKeys: config.publicKeys, source: source)
-        offered = manifest.kind == .format1 ? manifest.version : 0
+        offered = manifest.isLegacy ? 0 : manifest.version
         try cancel.check()
 
         let archiveURL = URLs.resolve(manifest.archiveURL, against: finalURL)

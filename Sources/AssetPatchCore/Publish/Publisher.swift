@@ -25,6 +25,10 @@ package struct PublishRequest {
     package var mandatory = false
     /// An absolute http(s) URL the archive's URL is written under (`<base><sha256>.zip`).
     package var archiveURLBase: String?
+    /// Files of at least this many bytes are chunked (0: none is).
+    package var chunkThreshold: UInt64 = Publisher.defaultChunkThreshold
+    /// The chunks' average size (a power of two, 4 KiB to 1 MiB).
+    package var chunkSize = Publisher.defaultChunkSize
 
     package init(source: String, repo: String) {
         self.source = source
@@ -34,7 +38,11 @@ package struct PublishRequest {
 
 /// What a publish wrote.
 package struct PublishResult {
+    /// The format-1 manifest (`manifest.json`); `head` is the format-2 head (`head.json`).
     package var manifest: Manifest
+    package var head: Manifest
+    package var chunkedFiles: Int
+    package var indexPages: Int
     /// The archive's path relative to the repository (`archives/<sha256>.zip`).
     package var archivePath: String
     package var archiveSize: UInt64
@@ -47,6 +55,12 @@ package struct PublishResult {
 /// (`MutableFile`). Clients never see a manifest whose archive is missing. Every check a
 /// publish makes is here: versions, names, plugins, the archive URL base.
 package enum Publisher {
+    /// Files of 4 MiB and more are chunked: below that a changed file costs little more than its
+    /// changed chunks would, and the chunk list's pages would cost more than they save.
+    package static let defaultChunkThreshold: UInt64 = 4 << 20
+    /// 16 KiB chunks: see docs/format.md for the measurements behind it.
+    package static let defaultChunkSize = 16 << 10
+
     package static func publish(_ r: PublishRequest) throws -> PublishResult {
         let src = FS.absolute(r.source)
         guard FS.isDirectory(src) else { throw AssetPatchError(.argument, "\(r.source): not a directory") }
@@ -65,12 +79,18 @@ package enum Publisher {
             if let value, AppVersion.parse(value) == nil { throw AssetPatchError(.argument, "\(option): not a dotted version: \(value)") }
         }
         let urlBase = try r.archiveURLBase.map(checkedURLBase)
+        guard let chunker = Chunker(averageSize: r.chunkSize) else {
+            throw AssetPatchError(.argument, "--chunk-size \(r.chunkSize): a power of two from 4 KiB to 1 MiB")
+        }
 
         let names = try FS.walkFiles(src).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
         for n in names where !ResourceName.isValid(n) {
             throw AssetPatchError(.argument, "\(src)/\(n): not a valid resource name")
         }
         let kept = try names.filter { try !identicalToBase(r.base, $0, source: src) }
+        if kept.contains(where: { $0 == IndexLocation.entryName || $0.hasPrefix(IndexLocation.entryName + "/") }) {
+            throw AssetPatchError(.argument, "\(src)/\(IndexLocation.entryName): the name is the release index's")
+        }
         var seen = Set<String>()
         for p in r.plugins {
             guard kept.contains(p.path) else { throw AssetPatchError(.argument, "--plugin \(p.name): \(p.path) is not a file of the release") }
@@ -81,7 +101,23 @@ package enum Publisher {
         let tmpZip = repoDir + "/archives/.publish-\(getpid()).zip"
         let writer = try ZipWriter(path: tmpZip)
         var files: [ManifestFile] = []
-        for n in kept { files.append(try writer.add(name: n, sourcePath: src + "/" + n)) }
+        var indexed: [(file: ManifestFile, chunks: [ChunkRecord])] = []
+        for n in kept {
+            let path = src + "/" + n
+            if r.chunkThreshold > 0, let size = FS.fileSize(path), size >= r.chunkThreshold {
+                let (f, chunks) = try writer.addChunked(name: n, sourcePath: path, chunker: chunker)
+                files.append(f)
+                indexed.append((f, chunks))
+            } else {
+                let f = try writer.add(name: n, sourcePath: path)
+                files.append(f)
+                indexed.append((f, []))
+            }
+        }
+        // The index last: it lists every file's location. Clients before 0.4 see it as one
+        // more file of the format-1 manifest.
+        let index = try IndexBuilder.build(indexed)
+        let indexFile = try writer.addStored(name: IndexLocation.entryName, bytes: index.bytes)
         try writer.finish()
         let zipSHA = try Digest.hexOfFile(tmpZip)
         let zipSize = FS.fileSize(tmpZip) ?? 0
@@ -100,13 +136,22 @@ package enum Publisher {
             guard notes.utf8.count <= 65536 else { throw AssetPatchError(.argument, "--notes: more than 64 KiB") }
             manifest.notes = notes
         }
-        let payload = Array((manifest.toJSON().serialized(indent: 2) + "\n").utf8)
-        var out = payload
-        if let seed = r.seed { out = Array((try DSSE.seal(payload, seed: seed).serialized(indent: 2) + "\n").utf8) }
-        try MutableFile.write(repoDir + "/manifest.json", out)
-        manifest.payload = payload
-        manifest.signatureVerified = false
-        return PublishResult(manifest: manifest, archivePath: archiveName, archiveSize: zipSize)
+        // The head: the same release, its files in the index.
+        var head = manifest
+        head.kind = .format2
+        head.files = []
+        head.index = IndexLocation(offset: indexFile.location!.dataOffset, size: indexFile.size, root: index.root, chunkSize: r.chunkSize)
+        manifest.files.append(indexFile)
+        for m in [manifest, head] {
+            let payload = Array((m.toJSON().serialized(indent: 2) + "\n").utf8)
+            var out = payload
+            if let seed = r.seed { out = Array((try DSSE.seal(payload, seed: seed).serialized(indent: 2) + "\n").utf8) }
+            try MutableFile.write(repoDir + (m.index == nil ? "/manifest.json" : "/head.json"), out)
+        }
+        manifest.payload = Array((manifest.toJSON().serialized(indent: 2) + "\n").utf8)
+        head.payload = Array((head.toJSON().serialized(indent: 2) + "\n").utf8)
+        return PublishResult(manifest: manifest, head: head, chunkedFiles: indexed.filter { !$0.chunks.isEmpty }.count,
+                             indexPages: index.pages, archivePath: archiveName, archiveSize: zipSize)
     }
 
     /// The repository's current manifest, if any (envelopes are opened without verification).

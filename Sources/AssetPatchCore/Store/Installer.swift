@@ -15,7 +15,7 @@ struct Installer {
     /// Installs `archive` (a verified download) for `c`; returns the release record. `installed`
     /// maps the sha256 of installed releases' files (`Store.installedFiles`) to what may be linked.
     func install(_ c: Candidate, archive: String, installed: [String: (path: String, size: UInt64)]) throws -> ReleaseRecord {
-        let reusable = c.manifest.kind == .format1 ? installed.mapValues(\.path) : [:]
+        let reusable = !c.manifest.isLegacy ? installed.mapValues(\.path) : [:]
         try store.prepareStaging(c.releaseID)
         let filesDir = store.stagingFilesDir(c.releaseID)
         let shown = c.archive.shown
@@ -68,7 +68,7 @@ struct Installer {
         progress.report(Progress(phase: .install, bytesDone: bytesDone, bytesTotal: totalBytes,
                                  filesDone: UInt64(entries.count), filesTotal: UInt64(entries.count)), final: true)
 
-        let info = ReleaseRecord(c, files: c.manifest.kind == .format1 ? c.manifest.files : files)
+        let info = ReleaseRecord(c, files: !c.manifest.isLegacy ? c.manifest.files : files)
         try store.sealStaging(c.releaseID, info, durable: durable)
         return info
     }
@@ -159,7 +159,7 @@ struct Installer {
     /// The entries to extract, in data order. Format 1: exactly the manifest's files. Legacy:
     /// the archive's own declarations, bounded here since the manifest declares nothing.
     private func checkedEntries(_ zip: ZipReader, _ c: Candidate) throws -> [ZipEntry] {
-        if c.manifest.kind == .format1 { return try zip.fileEntries(matching: c.manifest.files) }
+        if !c.manifest.isLegacy { return try zip.fileEntries(matching: c.manifest.files) }
         let entries = zip.fileEntries
         var sum: UInt64 = 0
         for e in entries {

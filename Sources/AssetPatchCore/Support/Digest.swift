@@ -96,6 +96,29 @@ package enum Hex {
         return String(decoding: chars, as: UTF8.self)
     }
 
+    /// The bytes of a hex string (either case); nil for anything else.
+    package static func decode(_ s: String) -> [UInt8]? {
+        let u = Array(s.utf8)
+        guard u.count % 2 == 0 else { return nil }
+        func nibble(_ c: UInt8) -> UInt8? {
+            switch c {
+            case 48...57: return c - 48
+            case 97...102: return c - 87
+            case 65...70: return c - 55
+            default: return nil
+            }
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(u.count / 2)
+        var i = 0
+        while i < u.count {
+            guard let hi = nibble(u[i]), let lo = nibble(u[i + 1]) else { return nil }
+            out.append(hi << 4 | lo)
+            i += 2
+        }
+        return out
+    }
+
     /// True for exactly `length` lowercase or uppercase hex digits.
     package static func isHex(_ s: String, length: Int) -> Bool {
         s.utf8.count == length && s.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) || ($0 >= 65 && $0 <= 70) }

@@ -17,7 +17,7 @@ extension Updater {
     /// verified it), then in the bundle (digests cached).
     func chooseRoute(_ c: Candidate, _ state: StoreState) throws -> Route {
         guard config.differential else { return .wholeArchive("differential=off") }
-        guard c.manifest.kind == .format1, let archiveSize = c.manifest.archiveSize else { return .wholeArchive("a legacy manifest") }
+        guard !c.manifest.isLegacy, let archiveSize = c.manifest.archiveSize else { return .wholeArchive("a legacy manifest") }
         guard c.manifest.locatesEveryFile else { return .wholeArchive("the manifest has no per-file locations") }
         let installed = installedFiles(state)
         let fetched = verifiedFetchedFiles()

@@ -1,0 +1,50 @@
+import Glibc
+
+/// Where a format-2 release's index lies (the head's `index` object): the archive offset and
+/// length of the `.assetpatch/index` entry's data, the root page's reference (the root lies
+/// first in it), and the chunker's average chunk size (clients cut bundle files the same way to
+/// find chunks they already have).
+///
+/// A format-2 head is a manifest without `files`: `{"format": 2, …, "archive": {…}, "index":
+/// {"offset": N, "size": N, "root": "<sha256 hex>", "root_size": N, "chunk_size": 16384}}`.
+package struct IndexLocation: Sendable, Equatable {
+    package var offset: UInt64
+    package var size: UInt64
+    package var root: PageRef
+    package var chunkSize: Int
+
+    package init(offset: UInt64, size: UInt64, root: PageRef, chunkSize: Int) {
+        self.offset = offset
+        self.size = size
+        self.root = root
+        self.chunkSize = chunkSize
+    }
+
+    /// The name of the archive entry holding the index pages. A format-1 manifest published
+    /// beside a head lists it as a file (so clients before 0.4 accept the archive); a format-2
+    /// client never installs it as a resource.
+    package static let entryName = ".assetpatch/index"
+
+    static func decode(_ v: JSON?, archiveSize: UInt64, source: String) throws -> IndexLocation {
+        func fail(_ what: String) -> AssetPatchError { AssetPatchError(.manifest, "\(source): index.\(what)") }
+        guard let v, v.isObject else { throw AssetPatchError(.manifest, "\(source): a format-2 manifest needs an \"index\" object") }
+        func number(_ key: String) throws -> UInt64 {
+            guard let n = v[key]?.int64, n >= 0 else { throw fail("\(key) must be a non-negative integer") }
+            return UInt64(n)
+        }
+        let offset = try number("offset"), size = try number("size"), rootSize = try number("root_size")
+        guard offset <= archiveSize, size <= archiveSize - offset else { throw fail("lies outside the archive") }
+        guard rootSize > 0, rootSize <= size, rootSize <= UInt64(IndexPage.maxBytes) else { throw fail("root_size does not fit the index") }
+        guard let rootHex = v["root"]?.string, Hex.isHex(rootHex, length: 64), let root = Hex.decode(rootHex) else {
+            throw fail("root must be 64 hex digits")
+        }
+        let chunkSize = Int(try number("chunk_size"))
+        guard Chunker(averageSize: chunkSize) != nil else { throw fail("chunk_size \(chunkSize) is not a power of two from 4 KiB to 1 MiB") }
+        return IndexLocation(offset: offset, size: size, root: PageRef(sha256: root, compressedSize: UInt32(rootSize)), chunkSize: chunkSize)
+    }
+
+    func toJSON() -> JSON {
+        .object([("offset", .int(Int64(offset))), ("size", .int(Int64(size))), ("root", .string(root.hex)),
+                 ("root_size", .int(Int64(root.compressedSize))), ("chunk_size", .int(Int64(chunkSize)))])
+    }
+}

@@ -84,3 +84,64 @@ import Testing
         }
     }
 }
+
+/// The release index's pages: what goes in comes out, every damaged page is refused with a
+/// status (never a crash), and a file that changes size changes only its own page.
+@Suite struct IndexPageTests {
+    func file(_ path: String, at header: UInt64, size: UInt64 = 100, compressed: UInt64 = 60) -> ManifestFile {
+        ManifestFile(path: path, size: size, sha256: String(repeating: "7", count: 64),
+                     location: ArchiveLocation(headerOffset: header, dataOffset: header + 30 + UInt64(path.utf8.count),
+                                               compressedSize: compressed, method: 8))
+    }
+
+    @Test func pagesRoundTripAndFileTablesCountFromTheirBase() throws {
+        let ref = PageRef(sha256: [UInt8](repeating: 3, count: 32), compressedSize: 77)
+        let files = [IndexedFile(file: file("a/b.txt", at: 5000)), IndexedFile(file: file("c", at: 5200), chunkPages: [ref])]
+        let table = IndexPage.files(files)
+        #expect(IndexPage.base(of: files) == 5000)
+        #expect(try IndexPage.decode(table.encode(), source: "t", base: 5000) == table)
+        // The same files 1 MiB further into the archive encode to the same bytes.
+        let moved = files.map { f -> IndexedFile in
+            var f = f
+            f.file.location!.headerOffset += 1 << 20
+            f.file.location!.dataOffset += 1 << 20
+            return f
+        }
+        #expect(IndexPage.files(moved).encode() == table.encode())
+        #expect(try IndexPage.decode(table.encode(), source: "t", base: 5000 + (1 << 20)) == .files(moved))
+        let root = IndexPage.root([FileTableRef(page: ref, base: 5000)])
+        #expect(try IndexPage.decode(root.encode(), source: "t") == root)
+        let chunks = IndexPage.chunks([ChunkRecord(sha256: [UInt8](repeating: 9, count: 32), size: 4096, compressedSize: 1200)])
+        #expect(try IndexPage.decode(chunks.encode(), source: "t") == chunks)
+        let (sealedRef, stored) = try table.sealed()
+        #expect(try IndexPage.unseal(stored, sealedRef, source: "t") == table.encode())
+    }
+
+    @Test func everyTruncationAndByteFlipIsRefusedOrDecodesToAValidPage() throws {
+        let files = (0..<20).map { IndexedFile(file: file("dir/file\($0).bin", at: UInt64($0) * 500 + 100)) }
+        for page in [IndexPage.files(files), .root([FileTableRef(page: PageRef(sha256: [UInt8](repeating: 1, count: 32), compressedSize: 9), base: 1)]),
+                     .chunks([ChunkRecord(sha256: [UInt8](repeating: 2, count: 32), size: 10, compressedSize: 12)])] {
+            let bytes = page.encode()
+            for n in 0..<bytes.count {
+                #expect(statusOf { _ = try IndexPage.decode(Array(bytes[0..<n]), source: "t") } == .manifest, "truncated at \(n)")
+            }
+            for i in 0..<bytes.count {
+                var damaged = bytes
+                damaged[i] ^= 0x80
+                // Either refused as a manifest error or a page that encodes back to itself.
+                do {
+                    let decoded = try IndexPage.decode(damaged, source: "t")
+                    _ = decoded.encode()
+                } catch let e as AssetPatchError {
+                    #expect(e.status == .manifest)
+                }
+            }
+        }
+        // A sealed page that is a byte short, or whose sha256 differs, is an integrity error.
+        let (ref, stored) = try IndexPage.files(files).sealed()
+        #expect(statusOf { _ = try IndexPage.unseal(Array(stored.dropLast()), ref, source: "t") } == .integrity)
+        var other = ref
+        other.sha256[0] ^= 1
+        #expect(statusOf { _ = try IndexPage.unseal(stored, other, source: "t") } == .integrity)
+    }
+}

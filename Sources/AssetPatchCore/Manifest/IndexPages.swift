@@ -14,6 +14,19 @@ package struct PageRef: Sendable, Hashable {
     package var hex: String { Hex.encode(sha256) }
 }
 
+/// The root's reference to one file-table page, with the archive offset its files' locations
+/// count from: the page itself holds offsets relative to it, so a file that grows or shrinks
+/// changes its own page and the root, never the pages of the files after it.
+package struct FileTableRef: Sendable, Hashable {
+    package var page: PageRef
+    package var base: UInt64
+
+    package init(page: PageRef, base: UInt64) {
+        self.page = page
+        self.base = base
+    }
+}
+
 /// One file of a release as the index lists it: what a format-1 manifest's `files` entry says,
 /// and for a chunked file the pages listing its chunks.
 package struct IndexedFile: Sendable, Equatable {
@@ -29,8 +42,9 @@ package struct IndexedFile: Sendable, Equatable {
 /// The release index of a format-2 release: its description in pages, each named by its
 /// sha256, so that a client fetches only the pages it does not have (Git's and OSTree's trees,
 /// TUF's hashed targets). The signed head names the root page; the root lists the file-table
-/// pages; a file-table page lists files, and a chunked file its chunk pages; a chunk page lists
-/// chunks. Every page is checked against the reference that names it, so every byte chains to
+/// pages (each with the archive offset its locations count from); a file-table page lists
+/// files, and a chunked file its chunk pages; a chunk page lists chunks (no offsets: a chunk's
+/// place follows from the chunks before it in its file's entry). Every page is checked against the reference that names it, so every byte chains to
 /// the signature.
 ///
 /// Pages are binary (`APX1`, a kind byte, a LEB128 count, the entries; hashes as 32 raw
@@ -39,7 +53,9 @@ package struct IndexedFile: Sendable, Equatable {
 /// file's chunk pages, file by file. Page boundaries follow the content (a file's path hash, a
 /// chunk's hash), so a change rewrites only the pages around it.
 package enum IndexPage: Equatable {
-    case root([PageRef])
+    case root([FileTableRef])
+    /// Files with their locations; encoded relative to the lowest local-header offset among
+    /// them (the root's `base`), decoded with the base added back.
     case files([IndexedFile])
     case chunks([ChunkRecord])
 
@@ -55,10 +71,14 @@ package enum IndexPage: Equatable {
         case let .root(refs):
             out.append(1)
             out.putVarint(UInt64(refs.count))
-            for r in refs { out.putRef(r) }
+            for r in refs {
+                out.putRef(r.page)
+                out.putVarint(r.base)
+            }
         case let .files(files):
             out.append(2)
             out.putVarint(UInt64(files.count))
+            let base = IndexPage.base(of: files)
             for f in files {
                 let path = Array(f.file.path.utf8)
                 out.putVarint(UInt64(path.count))
@@ -66,7 +86,7 @@ package enum IndexPage: Equatable {
                 out.putVarint(f.file.size)
                 out += Hex.decode(f.file.sha256) ?? []
                 let l = f.file.location!
-                out.putVarint(l.headerOffset)
+                out.putVarint(l.headerOffset - base)
                 out.putVarint(l.dataOffset - l.headerOffset)
                 out.putVarint(l.compressedSize)
                 out.append(UInt8(l.method))
@@ -85,11 +105,17 @@ package enum IndexPage: Equatable {
         return out
     }
 
+    /// The offset a file-table page's locations count from: its lowest local-header offset.
+    package static func base(of files: [IndexedFile]) -> UInt64 {
+        files.compactMap { $0.file.location?.headerOffset }.min() ?? 0
+    }
+
     // MARK: Decoding
 
-    /// Decodes a page whose bytes were checked against their reference. A page that does not
-    /// decode is the publisher's fault: `ERR_MANIFEST`.
-    package static func decode(_ bytes: [UInt8], source: String) throws -> IndexPage {
+    /// Decodes a page whose bytes were checked against their reference; a file-table page's
+    /// locations get `base` (the root's) added. A page that does not decode is the publisher's
+    /// fault: `ERR_MANIFEST`.
+    package static func decode(_ bytes: [UInt8], source: String, base: UInt64 = 0) throws -> IndexPage {
         var r = PageReader(bytes: bytes, source: source)
         guard bytes.count >= 5, Array(bytes[0..<4]) == magic else { throw r.fail("not an index page") }
         r.at = 4
@@ -97,9 +123,9 @@ package enum IndexPage: Equatable {
         let count = try r.count(max: bytes.count)
         switch kind {
         case 1:
-            var refs: [PageRef] = []
+            var refs: [FileTableRef] = []
             refs.reserveCapacity(count)
-            for _ in 0..<count { refs.append(try r.ref()) }
+            for _ in 0..<count { refs.append(FileTableRef(page: try r.ref(), base: try r.varint())) }
             try r.end()
             return .root(refs)
         case 2:
@@ -115,11 +141,11 @@ package enum IndexPage: Equatable {
                 previous = pathBytes
                 let size = try r.varint()
                 let sha = Hex.encode(try r.bytes(32))
-                let header = try r.varint()
+                let (header, o0) = base.addingReportingOverflow(try r.varint())
                 let (data, o1) = header.addingReportingOverflow(try r.varint())
                 let compressed = try r.varint()
                 let method = UInt16(try r.byte())
-                guard !o1, data >= header + 30, method == 0 || method == 8, compressed <= UInt64(Int64.max) - data else {
+                guard !o0, !o1, data >= header + 30, method == 0 || method == 8, compressed <= UInt64(Int64.max) - data else {
                     throw r.fail("\"\(path)\" has an impossible location")
                 }
                 var chunkPages: [PageRef] = []

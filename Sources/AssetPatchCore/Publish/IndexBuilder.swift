@@ -4,7 +4,9 @@ import Glibc
 /// chunk list cut into pages, the root listing the file-table pages, all stored in canonical
 /// order as the bytes of the archive's `.assetpatch/index` entry.
 ///
-/// Page boundaries follow the content so that a change rewrites only the pages around it: a
+/// Page boundaries follow the content so that a change rewrites only the pages around it (and
+/// file-table pages hold offsets relative to their first file, so a file that changes size
+/// leaves the pages after it alone): a
 /// file-table page ends after a file whose path hashes (FNV-1a) to a multiple of the average
 /// (256 files), a chunk page after a chunk whose hash's first two bytes are a multiple of the
 /// average (64 chunks), within a minimum and a maximum. At those averages a page is about 12
@@ -33,12 +35,16 @@ package enum IndexBuilder {
             indexed.append(IndexedFile(file: file, chunkPages: pages.map(\.0)))
         }
         var filePages: [(PageRef, [UInt8])] = []
+        var tables: [FileTableRef] = []
         var grouped: [[Int]] = []
         for group in split(Array(indexed.indices), filesPerPage, { fnv1a(indexed[$0].file.path) }, boundary: { $0 % UInt64(filesPerPage.average) == 0 }) {
-            filePages.append(try IndexPage.files(group.map { indexed[$0] }).sealed())
+            let files = group.map { indexed[$0] }
+            let page = try IndexPage.files(files).sealed()
+            filePages.append(page)
+            tables.append(FileTableRef(page: page.ref, base: IndexPage.base(of: files)))
             grouped.append(group)
         }
-        let root = try IndexPage.root(filePages.map(\.0)).sealed()
+        let root = try IndexPage.root(tables).sealed()
         var bytes = root.stored
         for p in filePages { bytes += p.1 }
         for group in grouped {

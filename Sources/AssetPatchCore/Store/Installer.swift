@@ -78,10 +78,10 @@ struct Installer {
     /// where the filesystem shares extents); every copy is hashed and must match. `fetched`
     /// maps the sha256 of the files this update fetched to their paths. A local file that does
     /// not match throws `DifferentialFallback`.
-    func assemble(_ c: Candidate, _ plan: DifferentialPlan, fetched: [String: String]) throws -> ReleaseRecord {
+    func assemble(_ c: Candidate, _ plan: DifferentialPlan, fetched: [String: String], chunks: [String: String] = [:]) throws -> ReleaseRecord {
         let filesDir = store.stagingFilesDir(c.releaseID)
-        let totalBytes = plan.files.reduce(UInt64(0)) { $0 + $1.file.size }
-        let filesTotal = UInt64(plan.files.count)
+        let totalBytes = plan.files.reduce(UInt64(0)) { $0 + $1.file.size } + plan.chunked.reduce(UInt64(0)) { $0 + $1.file.size }
+        let filesTotal = UInt64(plan.files.count + plan.chunked.count)
         var bytesDone: UInt64 = 0
         var madeDirs = Set<String>()
         var durable = Set<String>()
@@ -107,6 +107,19 @@ struct Installer {
             bytesDone += f.size
             progress.report(Progress(phase: .install, bytesDone: bytesDone, bytesTotal: totalBytes,
                                      filesDone: UInt64(i + 1), filesTotal: filesTotal))
+        }
+        for (i, chunked) in plan.chunked.enumerated() {
+            try cancel.check()
+            if let dir = chunked.file.path.beforeLastSlash, !madeDirs.contains(dir) {
+                try FS.makeDirectories(filesDir + "/" + dir)
+                madeDirs.insert(dir)
+            }
+            let base = bytesDone
+            try rebuild(chunked, to: filesDir + "/" + chunked.file.path, chunks: chunks) { done in
+                progress.report(Progress(phase: .install, bytesDone: base + done, bytesTotal: totalBytes,
+                                         filesDone: UInt64(plan.files.count + i), filesTotal: filesTotal))
+            }
+            bytesDone += chunked.file.size
         }
         progress.report(Progress(phase: .install, bytesDone: bytesDone, bytesTotal: totalBytes,
                                  filesDone: filesTotal, filesTotal: filesTotal), final: true)
@@ -186,5 +199,6 @@ extension ReleaseRecord {
         mandatory = c.manifest.mandatory
         minAppVersion = c.manifest.minAppVersion
         maxAppVersion = c.manifest.maxAppVersion
+        indexRoot = c.manifest.index?.root
     }
 }

@@ -13,9 +13,12 @@ package struct ReleaseRecord: Sendable {
     package var mandatory = false
     package var minAppVersion: String?
     package var maxAppVersion: String?
+    /// A format-2 release: its index's root page (its pages stay in the page store while the
+    /// release is installed, and its chunked files' chunks can be reused).
+    package var indexRoot: PageRef?
 
     func toJSON() -> JSON {
-        .object([
+        var pairs: [(String, JSON)] = [
             ("format", .int(1)),
             ("version", .int(version)),
             ("label", label.map { .string($0) } ?? .null),
@@ -28,7 +31,11 @@ package struct ReleaseRecord: Sendable {
             ("signature_verified", .bool(signatureVerified)),
             ("files", .array(files.map { .object([("path", .string($0.path)), ("size", .int(Int64($0.size))), ("sha256", .string($0.sha256))]) })),
             ("plugins", .array(plugins.map { $0.toJSON() })),
-        ])
+        ]
+        if let indexRoot {
+            pairs.append(("index_root", .object([("sha256", .string(indexRoot.hex)), ("size", .int(Int64(indexRoot.compressedSize)))])))
+        }
+        return .object(pairs)
     }
 
     static func from(_ json: JSON) -> ReleaseRecord? {
@@ -37,6 +44,10 @@ package struct ReleaseRecord: Sendable {
         var info = ReleaseRecord(version: version, files: [], plugins: [], signatureVerified: json["signature_verified"] == .bool(true),
                                archiveDigest: digest, label: json["label"]?.string)
         info.created = json["created"]?.int64
+        if let r = json["index_root"], let hex = r["sha256"]?.string, let sha = Hex.decode(hex), sha.count == 32,
+           let size = r["size"]?.int64, size > 0, size <= Int64(IndexPage.maxBytes) {
+            info.indexRoot = PageRef(sha256: sha, compressedSize: UInt32(size))
+        }
         info.notes = json["notes"]?.string
         info.mandatory = json["mandatory"] == .bool(true)
         info.minAppVersion = json["min_app_version"]?.string

@@ -56,6 +56,9 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
     /// Files a differential update of the archive with this digest fetched and verified, each
     /// named by its sha256; kept across attempts until an update succeeds.
     func fetchedDir(_ digest: String) -> String { downloadsDir + "/" + digest + ".files" }
+    /// Chunks an update of the archive with this digest fetched and verified, each named by its
+    /// sha256; kept across attempts until an update succeeds.
+    func chunksDir(_ digest: String) -> String { downloadsDir + "/" + digest + ".chunks" }
     /// Where the bundle's file digests are cached (`BundleDigests`).
     var bundleDigestsPath: String { root + "/bundle-digests" }
 
@@ -237,7 +240,22 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
         for name in (try? FS.list(leasesDir)) ?? [] where !live.contains(name) && !FS.exists(releaseDir(name)) {
             _ = try? withExclusiveLease(name) {}
         }
+        pruneIndexPages(keepingReleases: live.union(leased))
         return leased
+    }
+
+    /// Drops the index pages no release on disk reaches (those of removed releases, and those
+    /// fetched for updates that were not installed). A page whose release record can't be read
+    /// is not reached: that release has no chunks to offer.
+    func pruneIndexPages(keepingReleases ids: Set<String>) {
+        let pages = PageStore(self)
+        guard FS.exists(pages.dir) else { return }
+        var keep = Set<String>()
+        for id in ids {
+            guard let root = (try? loadRelease(id))?.indexRoot else { continue }
+            keep.formUnion(IndexReader.reachable(root: root, pages: pages))
+        }
+        pages.prune(keeping: keep)
     }
 
     /// Bytes used by installed releases, by downloads (partial archives, fetched files, staging),
@@ -257,7 +275,8 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
         let releases = bytes(releasesDir, (try? FS.walkFiles(releasesDir)) ?? [])
         let downloads = bytes(downloadsDir, (try? FS.walkFiles(downloadsDir)) ?? []) + bytes(stagingRoot, (try? FS.walkFiles(stagingRoot)) ?? [])
         let top = ((try? FS.list(root)) ?? []).filter { FS.isRegularFile(root + "/" + $0) }
-        return (releases, downloads, bytes(root, top))
+        let pages = ((try? FS.list(PageStore(self).dir)) ?? []).map { "index/" + $0 }
+        return (releases, downloads, bytes(root, top + pages))
     }
 
     /// Fails early, before any byte is written, when the data directory's filesystem lacks room

@@ -55,12 +55,18 @@ final class RangeFetch {
         let receivers = ranges.map { r in
             RangeReceiver(r, dir: dir, shown: source.shown) { f, path in self.fetched[f.sha256] = path }
         }
-        defer { for r in receivers { r.abandon() } }
+        try drive(receivers, report)
+    }
+
+    /// Fetches each consumer's range (read from a file:// archive, or requested over HTTP, up
+    /// to `parallel` at once) and pushes its bytes to it as they arrive.
+    func drive(_ consumers: [any RangeConsumer], _ report: () -> Void) throws {
+        defer { for r in consumers { r.abandon() } }
         switch source {
         case let .file(path, _):
-            try readLocal(path, receivers, report)
+            try readLocal(path, consumers, report)
         case let .http(url):
-            let requests = receivers.map { r in
+            let requests = consumers.map { r in
                 HTTPClient.Request(extraHeaders: ["Range: bytes=\(r.range.start)-\(r.range.end - 1)"],
                                    onHead: { head in try self.judge(head, r.range) },
                                    sink: { chunk in
@@ -74,7 +80,10 @@ final class RangeFetch {
         report()
     }
 
-    private func readLocal(_ path: String, _ receivers: [RangeReceiver], _ report: () -> Void) throws {
+    /// Bytes received by the last `drive` (progress of another planner's ranges).
+    var receivedBytes: UInt64 { received }
+
+    private func readLocal(_ path: String, _ receivers: [any RangeConsumer], _ report: () -> Void) throws {
         let file = try File.openRead(path)
         let size = try file.size()
         if size != archiveSize {
@@ -98,10 +107,14 @@ final class RangeFetch {
         }
     }
 
+    private func judge(_ head: ResponseHead, _ r: FetchRange) throws {
+        try RangeFetch.judge(head, r, archiveSize: archiveSize, shown: source.shown)
+    }
+
     /// A range response must be a 206 of exactly the bytes asked for, of an archive of the
     /// manifest's size, without a content coding. A 200 means the server ignores ranges.
-    private func judge(_ head: ResponseHead, _ r: FetchRange) throws {
-        let what = "GET \(source.shown) bytes \(r.start)-\(r.end - 1)"
+    static func judge(_ head: ResponseHead, _ r: FetchRange, archiveSize: UInt64, shown: String) throws {
+        let what = "GET \(shown) bytes \(r.start)-\(r.end - 1)"
         switch head.status {
         case 206:
             if let coding = head.header("Content-Encoding"), coding.lowercased() != "identity" {

@@ -13,7 +13,18 @@ struct DifferentialFallback: Error {
 /// while hashing it, and, when size, CRC-32 and sha256 match the manifest, renames the file to
 /// `<dir>/<sha256>` (read-only) and reports it. Bytes between entries are passed over; more
 /// bytes than the range holds are refused.
-final class RangeReceiver {
+/// What consumes one range request's bytes as they arrive.
+protocol RangeConsumer: AnyObject {
+    /// The archive bytes asked for (only `start` and `end` matter here).
+    var range: FetchRange { get }
+    func push(_ chunk: UnsafeRawBufferPointer) throws
+    /// The response ended: everything asked for must have arrived.
+    func finish() throws
+    /// The transfer failed or was cancelled: drop what is half-written.
+    func abandon()
+}
+
+final class RangeReceiver: RangeConsumer {
     let range: FetchRange
     let dir: String
     let shown: String

@@ -25,9 +25,13 @@ struct FetchRange: Equatable {
 /// coalesced ranges of the archive to fetch for the rest. Built from the signed manifest's
 /// per-file locations; files whose content is on disk already (same sha256) cost no transfer.
 struct DifferentialPlan {
-    /// Every file of the release, in manifest order, with its source.
+    /// Every file of the release, in manifest order, with its source (chunked files rebuilt
+    /// from chunks are in `chunked` instead).
     var files: [(file: ManifestFile, source: FileSource)]
     var ranges: [FetchRange]
+    /// Chunked files rebuilt chunk by chunk, and the chunk ranges to fetch for them.
+    var chunked: [ChunkedFile] = []
+    var chunkRanges: [ChunkRange] = []
 
     /// Neighbouring entries at most this far apart may share one request, gap and all: on any
     /// real link a request costs a round trip, and a round trip moves far more than this. A gap
@@ -38,15 +42,17 @@ struct DifferentialPlan {
     /// transfers share the work and a reset costs at most about this much.
     static let maxRequestBytes: UInt64 = 8 << 20
 
-    /// Bytes the ranges transfer.
-    var fetchBytes: UInt64 { ranges.reduce(0) { $0 + $1.count } }
-    /// Entries the ranges fetch (a content shared by several paths is fetched once).
-    var fetchEntries: Int { ranges.reduce(0) { $0 + $1.entries.count } }
+    /// Bytes the ranges transfer (file ranges and chunk ranges).
+    var fetchBytes: UInt64 { ranges.reduce(0) { $0 + $1.count } + chunkRanges.reduce(0) { $0 + $1.count } }
+    /// Entries the ranges fetch (a content shared by several paths is fetched once), chunks counted.
+    var fetchEntries: Int { ranges.reduce(0) { $0 + $1.entries.count } + chunkRanges.reduce(0) { $0 + $1.chunks.count } }
 
     /// Plans `files` (every file must have a location; nil otherwise). `local` finds a file's
     /// content on disk; a content missing there is fetched once, for the first path in archive
     /// order, and the other paths with that content link to it.
-    static func make(_ files: [ManifestFile], local: (ManifestFile) -> FileSource?,
+    /// Files in `chunked` whose content is not on disk are left out: their chunks are planned
+    /// apart (`ChunkPlanner`).
+    static func make(_ files: [ManifestFile], local: (ManifestFile) -> FileSource?, chunked: Set<String> = [],
                      gap: UInt64 = coalesceGap, maxRequest: UInt64 = maxRequestBytes) -> DifferentialPlan? {
         var sources: [(file: ManifestFile, source: FileSource)] = []
         sources.reserveCapacity(files.count)
@@ -57,6 +63,7 @@ struct DifferentialPlan {
                 sources.append((f, s))
                 continue
             }
+            if chunked.contains(f.path) { continue }
             sources.append((f, .archive))
             if let other = toFetch[f.sha256], other.location!.headerOffset < f.location!.headerOffset { continue }
             toFetch[f.sha256] = f

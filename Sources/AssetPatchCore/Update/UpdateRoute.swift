@@ -29,8 +29,17 @@ extension Updater {
             bundle = try digests.digests(sizes: missing, cancel: cancel)
             if digests.hashedCount > 0 { log(1, "hashed \(digests.hashedCount) bundle files (cached for later updates)") }
         }
-        guard let delta = DifferentialPlan.make(c.manifest.files, local: onDisk(installed, fetched, bundle)) else {
+        let local = onDisk(installed, fetched, bundle)
+        let chunkLists = c.index?.chunks ?? [:]
+        guard var delta = DifferentialPlan.make(c.manifest.files, local: local, chunked: Set(chunkLists.keys)) else {
             return .wholeArchive("the manifest has no per-file locations")
+        }
+        // Chunked files whose content is not on disk: rebuilt from chunks, only new ones fetched.
+        let rebuilt = c.manifest.files.filter { local($0) == nil }.compactMap { f in chunkLists[f.path].map { (file: f, chunks: $0) } }
+        if !rebuilt.isEmpty {
+            let planned = ChunkPlanner.plan(rebuilt, local: installedChunks(state), fetched: fetchedChunks(c))
+            delta.chunked = planned.files
+            delta.chunkRanges = planned.ranges
         }
         guard delta.paysOff(archiveSize: archiveSize, maxPercent: config.differentialMaxPercent) else {
             return .wholeArchive("ranges would transfer \(delta.fetchBytes) of the archive's \(archiveSize) bytes (more than \(config.differentialMaxPercent)%)")
@@ -48,7 +57,7 @@ extension Updater {
     /// are not fetched again), then builds the release from files on disk. nil: the update
     /// must fall back to the whole archive (`DifferentialFallback`); the staging release is gone then.
     func installDifferentially(_ c: Candidate, _ plan: DifferentialPlan) throws -> ReleaseRecord? {
-        log(1, "differential update: \(plan.fetchEntries) files in \(plan.ranges.count) ranges, \(plan.fetchBytes) of \(c.manifest.archiveSize ?? 0) archive bytes")
+        log(1, "differential update: \(plan.fetchEntries) files and chunks in \(plan.ranges.count + plan.chunkRanges.count) ranges, \(plan.fetchBytes) of \(c.manifest.archiveSize ?? 0) archive bytes")
         let fetch = RangeFetch(source: c.archive, archiveSize: c.manifest.archiveSize ?? 0,
                                dir: store.fetchedDir(c.manifest.archiveDigest), http: http, parallel: config.parallelDownloads,
                                cancel: cancel, progress: progress)
@@ -57,12 +66,16 @@ extension Updater {
             progress.report(Progress(phase: .download, bytesDone: 0, bytesTotal: plan.fetchBytes,
                                      filesDone: 0, filesTotal: UInt64(plan.fetchEntries)))
             if c.archive.isFile { try fetch.attempt(plan) } else { try withRetries { try fetch.attempt(plan) } }
+            var chunks: [String: String] = [:]
+            if !plan.chunkRanges.isEmpty {
+                chunks = try fetchChunks(c, plan)
+            }
             progress.report(Progress(phase: .download, bytesDone: plan.fetchBytes, bytesTotal: plan.fetchBytes,
                                      filesDone: UInt64(plan.fetchEntries), filesTotal: UInt64(plan.fetchEntries)), final: true)
             for path in fetch.fetched.values { verifiedFetched.insert(path) }
             try cancel.check()
             return try Installer(store: store, config: config, cancel: cancel, progress: progress)
-                .assemble(c, plan, fetched: fetch.fetched)
+                .assemble(c, plan, fetched: fetch.fetched, chunks: chunks)
         } catch let f as DifferentialFallback {
             for path in fetch.fetched.values { verifiedFetched.insert(path) }
             store.discardStaging(c.releaseID)
@@ -80,5 +93,57 @@ extension Updater {
             s.highestVersion = max(s.highestVersion, accepted.highestVersion)
             s.highestVerifiedVersion = max(s.highestVerifiedVersion ?? 0, accepted.highestVerifiedVersion ?? 0)
         }
+    }
+
+    /// Fetches the plan's chunk ranges into `downloads/<archive>.chunks/`, retrying transient
+    /// failures (chunks kept by an attempt are not asked for again); returns every chunk now
+    /// there, by sha256 hex.
+    func fetchChunks(_ c: Candidate, _ plan: DifferentialPlan) throws -> [String: String] {
+        let dir = store.chunksDir(c.manifest.archiveDigest)
+        try FS.makeDirectories(dir)
+        let fetch = RangeFetch(source: c.archive, archiveSize: c.manifest.archiveSize ?? 0, dir: dir, http: http,
+                               parallel: config.parallelDownloads, cancel: cancel, progress: progress)
+        var kept = fetchedChunks(c)
+        let attempt = {
+            let left = plan.chunkRanges.compactMap { r -> ChunkRange? in
+                var r = r
+                r.chunks.removeAll { kept[Hex.encode($0.record.sha256)] != nil }
+                guard let first = r.chunks.first, let last = r.chunks.last else { return nil }
+                r.start = first.offset
+                r.end = last.offset + UInt64(last.record.compressedSize)
+                return r
+            }
+            let receivers = left.map { ChunkReceiver($0, dir: dir, shown: c.archive.shown) { record, path in kept[Hex.encode(record.sha256)] = path } }
+            try fetch.drive(receivers) {}
+        }
+        if c.archive.isFile { try attempt() } else { try withRetries { try attempt() } }
+        return kept
+    }
+
+    /// The chunks earlier attempts at this archive fetched, by sha256 hex (hashed again when used).
+    func fetchedChunks(_ c: Candidate) -> [String: String] {
+        let dir = store.chunksDir(c.manifest.archiveDigest)
+        var out: [String: String] = [:]
+        for name in (try? FS.list(dir)) ?? [] where Hex.isHex(name, length: 64) { out[name] = dir + "/" + name }
+        return out
+    }
+
+    /// The chunks of the installed releases' chunked files (active, pending, kept) whose chunk
+    /// lists are in the page store: where each chunk's bytes lie, by sha256.
+    func installedChunks(_ state: StoreState) -> [[UInt8]: (path: String, offset: UInt64)] {
+        var out: [[UInt8]: (path: String, offset: UInt64)] = [:]
+        let pages = PageStore(store)
+        for ref in [state.active, state.pending].compactMap({ $0 }) + state.kept {
+            guard let record = try? store.loadRelease(ref.id), let root = record.indexRoot else { continue }
+            for (path, chunks) in IndexReader.chunkLists(root: root, pages: pages) {
+                var offset: UInt64 = 0
+                let file = store.filesDir(ref.id) + "/" + path
+                for c in chunks {
+                    if out[c.sha256] == nil { out[c.sha256] = (file, offset) }
+                    offset += UInt64(c.size)
+                }
+            }
+        }
+        return out
     }
 }

@@ -6,6 +6,8 @@ struct Candidate {
     var archive: Location
     var version: Int64
     var releaseID: String
+    /// Format 2: the release index, once read (its files are then `manifest.files`).
+    var index: ResolvedIndex?
 }
 
 /// What an update did.
@@ -65,7 +67,7 @@ final class Updater {
     func run(_ state: inout StoreState) throws -> UpdateOutcome {
         let before = state
         progress.report(Progress(phase: .check))
-        guard let candidate = try evaluate(&state) else {
+        guard var candidate = try evaluate(&state) else {
             if state != before { try Updater.recordAcceptance(state, in: store) }
             progress.report(Progress(phase: .check), final: true)
             progress.report(Progress(phase: .done), final: true)
@@ -85,6 +87,7 @@ final class Updater {
 
         let info: ReleaseRecord
         do {
+            try readIndex(&candidate)
             let route = try chooseRoute(candidate, state)
             try store.requireFreeSpace(try spaceNeeded(route, candidate, state), for: "version \(candidate.version)")
             if case let .differential(plan) = route, let done = try installDifferentially(candidate, plan) {
@@ -116,7 +119,8 @@ final class Updater {
     /// would install, how, and the bytes it would transfer. `state` gets the manifest's
     /// acceptance (package pin, mark).
     func preview(_ state: inout StoreState) throws -> UpdatePreview? {
-        guard let candidate = try evaluate(&state) else { return nil }
+        guard var candidate = try evaluate(&state) else { return nil }
+        try readIndex(&candidate)
         let archiveBytes = candidate.manifest.archiveSize ?? 0
         let m = candidate.manifest
         let summary = ReleaseSummary(version: candidate.version, created: m.created, label: m.label, notes: m.notes,
@@ -124,7 +128,7 @@ final class Updater {
         switch try chooseRoute(candidate, state) {
         case let .differential(plan):
             var p = UpdatePreview(candidate: summary, wholeArchiveReason: nil, transferBytes: plan.fetchBytes,
-                                  archiveBytes: archiveBytes, requests: plan.ranges.count)
+                                  archiveBytes: archiveBytes, requests: plan.ranges.count + plan.chunkRanges.count)
             for (f, source) in plan.files {
                 switch source {
                 case .installed, .fetched: p.linkedFiles += 1
@@ -132,6 +136,8 @@ final class Updater {
                 case .archive: p.fetchedFiles.append(f.path)
                 }
             }
+            // A chunked file rebuilt from chunks is fetched in part.
+            p.fetchedFiles += plan.chunked.map(\.file.path)
             return p
         case let .wholeArchive(reason):
             let transfer = try transferEstimate(download(for: candidate))

@@ -1,0 +1,86 @@
+import Glibc
+
+/// Turns one chunk range's bytes, pushed as they arrive, into verified chunks: each chunk's
+/// compressed bytes are gathered (memory: one chunk at a time), decoded on their own
+/// (`ChunkDecoder`: length and sha256 checked) and kept as `<dir>/<sha256>`, read-only. Bytes
+/// between chunks are passed over; more bytes than the range holds are refused. A chunk that
+/// does not decode to what the index says raises `DifferentialFallback`: the whole archive's
+/// own checks then decide between a lying server and a wrong index.
+final class ChunkReceiver: RangeConsumer {
+    let range: FetchRange
+    let chunks: [(offset: UInt64, method: UInt16, record: ChunkRecord)]
+    let dir: String
+    let shown: String
+    /// Called for each chunk kept, with its path.
+    let onChunk: (ChunkRecord, String) throws -> Void
+
+    private var offset: UInt64
+    private var index = 0
+    private var pending: [UInt8] = []
+
+    init(_ r: ChunkRange, dir: String, shown: String, onChunk: @escaping (ChunkRecord, String) throws -> Void) {
+        range = FetchRange(start: r.start, end: r.end, entries: [])
+        chunks = r.chunks
+        self.dir = dir
+        self.shown = shown
+        self.onChunk = onChunk
+        offset = r.start
+    }
+
+    func push(_ bytes: UnsafeRawBufferPointer) throws {
+        if UInt64(bytes.count) > range.end - offset {
+            throw DifferentialFallback(message: "\(shown): bytes \(range.start)-\(range.end - 1): more bytes than the range holds")
+        }
+        var at = 0
+        while at < bytes.count {
+            guard index < chunks.count else { return }  // trailing bytes after the last chunk: none are asked for
+            let c = chunks[index]
+            let chunkEnd = c.offset + UInt64(c.record.compressedSize)
+            let here = offset + UInt64(at)
+            if here < c.offset {
+                at += Int(min(UInt64(bytes.count - at), c.offset - here))  // a gap between chunks
+                continue
+            }
+            let take = Int(min(UInt64(bytes.count - at), chunkEnd - here))
+            pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[at..<(at + take)]))
+            at += take
+            if UInt64(pending.count) == UInt64(c.record.compressedSize) {
+                try keep(c)
+                pending.removeAll(keepingCapacity: true)
+                index += 1
+            }
+        }
+        offset += UInt64(bytes.count)
+    }
+
+    private func keep(_ c: (offset: UInt64, method: UInt16, record: ChunkRecord)) throws {
+        let bytes: [UInt8]
+        do {
+            bytes = try pending.withUnsafeBytes { try ChunkDecoder.decode($0, method: c.method, chunk: c.record) }
+        } catch {
+            throw DifferentialFallback(message: "\(shown): the chunk at \(c.offset) (\(c.record.compressedSize) bytes) does not decode to its sha256 (\(error))")
+        }
+        let hex = Hex.encode(c.record.sha256)
+        let path = dir + "/" + hex
+        if !FS.isRegularFile(path) {
+            let temp = FS.tempName(for: path)
+            do {
+                let out = try File.open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o444)
+                try out.write(bytes)
+                try FS.rename(temp, path)
+            } catch {
+                try? FS.unlink(temp)
+                throw error
+            }
+        }
+        try onChunk(c.record, path)
+    }
+
+    func finish() throws {
+        guard index == chunks.count else {
+            throw AssetPatchError(.network, "\(shown): bytes \(range.start)-\(range.end - 1) ended before chunk \(index + 1) of \(chunks.count)", transient: true)
+        }
+    }
+
+    func abandon() { pending = [] }
+}

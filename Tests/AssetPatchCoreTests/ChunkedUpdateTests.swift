@@ -1,0 +1,235 @@
+import Glibc
+import Testing
+@testable import AssetPatchCore
+
+/// A pack file of records (random bytes and word-like text, 1 to 16 KiB each), deterministic
+/// by seed, and edits of it: records rewritten in place, inserted, deleted.
+struct Pack {
+    var records: [[UInt8]]
+
+    init(count: Int, seed: UInt64) {
+        var x = seed | 1
+        func next() -> UInt64 { x ^= x << 13; x ^= x >> 7; x ^= x << 17; return x }
+        records = (0..<count).map { i in
+            let size = 1024 + Int(next() % 15) * 1024
+            return i % 2 == 0 ? noise(size, seed: next()) : Pack.text(size, seed: next())
+        }
+    }
+
+    static func text(_ size: Int, seed: UInt64) -> [UInt8] {
+        let words = ["texture", "mesh", "sound", "level", "bank", "shader", "the", "of", "asset", "frame", "light", "door"]
+        var x = seed | 1
+        var out: [UInt8] = []
+        while out.count < size {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17
+            out += Array(words[Int(x % UInt64(words.count))].utf8) + [x % 7 == 0 ? 10 : 32]
+        }
+        return Array(out.prefix(size))
+    }
+
+    var bytes: [UInt8] { records.flatMap { $0 } }
+}
+
+/// Publishes `files` as one release (format-1 manifest and format-2 head) with chunking from
+/// `threshold` bytes in chunks of `chunkSize` on average; returns the publish result.
+@discardableResult
+func publishChunked(_ files: [(String, [UInt8])], version: Int64, repo: TempDir, threshold: UInt64 = 64 << 10,
+                    chunkSize: Int = 4096, seed: [UInt8]? = nil) throws -> PublishResult {
+    let staging = TempDir()
+    defer { staging.cleanup() }
+    for (p, b) in files { try staging.write(p, b) }
+    var request = PublishRequest(source: staging.path, repo: repo.path)
+    request.package = "test"
+    request.version = version
+    request.chunkThreshold = threshold
+    request.chunkSize = chunkSize
+    request.seed = seed
+    return try Publisher.publish(request)
+}
+
+/// Updates from format-2 heads: the release index read by range, chunked files rebuilt from
+/// the chunks already installed plus the new ones, every byte checked.
+@Suite struct ChunkedUpdateTests {
+    func headURL(_ repo: TempDir) -> String { URLs.fileURL(forPath: repo.path + "/head.json") }
+
+    func logged(_ c: Client) -> () -> [String] {
+        let lines = Locked<[String]>([])
+        c.setLogger { _, line in lines.withLock { $0.append(line) } }
+        return { lines.withLock { $0 } }
+    }
+
+    @Test func aChangedPackCostsItsNewChunksAndIsRebuiltByteForByte() throws {
+        let repo = TempDir(), data = TempDir()
+        defer { repo.cleanup(); data.cleanup() }
+        var pack = Pack(count: 160, seed: 5)
+        let small: [(String, [UInt8])] = [("readme.txt", Array("one".utf8)), ("levels/a.json", Array("{}".utf8))]
+        let first = try publishChunked(small + [("data/pack.bin", pack.bytes)], version: 1, repo: repo)
+        #expect(first.chunkedFiles == 1)
+
+        let c = try Client(dataDir: data.path, bundleDir: nil)
+        defer { c.close() }
+        try c.set("manifest_url", headURL(repo))
+        #expect(try c.update(progress: nil))
+        #expect(try FS.readFile(try c.resolve("data/pack.bin")) == pack.bytes)
+        #expect(try FS.readFile(try c.resolve("readme.txt")) == Array("one".utf8))
+        #expect(statusOf { _ = try c.resolve(IndexLocation.entryName) } == .notFound, "the index is not a resource")
+
+        // Three records rewritten, one inserted (shifting everything after it), one deleted.
+        var newBytes = 0
+        for i in [20, 70, 120] {
+            pack.records[i] = noise(pack.records[i].count, seed: UInt64(1000 + i))
+            newBytes += pack.records[i].count
+        }
+        let inserted = Pack.text(12 << 10, seed: 77)
+        pack.records.insert(inserted, at: 40)
+        newBytes += inserted.count
+        pack.records.remove(at: 100)
+        let second = try publishChunked(small + [("data/pack.bin", pack.bytes)], version: 2, repo: repo)
+
+        let preview = try #require(try c.preview())
+        #expect(preview.wholeArchiveReason == nil)
+        #expect(preview.fetchedFiles == ["data/pack.bin"])
+        #expect(preview.linkedFiles == 2)
+        // The new records, plus at most about two chunks around each of the five edits.
+        #expect(preview.transferBytes <= UInt64(newBytes) + 5 * 3 * 8192, "\(preview.transferBytes) bytes for \(newBytes) new")
+        #expect(preview.transferBytes * 10 < second.archiveSize)
+
+        let lines = logged(c)
+        #expect(try c.update(progress: nil))
+        #expect(c.currentVersion == 2)
+        #expect(try FS.readFile(try c.resolve("data/pack.bin")) == pack.bytes)
+        #expect(lines().contains { $0.hasPrefix("differential update:") })
+        #expect(!lines().contains { $0.contains("whole archive") }, "\(lines())")
+        // Nothing is left over from the update, and the page store holds what the releases reach.
+        #expect(try FS.list(c.store.downloadsDir).isEmpty)
+        let pages = PageStore(c.store)
+        var reachable = Set<String>()
+        for id in try FS.list(c.store.releasesDir) {
+            reachable.formUnion(IndexReader.reachable(root: try #require(try c.store.loadRelease(id).indexRoot), pages: pages))
+        }
+        #expect(Set(try FS.list(pages.dir)) == reachable)
+        #expect(reachable.count >= first.indexPages)
+    }
+
+    @Test func aCheckThatFindsNothingFetchesNoPagesAndTheIndexIsReadOnce() throws {
+        let repo = TempDir(), data = TempDir()
+        defer { repo.cleanup(); data.cleanup() }
+        let files = (0..<600).map { ("f/\($0).txt", Array("file \($0)".utf8)) }
+        try publishChunked(files, version: 1, repo: repo)
+        let c = try Client(dataDir: data.path, bundleDir: nil)
+        defer { c.close() }
+        try c.set("manifest_url", headURL(repo))
+        let lines = logged(c)
+        #expect(try c.update(progress: nil))
+        #expect(lines().contains { $0.contains("new index pages") })
+        let before = lines().count
+        #expect(try c.update(progress: nil) == false)
+        #expect(!lines()[before...].contains { $0.contains("index pages") })
+
+        // One file changed in 600: the file-table page that lists it is new, the others are not.
+        var changed = files
+        changed[300].1 = Array("changed".utf8)
+        try publishChunked(changed, version: 2, repo: repo)
+        let pageCount = try FS.list(PageStore(c.store).dir).count
+        #expect(try c.update(progress: nil))
+        #expect(try FS.readFile(try c.resolve("f/300.txt")) == Array("changed".utf8))
+        let added = try FS.list(PageStore(c.store).dir).count - pageCount
+        #expect(added == 2, "the root and the one file page listing the changed file are new: \(added)")
+    }
+
+    @Test func wholeArchiveRoutesReadTheIndexFromTheDownload() throws {
+        let repo = TempDir(), data = TempDir()
+        defer { repo.cleanup(); data.cleanup() }
+        let pack = Pack(count: 60, seed: 9).bytes
+        try publishChunked([("pack.bin", pack), ("a.txt", Array("a".utf8))], version: 1, repo: repo)
+        let c = try Client(dataDir: data.path, bundleDir: nil)
+        defer { c.close() }
+        try c.set("manifest_url", headURL(repo))
+        try c.set("differential", "off")
+        #expect(try c.update(progress: nil))
+        #expect(try FS.readFile(try c.resolve("pack.bin")) == pack)
+        #expect(try c.store.loadRelease(try #require(c.store.loadState().active).id).indexRoot != nil)
+        // The chunk lists read from the whole archive serve the next differential update.
+        var next = Pack(count: 60, seed: 9)
+        next.records[30] = noise(next.records[30].count, seed: 3)
+        try publishChunked([("pack.bin", next.bytes), ("a.txt", Array("a".utf8))], version: 2, repo: repo)
+        try c.set("differential", "on")
+        let preview = try #require(try c.preview())
+        #expect(preview.wholeArchiveReason == nil)
+        #expect(preview.transferBytes < UInt64(next.records[30].count) + 4 * 8192)
+        #expect(try c.update(progress: nil))
+        #expect(try FS.readFile(try c.resolve("pack.bin")) == next.bytes)
+    }
+
+    @Test func theFormatOneManifestBesideTheHeadStillUpdatesAndSkipsTheIndex() throws {
+        let repo = TempDir(), data = TempDir()
+        defer { repo.cleanup(); data.cleanup() }
+        let pack = Pack(count: 40, seed: 2).bytes
+        try publishChunked([("pack.bin", pack), ("b.txt", Array("b".utf8))], version: 1, repo: repo)
+        let manifest = try Manifest.decode(try repo.read("manifest.json"))
+        #expect(manifest.kind == .format1)
+        #expect(String(decoding: try repo.read("manifest.json"), as: UTF8.self).contains("\"\(IndexLocation.entryName)\""),
+                "a client before 0.4 sees the index as a file")
+        let c = try Client(dataDir: data.path, bundleDir: nil)
+        defer { c.close() }
+        try c.set("manifest_url", URLs.fileURL(forPath: repo.path + "/manifest.json"))
+        #expect(try c.update(progress: nil))
+        #expect(try FS.readFile(try c.resolve("pack.bin")) == pack)
+        // This client reads the same release's head next: nothing new.
+        try c.set("manifest_url", headURL(repo))
+        #expect(try c.update(progress: nil) == false)
+    }
+
+    @Test func anInstalledChunkThatChangedOnDiskCostsTheWholeArchiveNotAWrongFile() throws {
+        let repo = TempDir(), data = TempDir()
+        defer { repo.cleanup(); data.cleanup() }
+        var pack = Pack(count: 60, seed: 4)
+        try publishChunked([("pack.bin", pack.bytes)], version: 1, repo: repo)
+        let c = try Client(dataDir: data.path, bundleDir: nil)
+        defer { c.close() }
+        try c.set("manifest_url", headURL(repo))
+        #expect(try c.update(progress: nil))
+        let installed = try c.resolve("pack.bin")
+        chmod(installed, 0o644)
+        let f = try File.open(installed, O_WRONLY)
+        try f.pwrite([0xff, 0xfe, 0xfd], at: 5000)
+        pack.records[50] = noise(pack.records[50].count, seed: 8)
+        try publishChunked([("pack.bin", pack.bytes)], version: 2, repo: repo)
+        let lines = logged(c)
+        #expect(try c.update(progress: nil))
+        #expect(try FS.readFile(try c.resolve("pack.bin")) == pack.bytes)
+        #expect(lines().contains { $0.contains("no longer matches its sha256") && $0.contains("whole archive") }, "\(lines())")
+    }
+
+    @Test func aHeadWhoseIndexLiesGetsAClearStatusAndKeepsTheRelease() throws {
+        let repo = TempDir(), data = TempDir()
+        defer { repo.cleanup(); data.cleanup() }
+        try publishChunked([("a.txt", Array("a".utf8))], version: 1, repo: repo)
+        let c = try Client(dataDir: data.path, bundleDir: nil)
+        defer { c.close() }
+        try c.set("manifest_url", headURL(repo))
+        #expect(try c.update(progress: nil))
+        try publishChunked([("a.txt", Array("b".utf8)), ("pack.bin", Pack(count: 30, seed: 1).bytes)], version: 2, repo: repo)
+        let good = try repo.read("head.json")
+        let text = String(decoding: good, as: UTF8.self)
+        let head = try Manifest.decode(good)
+        let index = try #require(head.index)
+        // A root of another sha256, a root size one byte short, an offset one byte off.
+        let lies = [
+            text.replacing(index.root.hex, with: String(repeating: "ab", count: 32)),
+            text.replacing("\"root_size\": \(index.root.compressedSize)", with: "\"root_size\": \(index.root.compressedSize - 1)"),
+            text.replacing("\"offset\": \(index.offset)", with: "\"offset\": \(index.offset + 1)"),
+        ]
+        for lie in lies {
+            #expect(lie != text)
+            try MutableFile.write(repo.path + "/head.json", Array(lie.utf8))
+            let status = statusOf { _ = try c.update(progress: nil) }
+            #expect(status == .integrity || status == .manifest, "\(String(describing: status))")
+            #expect(c.currentVersion == 1)
+            #expect(try FS.readFile(try c.resolve("a.txt")) == Array("a".utf8))
+        }
+        try MutableFile.write(repo.path + "/head.json", good)
+        #expect(try c.update(progress: nil))
+        #expect(try FS.readFile(try c.resolve("a.txt")) == Array("b".utf8))
+    }
+}

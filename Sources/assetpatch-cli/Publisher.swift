@@ -50,10 +50,17 @@ struct Publish: ParsableCommand {
     @Option(name: .customLong("archive-url-base"),
             help: "Write the archive's URL as this absolute http(s) URL followed by <sha256>.zip, for hosts where the manifest's URL redirects elsewhere (release assets, presigned URLs).")
     var archiveURLBase: String?
+    @Option(name: .customLong("chunk-threshold"),
+            help: "Cut files of at least this many bytes into chunks that update on their own (default 4194304; 0: none).")
+    var chunkThreshold: UInt64 = Publisher.defaultChunkThreshold
+    @Option(name: .customLong("chunk-size"), help: "Average chunk size: a power of two from 4096 to 1048576 (default 16384).")
+    var chunkSize: Int = Publisher.defaultChunkSize
 
     func run() throws {
         try cli {
             var r = PublishRequest(source: source, repo: repo)
+            r.chunkThreshold = chunkThreshold
+            r.chunkSize = chunkSize
             r.seed = try key.map(readKeyFile)
             r.package = package
             r.version = version
@@ -92,8 +99,10 @@ struct Publish: ParsableCommand {
             }
             let done = try Publisher.publish(r)
             let m = done.manifest
-            let total = m.files.reduce(UInt64(0)) { $0 + $1.size }
-            print("published \(m.package ?? "default") version \(m.version): \(m.files.count) files, \(total) bytes, archive \(done.archivePath) (\(done.archiveSize) bytes)\(r.seed == nil ? "" : ", signed")")
+            let files = m.files.filter { $0.path != IndexLocation.entryName }
+            let total = files.reduce(UInt64(0)) { $0 + $1.size }
+            let chunked = done.chunkedFiles > 0 ? " (\(done.chunkedFiles) chunked)" : ""
+            print("published \(m.package ?? "default") version \(m.version): \(files.count) files\(chunked), \(total) bytes, archive \(done.archivePath) (\(done.archiveSize) bytes), index \(done.indexPages) pages\(r.seed == nil ? "" : ", signed")")
         }
     }
 }
@@ -141,8 +150,19 @@ struct Verify: ParsableCommand {
                     throw AssetPatchError(.integrity, "\(archivePath): entry \(e.name) does not match the manifest's sha256")
                 }
             }
+            var detail = ""
+            let headPath = repoDir + "/head.json"
+            if FS.exists(headPath) {
+                let head = try Manifest.decode(try FS.readFile(headPath, limit: 256 << 20), trustedKeys: keys, source: headPath)
+                guard head.archiveDigest == m.archiveDigest, head.version == m.version, head.package == m.package else {
+                    throw AssetPatchError(.manifest, "\(headPath): describes \(head.package ?? "default") version \(head.version) (archive \(head.archiveDigest)), manifest.json \(m.package ?? "default") version \(m.version) (archive \(m.archiveDigest))")
+                }
+                let r = try HeadCheck.verify(head, archive: archivePath, formatOneFiles: m.files, source: headPath)
+                detail = "; head.json: \(r.pages) index pages, \(r.chunks) chunks of \(r.chunkedFiles) chunked files verified"
+            }
             let signed = m.signatureVerified ? ", signature verified" : ""
-            print("ok: \(m.package ?? "default") version \(m.version), \(m.files.count) files verified\(signed)")
+            let count = m.files.filter { $0.path != IndexLocation.entryName }.count
+            print("ok: \(m.package ?? "default") version \(m.version), \(count) files verified\(signed)\(detail)")
         }
     }
 }
@@ -152,7 +172,7 @@ struct Inspect: ParsableCommand {
 
     @Argument(help: "A release repository directory or a manifest URL.") var target: String
     @Flag(name: .long, help: "Print the decoded manifest as JSON.") var json = false
-    @Option(name: .customLong("data-dir"), help: "A client's data directory: also show what an update of it would fetch (nothing is downloaded or changed).")
+    @Option(name: .customLong("data-dir"), help: "A client's data directory: also show what an update of it would fetch (nothing is downloaded or changed but a head's index pages, kept for the update).")
     var dataDir: String?
     @Option(name: .customLong("bundle-dir"), help: "With --data-dir: the app's shipped resources.") var bundleDir: String?
 
@@ -204,7 +224,12 @@ struct Inspect: ParsableCommand {
             if let v = m.minAppVersion { print("min app:  \(v)") }
             if let v = m.maxAppVersion { print("max app:  \(v)") }
             print("archive:  \(m.archiveURL) (\(m.archiveSize ?? 0) bytes, sha256 \(m.archiveDigest))")
-            print("files:    \(m.files.count), \(m.releaseBytes) bytes")
+            if let index = m.index {
+                print("index:    root \(index.root.hex) (\(index.root.compressedSize) bytes), \(index.size) bytes at archive offset \(index.offset); chunks of \(index.chunkSize) bytes on average")
+                print("files:    listed in the index (manifest.json beside this head lists them too)")
+            } else {
+                print("files:    \(m.files.count), \(m.releaseBytes) bytes")
+            }
             for f in m.files.prefix(50) { print("  \(f.size)\t\(f.path)") }
             if m.files.count > 50 { print("  ... \(m.files.count - 50) more") }
             for p in m.plugins {
@@ -212,7 +237,7 @@ struct Inspect: ParsableCommand {
             }
             if m.mandatory { print("mandatory: yes") }
             if let notes = m.notes { print("notes:\n" + notes.split(separator: "\n", omittingEmptySubsequences: false).map { "  " + $0 }.joined(separator: "\n")) }
-            let located = m.files.contains { $0.location != nil }
+            let located = m.index != nil || m.files.contains { $0.location != nil }
             print("ranges:   \(located ? "every file's location is listed (differential updates possible)" : "no file locations (updates download the whole archive)")")
             if dataDir != nil {
                 if let preview { printPreview(preview) } else { print("next:     no update for this data directory") }

@@ -38,9 +38,9 @@ extension Updater {
         }
     }
 
-    /// Reads the candidate's release index: the root, the file-table pages and the chunk pages
-    /// the page store lacks are fetched from the archive (`PageFetch`: by range, or from an
-    /// archive on disk), each checked against the reference that names it; then the files are
+    /// Reads the candidate's release index (`IndexReader.walk`): the pages the page store lacks
+    /// are fetched from the archive (`PageFetch`: by range, or from an archive on disk), each
+    /// checked against the reference that names it; then the files are
     /// checked as a format-1 manifest's are (paths, locations, sizes, plugins). Fills the
     /// candidate's files and chunk lists.
     func resolveIndex(_ c: inout Candidate, from source: Location) throws {
@@ -62,57 +62,7 @@ extension Updater {
             }
         }
 
-        // The root, first in the index entry; the file-table pages after it, in root order.
-        let rootBytes = try load([(index.root, index.offset)])[0]
-        guard case let .root(fileRefs) = try IndexPage.decode(rootBytes, source: shown) else {
-            throw AssetPatchError(.manifest, "\(shown): the index's root page is not a root page")
-        }
-        var at = index.offset + UInt64(index.root.compressedSize)
-        var located: [(PageRef, UInt64)] = []
-        for r in fileRefs {
-            located.append((r.page, at))
-            at += UInt64(r.page.compressedSize)
-        }
-        var files: [IndexedFile] = []
-        for (bytes, table) in zip(try load(located), fileRefs) {
-            guard case let .files(list) = try IndexPage.decode(bytes, source: shown, base: table.base) else {
-                throw AssetPatchError(.manifest, "\(shown): the root lists a page that is not a file table")
-            }
-            if let last = files.last?.file.path, let first = list.first?.file.path, !last.utf8.lexicographicallyPrecedes(first.utf8) {
-                throw AssetPatchError(.manifest, "\(shown): the index's file pages are out of order at \"\(first)\"")
-            }
-            files += list
-        }
-        // The chunk pages after every file-table page: file by file, in order.
-        var chunkRefs: [(PageRef, UInt64)] = []
-        for f in files {
-            for r in f.chunkPages {
-                chunkRefs.append((r, at))
-                at += UInt64(r.compressedSize)
-            }
-        }
-        guard at <= index.offset + index.size else {
-            throw AssetPatchError(.manifest, "\(shown): the index's pages run past its entry (\(at - index.offset) of \(index.size) bytes)")
-        }
-        let chunkPages = try load(chunkRefs)
-        var next = 0
-        var chunks: [String: [ChunkRecord]] = [:]
-        for f in files where !f.chunkPages.isEmpty {
-            var list: [ChunkRecord] = []
-            for _ in f.chunkPages {
-                guard case let .chunks(part) = try IndexPage.decode(chunkPages[next], source: shown) else {
-                    throw AssetPatchError(.manifest, "\(shown): \"\(f.file.path)\" lists a page that is not a chunk list")
-                }
-                list += part
-                next += 1
-            }
-            let size = list.reduce(UInt64(0)) { $0 + UInt64($1.size) }
-            let compressed = list.reduce(UInt64(0)) { $0 + UInt64($1.compressedSize) }
-            guard size == f.file.size, compressed == f.file.location?.compressedSize else {
-                throw AssetPatchError(.manifest, "\(shown): the chunks of \"\(f.file.path)\" add up to \(size) bytes (\(compressed) stored), the file is \(f.file.size) (\(f.file.location?.compressedSize ?? 0) stored)")
-            }
-            chunks[f.file.path] = list
-        }
+        let (files, chunks) = try IndexReader.walk(index, source: shown, load: load)
         let list = files.map(\.file)
         try Updater.checkResolvedFiles(list, c.manifest, source: shown)
         c.manifest.files = list

@@ -11,7 +11,12 @@ With --differential, v2 changes a tenth of v1's files, so updates fetch only tho
 byte ranges; then no restarted updater may ask for an entry whose file an earlier one verified
 (the files kept under downloads/<archive>.files/), and every request must be a range.
 
-    killharness.py [--kills 50] [--seed 1] [--rate BYTES_PER_S] [--soak] [--differential]
+With --chunked, the releases are a 12 MiB pack file (chunked) and small files, updated from
+their format-2 heads; v2 rewrites, inserts and deletes records of the pack. No restarted updater
+may ask for a chunk an earlier one verified (kept under downloads/<archive>.chunks/), and every
+request must be a range.
+
+    killharness.py [--kills 50] [--seed 1] [--rate BYTES_PER_S] [--soak] [--differential | --chunked]
 
 Needs build/prefix (scripts/build.sh). Prints a report and "N passed, N failed"."""
 import argparse
@@ -29,13 +34,28 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from conftest import CLI, FaultServer, make_tree, release_files, sha256_file, Repo  # noqa: E402
+import indexpages  # noqa: E402
 import assetpatch  # noqa: E402
 
 PHASES = {0: "start", 1: "check", 2: "download", 3: "install", 4: "activate", 5: "cleanup/done"}
 
 
-def publish(base, differential=False):
-    if differential:
+def pack_releases():
+    rnd = random.Random(5)
+    records = [rnd.randbytes(rnd.choice((8192, 32768, 65536))) for _ in range(300)]
+    v1 = {"data/pack.bin": b"".join(records), "readme.txt": b"release 1\n", "levels/a.json": b"{}"}
+    for i in range(10, 290, 35):
+        records[i] = rnd.randbytes(len(records[i]))
+    records.insert(100, rnd.randbytes(65536))
+    del records[200]
+    v2 = dict(v1, **{"data/pack.bin": b"".join(records), "readme.txt": b"release 2\n"})
+    return v1, v2
+
+
+def publish(base, differential=False, chunked=False):
+    if chunked:
+        v1, v2 = pack_releases()
+    elif differential:
         v1 = release_files(1, 120, 100_000)
         v2 = dict(v1)
         rnd = random.Random(2)
@@ -74,16 +94,21 @@ def consistent(data, repos, while_updating=False):
         return f"open/resolve failed: {e}"
 
 
-def verified_ranges(data, repo):
+def verified_ranges(data, repo, index=None):
     """The archive ranges of the entries whose files a differential updater finds verified on
-    disk (named by sha256 under downloads/*.files/): none of them may be asked for again."""
-    have = set()
+    disk (named by sha256 under downloads/*.files/), and of the chunks (downloads/*.chunks/):
+    none of them may be asked for again."""
+    have, chunks = set(), set()
     downloads = os.path.join(data, "downloads")
     for d in (os.listdir(downloads) if os.path.isdir(downloads) else []):
-        if d.endswith(".files"):
-            have.update(n for n in os.listdir(os.path.join(downloads, d)) if len(n) == 64)
-    return [(f["zip"]["header_offset"], f["zip"]["data_offset"] + f["zip"]["compressed_size"] - 1)
-            for f in repo.manifest["files"] if f["sha256"] in have]
+        if d.endswith(".files") or d.endswith(".chunks"):
+            names = [n for n in os.listdir(os.path.join(downloads, d)) if len(n) == 64]
+            (have if d.endswith(".files") else chunks).update(names)
+    out = [(f["zip"]["header_offset"], f["zip"]["data_offset"] + f["zip"]["compressed_size"] - 1)
+           for f in repo.manifest["files"] if f["sha256"] in have]
+    for f in (index or {}).get("files", []):
+        out += [(c["offset"], c["offset"] + c["compressed_size"] - 1) for c in f["chunks"] if c["sha256"] in chunks]
+    return out
 
 
 def resumable_bytes(data, digest):
@@ -146,7 +171,9 @@ def main():
     ap.add_argument("--rate", type=int, default=12_000_000, help="archive bytes per second the server sends")
     ap.add_argument("--soak", action="store_true", help="500 kills")
     ap.add_argument("--differential", action="store_true", help="v2 changes a tenth of v1: range requests")
+    ap.add_argument("--chunked", action="store_true", help="a pack file changed in part, updated from heads: chunk ranges")
     a = ap.parse_args()
+    ranges_only = a.differential or a.chunked
     if a.soak:
         a.kills = max(a.kills, 500)
     rnd = random.Random(a.seed)
@@ -154,19 +181,26 @@ def main():
     server = None
     try:
         base = os.path.join(work, "repos")
-        r1, r2 = publish(base, a.differential)
+        r1, r2 = publish(base, a.differential, a.chunked)
         repos = {1: r1, 2: r2}
         digest = r2.manifest["archive"]["sha256"]
         server = FaultServer(base, work)
+        url = (lambda repo: server.url(repo).replace("/manifest.json", "/head.json")) if a.chunked else server.url
+        index1 = index2 = None
+        if a.chunked:
+            index1 = indexpages.read(os.path.join(base, "v1", "head.json"),
+                                     os.path.join(base, "v1", r1.manifest["archive"]["url"]))
+            index2 = indexpages.read(os.path.join(base, "v2", "head.json"),
+                                     os.path.join(base, "v2", r2.manifest["archive"]["url"]))
         pristine = os.path.join(work, "pristine")
-        subprocess.run([CLI, "update", "--data-dir", pristine, "--url", server.url("v1")], check=True, capture_output=True)
+        subprocess.run([CLI, "update", "--data-dir", pristine, "--url", url("v1")], check=True, capture_output=True)
         server.control("normal", rate=a.rate)
 
         # Time one uninterrupted update to spread random kill times over it.
         data = os.path.join(work, "data")
         shutil.copytree(pristine, data)
         t0 = time.monotonic()
-        timing = Child(data, server.url("v2"))
+        timing = Child(data, url("v2"))
         timing.proc.wait()
         full = time.monotonic() - t0
         shutil.rmtree(data)
@@ -209,8 +243,8 @@ def main():
             while True:
                 client_id = f"{len(sequences)}-{seq_kills}"
                 expected_starts[client_id] = resumable_bytes(data, digest)
-                verified[client_id] = verified_ranges(data, r2)
-                child = Child(data, server.url("v2"), client_id)
+                verified[client_id] = verified_ranges(data, r2, index2)
+                child = Child(data, url("v2"), client_id)
                 if rnd.random() < 0.5:
                     time.sleep(rnd.uniform(0, full * 1.1))
                 else:
@@ -242,7 +276,7 @@ def main():
             stats = server.stats()
             sent = stats["bytes_sent"]
             sequences.append((seq_kills, sent))
-            if a.differential:
+            if ranges_only:
                 for entry in stats["archive_log"]:
                     asked = (entry["start"], entry["end"])
                     if entry["end"] == r2.archive_size - 1 and entry["start"] == 0:
@@ -273,12 +307,18 @@ def main():
         sent_total = sum(s for _, s in sequences)
         # What one uninterrupted update transfers: the archive, or the changed entries' ranges.
         old = {f["sha256"] for f in r1.manifest["files"]}
-        one = r2.archive_size if not a.differential else sum(
+        chunked_paths = {f["path"] for f in (index2 or {}).get("files", []) if f["chunks"]}
+        one = r2.archive_size if not ranges_only else sum(
             f["zip"]["data_offset"] + f["zip"]["compressed_size"] - f["zip"]["header_offset"]
-            for f in r2.manifest["files"] if f["sha256"] not in old)
+            for f in r2.manifest["files"] if f["sha256"] not in old and f["path"] not in chunked_paths)
+        if a.chunked:
+            old_chunks = {c["sha256"] for f in index1["files"] for c in f["chunks"]}
+            new_chunks = {c["sha256"]: c["compressed_size"] for f in index2["files"] for c in f["chunks"] if c["sha256"] not in old_chunks}
+            new_pages = {p for p in index2["pages"]} - {p for p in index1["pages"]}
+            one += sum(new_chunks.values()) + sum(size for _, size in new_pages)
         ideal = one * len(sequences)
         print(f"archive bytes the server wrote: {sent_total} for {len(sequences)} completed updates "
-              f"({sent_total / ideal:.3f}x {'the archive' if not a.differential else 'the changed entries'}; "
+              f"({sent_total / ideal:.3f}x {'the archive' if not ranges_only else 'the new entries, chunks and index pages'}; "
               f"worst sequence {max(s / one for _, s in sequences):.3f}x; "
               "the excess is what sat in socket buffers at the kills)")
         print(f"concurrent reader: {reader_checks[0]} full checks while updates ran and were killed")

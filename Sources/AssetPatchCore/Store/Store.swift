@@ -240,13 +240,14 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
         for name in (try? FS.list(leasesDir)) ?? [] where !live.contains(name) && !FS.exists(releaseDir(name)) {
             _ = try? withExclusiveLease(name) {}
         }
-        pruneIndexPages(keepingReleases: live.union(leased))
         return leased
     }
 
     /// Drops the index pages no release on disk reaches (those of removed releases, and those
-    /// fetched for updates that were not installed). A page whose release record can't be read
-    /// is not reached: that release has no chunks to offer.
+    /// fetched for updates that were not installed), after an update installed a release: until
+    /// then, pages a check or an interrupted update fetched serve the update that follows. A
+    /// page whose release record can't be read is not reached: that release has no chunks to
+    /// offer.
     func pruneIndexPages(keepingReleases ids: Set<String>) {
         let pages = PageStore(self)
         guard FS.exists(pages.dir) else { return }

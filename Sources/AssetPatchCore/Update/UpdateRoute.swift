@@ -65,11 +65,13 @@ extension Updater {
             try store.prepareStaging(c.releaseID)
             progress.report(Progress(phase: .download, bytesDone: 0, bytesTotal: plan.fetchBytes,
                                      filesDone: 0, filesTotal: UInt64(plan.fetchEntries)))
-            if c.archive.isFile { try fetch.attempt(plan) } else { try withRetries { try fetch.attempt(plan) } }
+            // Chunks first: they lie before the small files in name order of most packs, and
+            // an interruption keeps what arrived either way.
             var chunks: [String: String] = [:]
             if !plan.chunkRanges.isEmpty {
                 chunks = try fetchChunks(c, plan)
             }
+            if c.archive.isFile { try fetch.attempt(plan) } else { try withRetries { try fetch.attempt(plan) } }
             progress.report(Progress(phase: .download, bytesDone: plan.fetchBytes, bytesTotal: plan.fetchBytes,
                                      filesDone: UInt64(plan.fetchEntries), filesTotal: UInt64(plan.fetchEntries)), final: true)
             for path in fetch.fetched.values { verifiedFetched.insert(path) }

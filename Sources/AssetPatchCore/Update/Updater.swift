@@ -358,7 +358,10 @@ final class Updater {
         }
         // Every partial download and fetched file is now superseded (one updater at a time).
         store.discardDownloads()
-        do { try store.collectGarbage(state) } catch let e as AssetPatchError {
+        do {
+            let leased = try store.collectGarbage(state)
+            store.pruneIndexPages(keepingReleases: state.liveReleaseIDs.union(leased))
+        } catch let e as AssetPatchError {
             log(2, "cleaning up old releases: \(e.message)")
         }
         progress.report(Progress(phase: .activate), final: true)

@@ -3,15 +3,41 @@ internal import CZlib
 /// One chunk of a chunked file: its bytes' sha256 (raw, 32 bytes), its length, and the length
 /// of its compressed form in the archive entry (equal for a stored entry).
 package struct ChunkRecord: Sendable, Equatable {
-    package var sha256: [UInt8]
+    package var id: ChunkID
     package var size: UInt32
     package var compressedSize: UInt32
 
     package init(sha256: [UInt8], size: UInt32, compressedSize: UInt32) {
-        self.sha256 = sha256
+        self.id = ChunkID(sha256)
         self.size = size
         self.compressedSize = compressedSize
     }
+
+    package var sha256: [UInt8] { id.bytes }
+}
+
+/// A chunk's sha256 held inline in four words: a chunk's identity, hashed and compared without
+/// touching the heap (a gigabyte of 4 KiB chunks is a quarter of a million of them).
+package struct ChunkID: Hashable, Sendable {
+    let w0: UInt64, w1: UInt64, w2: UInt64, w3: UInt64
+
+    /// `bytes`: 32 bytes (a sha256).
+    package init(_ bytes: [UInt8]) {
+        precondition(bytes.count == 32, "a chunk id is a sha256")
+        func word(_ i: Int) -> UInt64 { (0..<8).reduce(UInt64(0)) { $0 << 8 | UInt64(bytes[i * 8 + $1]) } }
+        (w0, w1, w2, w3) = (word(0), word(1), word(2), word(3))
+    }
+
+    package var bytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(32)
+        for w in [w0, w1, w2, w3] { for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: w >> UInt64(shift))) } }
+        return out
+    }
+
+    package var hex: String { Hex.encode(bytes) }
+    /// The first two bytes, big-endian (where chunk pages end: `IndexBuilder`).
+    var leading16: UInt16 { UInt16(truncatingIfNeeded: w0 >> 48) }
 }
 
 extension ZipWriter {
@@ -135,7 +161,7 @@ package enum ChunkDecoder {
         }
         let d = try? Digest(.sha256)
         d?.update(out)
-        guard d?.finalBytes() == chunk.sha256 else { throw .wrongHash }
+        guard let d, ChunkID(d.finalBytes()) == chunk.id else { throw .wrongHash }
         return out
     }
 }

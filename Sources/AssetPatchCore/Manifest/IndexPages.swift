@@ -97,7 +97,7 @@ package enum IndexPage: Equatable {
             out.append(3)
             out.putVarint(UInt64(chunks.count))
             for c in chunks {
-                out += c.sha256
+                out += c.id.bytes
                 out.putVarint(UInt64(c.size))
                 out.putVarint(UInt64(c.compressedSize))
             }

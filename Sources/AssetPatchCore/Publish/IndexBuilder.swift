@@ -28,7 +28,7 @@ package enum IndexBuilder {
         var indexed: [IndexedFile] = []
         for (file, chunks) in files {
             var pages: [(PageRef, [UInt8])] = []
-            for group in split(chunks, chunksPerPage, { ($0.sha256[0], $0.sha256[1]) }, boundary: { (UInt16($0.0) << 8 | UInt16($0.1)) % UInt16(chunksPerPage.average) == 0 }) {
+            for group in split(chunks, chunksPerPage, { $0.id.leading16 }, boundary: { $0 % UInt16(chunksPerPage.average) == 0 }) {
                 pages.append(try IndexPage.chunks(group).sealed())
             }
             chunkPages.append(pages)

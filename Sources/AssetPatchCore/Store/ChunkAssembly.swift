@@ -1,55 +1,91 @@
 import Glibc
 
 extension Installer {
-    /// Writes a chunked file into the staging release from its chunks, in order: each from a
-    /// file on disk (an installed release's or the bundle's, at its offset) or from a fetched
-    /// chunk, hashed as it is copied (a chunk that does not match its sha256 raises
-    /// `DifferentialFallback`: the file on disk changed, or a fetched chunk was damaged), the
-    /// whole file hashed too. Memory: one chunk at a time.
+    /// Most bytes one read or write of a rebuild moves: runs of chunks that lie next to each
+    /// other in one file on disk are copied together.
+    static let rebuildRunBytes = 1 << 20
+    /// A rebuild starts writing back what it wrote every this many bytes.
+    static let writebackBytes: UInt64 = 16 << 20
+
+    /// Writes a chunked file into the staging release from its chunks, in order: chunks that
+    /// lie one after another in a file on disk (an installed release's, at their offsets) are
+    /// copied as one run; a chunk fetched by an earlier, interrupted attempt is hashed again
+    /// before it is used; one fetched now was checked as it arrived. The whole file is hashed
+    /// as it is written and must match the index: bytes on disk that changed since they were
+    /// installed show there and raise `DifferentialFallback` (the whole archive settles it),
+    /// never a wrong file. Memory: one run at a time.
     func rebuild(_ f: ChunkedFile, to target: String, chunks fetched: [String: String], progress: (UInt64) -> Void) throws {
         let out = try File.open(target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o444)
         let whole = try Digest(.sha256)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(Installer.rebuildRunBytes, IndexPage.maxChunkBytes), alignment: 64)
+        defer { buffer.deallocate() }
         var written: UInt64 = 0
         var open: [String: File] = [:]
-        var buffer = [UInt8](repeating: 0, count: IndexPage.maxChunkBytes)
+        var usedLocal = false
+
+        func file(_ path: String, failing: DifferentialFallback) throws -> File {
+            if let f = open[path] { return f }
+            guard let f = try? File.openRead(path) else { throw failing }
+            if open.count > 16 { open.removeAll() }
+            f.adviseSequential()
+            open[path] = f
+            return f
+        }
+        /// Copies `count` bytes of `path` at `offset` to the output; `check`: the chunk they
+        /// must hash to (nil: the whole file's hash checks them).
+        func copy(_ path: String, _ offset: UInt64, _ count: Int, check: ChunkRecord?) throws {
+            let failing = DifferentialFallback(message: "\(path): \(count) bytes at \(offset) no longer match the chunks of \"\(f.file.path)\" they were installed as")
+            let chunk = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count])
+            guard try file(path, failing: failing).pread(into: chunk, at: offset) == count else { throw failing }
+            if let check {
+                let d = try Digest(.sha256)
+                d.update(UnsafeRawBufferPointer(chunk))
+                guard ChunkID(d.finalBytes()) == check.id else { throw failing }
+            }
+            try out.pwrite(UnsafeRawBufferPointer(chunk), at: written)
+            whole.update(UnsafeRawBufferPointer(chunk))
+            written += UInt64(count)
+            if written / Installer.writebackBytes != (written - UInt64(count)) / Installer.writebackBytes {
+                out.startWriteback()  // a large file's pages go to disk as it grows, not all at the end
+            }
+            progress(written)
+        }
+
+        var run: (path: String, offset: UInt64, count: Int)?
+        func flush() throws {
+            if let r = run { try copy(r.path, r.offset, r.count, check: nil) }
+            run = nil
+        }
         for (record, source) in f.chunks {
             try cancel.check()
             let size = Int(record.size)
-            let path: String, offset: UInt64
             switch source {
-            case let .local(p, o): (path, offset) = (p, o)
-            case let .fetched(p): (path, offset) = (p, 0)
+            case let .local(path, offset):
+                usedLocal = true
+                if let r = run, r.path == path, r.offset + UInt64(r.count) == offset, r.count + size <= Installer.rebuildRunBytes {
+                    run = (path, r.offset, r.count + size)
+                } else {
+                    try flush()
+                    run = (path, offset, size)
+                }
+            case let .fetched(path):
+                try flush()
+                try copy(path, 0, size, check: record)
             case .archive:
-                guard let p = fetched[Hex.encode(record.sha256)] else {
+                try flush()
+                guard let path = fetched[record.id.hex] else {
                     throw AssetPatchError(.internal, "a chunk of \"\(f.file.path)\" was planned but not fetched")
                 }
-                (path, offset) = (p, 0)
+                try copy(path, 0, size, check: nil)  // decoded and checked as it arrived
             }
-            let mismatch = DifferentialFallback(message: "\(path): the chunk at \(offset) of \(size) bytes no longer matches its sha256, expected for \"\(f.file.path)\"")
-            if open[path] == nil {
-                guard let file = try? File.openRead(path) else { throw mismatch }
-                if open.count > 16 { open.removeAll() }
-                open[path] = file
-            }
-            let n = try buffer.withUnsafeMutableBytes { b in
-                try open[path]!.pread(into: UnsafeMutableRawBufferPointer(rebasing: b[0..<size]), at: offset)
-            }
-            guard n == size else { throw mismatch }
-            let d = try Digest(.sha256)
-            try buffer.withUnsafeBytes { b in
-                let chunk = UnsafeRawBufferPointer(rebasing: b[0..<size])
-                d.update(chunk)
-                guard d.finalBytes() == record.sha256 else { throw mismatch }
-                try out.pwrite(chunk, at: written)
-                whole.update(chunk)
-            }
-            written += UInt64(size)
-            progress(written)
         }
+        try flush()
         out.startWriteback()
         let sha = whole.finalHex()
         guard written == f.file.size, sha == f.file.sha256 else {
-            throw AssetPatchError(.integrity, "\(target): rebuilt from its chunks, \"\(f.file.path)\" has sha256 \(sha) (\(written) bytes), the index says \(f.file.sha256) (\(f.file.size))")
+            let what = "\(target): rebuilt from its chunks, \"\(f.file.path)\" has sha256 \(sha) (\(written) bytes), the index says \(f.file.sha256) (\(f.file.size))"
+            if usedLocal { throw DifferentialFallback(message: what + "; the installed bytes it copied changed") }
+            throw AssetPatchError(.integrity, what)
         }
     }
 }

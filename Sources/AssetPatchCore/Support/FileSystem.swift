@@ -142,6 +142,11 @@ package final class File {
         _ = csystem_start_writeback(fd)
     }
 
+    /// Tells the kernel the file is read front to back (more read-ahead). Best effort.
+    package func adviseSequential() {
+        _ = posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL)
+    }
+
     package func size() throws -> UInt64 {
         var st = stat()
         if fstat(fd, &st) != 0 { throw ioError("stat", path) }

@@ -60,7 +60,7 @@ final class ChunkReceiver: RangeConsumer {
         } catch {
             throw DifferentialFallback(message: "\(shown): the chunk at \(c.offset) (\(c.record.compressedSize) bytes) does not decode to its sha256 (\(error))")
         }
-        let hex = Hex.encode(c.record.sha256)
+        let hex = c.record.id.hex
         let path = dir + "/" + hex
         if !FS.isRegularFile(path) {
             let temp = FS.tempName(for: path)

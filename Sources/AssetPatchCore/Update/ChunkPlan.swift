@@ -45,23 +45,23 @@ struct ChunkRange: Equatable {
 /// range requests (at most `coalesceGap` bytes between chunks, the gaps within 1/20 of what is
 /// wanted, at most `maxRequest` bytes a request).
 enum ChunkPlanner {
-    static func plan(_ files: [(file: ManifestFile, chunks: [ChunkRecord])], local: [[UInt8]: (path: String, offset: UInt64)],
+    static func plan(_ files: [(file: ManifestFile, chunks: [ChunkRecord])], local: [ChunkID: (path: String, offset: UInt64)],
                      fetched: [String: String], gap: UInt64 = DifferentialPlan.coalesceGap,
                      maxRequest: UInt64 = DifferentialPlan.maxRequestBytes) -> (files: [ChunkedFile], ranges: [ChunkRange]) {
         var out: [ChunkedFile] = []
-        var wanted: [[UInt8]: (offset: UInt64, method: UInt16, record: ChunkRecord)] = [:]
+        var wanted: [ChunkID: (offset: UInt64, method: UInt16, record: ChunkRecord)] = [:]
         for (file, chunks) in files {
             guard let location = file.location else { continue }
             var slots: [(record: ChunkRecord, source: ChunkSource)] = []
             var offset = location.dataOffset
             for c in chunks {
-                if let l = local[c.sha256] {
+                if let l = local[c.id] {
                     slots.append((c, .local(path: l.path, offset: l.offset)))
-                } else if let path = fetched[Hex.encode(c.sha256)] {
+                } else if let path = fetched[c.id.hex] {
                     slots.append((c, .fetched(path)))
                 } else {
                     slots.append((c, .archive(offset: offset)))
-                    if wanted[c.sha256] == nil { wanted[c.sha256] = (offset, location.method, c) }
+                    if wanted[c.id] == nil { wanted[c.id] = (offset, location.method, c) }
                 }
                 offset += UInt64(c.compressedSize)
             }

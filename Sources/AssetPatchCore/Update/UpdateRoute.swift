@@ -109,13 +109,13 @@ extension Updater {
         let attempt = {
             let left = plan.chunkRanges.compactMap { r -> ChunkRange? in
                 var r = r
-                r.chunks.removeAll { kept[Hex.encode($0.record.sha256)] != nil }
+                r.chunks.removeAll { kept[$0.record.id.hex] != nil }
                 guard let first = r.chunks.first, let last = r.chunks.last else { return nil }
                 r.start = first.offset
                 r.end = last.offset + UInt64(last.record.compressedSize)
                 return r
             }
-            let receivers = left.map { ChunkReceiver($0, dir: dir, shown: c.archive.shown) { record, path in kept[Hex.encode(record.sha256)] = path } }
+            let receivers = left.map { ChunkReceiver($0, dir: dir, shown: c.archive.shown) { record, path in kept[record.id.hex] = path } }
             try fetch.drive(receivers) {}
         }
         if c.archive.isFile { try attempt() } else { try withRetries { try attempt() } }
@@ -132,8 +132,8 @@ extension Updater {
 
     /// The chunks of the installed releases' chunked files (active, pending, kept) whose chunk
     /// lists are in the page store: where each chunk's bytes lie, by sha256.
-    func installedChunks(_ state: StoreState) -> [[UInt8]: (path: String, offset: UInt64)] {
-        var out: [[UInt8]: (path: String, offset: UInt64)] = [:]
+    func installedChunks(_ state: StoreState) -> [ChunkID: (path: String, offset: UInt64)] {
+        var out: [ChunkID: (path: String, offset: UInt64)] = [:]
         let pages = PageStore(store)
         for ref in [state.active, state.pending].compactMap({ $0 }) + state.kept {
             guard let record = try? store.loadRelease(ref.id), let root = record.indexRoot else { continue }
@@ -141,7 +141,7 @@ extension Updater {
                 var offset: UInt64 = 0
                 let file = store.filesDir(ref.id) + "/" + path
                 for c in chunks {
-                    if out[c.sha256] == nil { out[c.sha256] = (file, offset) }
+                    if out[c.id] == nil { out[c.id] = (file, offset) }
                     offset += UInt64(c.size)
                 }
             }

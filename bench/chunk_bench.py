@@ -1,0 +1,491 @@
+#!/usr/bin/env python3
+"""Updates whose cost follows the change: chunked large files and the paged release index.
+
+    python3 bench/chunk_bench.py [--runs 3] [--quick] [--out FILE]   (bench/run.sh runs it too)
+
+Every byte nginx sent is counted ($bytes_sent: status lines, headers and bodies of every
+request: head, index pages, chunks, files). Scenarios, each in the same run as what it is
+compared with:
+- the pack: a 96 MiB pack file of records (4-256 KiB, half random bytes, half word-like text)
+  and 20 small files; v2 rewrites twelve 64 KiB records in place, inserts two 128 KiB records
+  and deletes one 64 KiB record (1 MiB of new bytes). assetpatch at several average chunk
+  sizes, zsync (the old pack as seed), zchunk (zckdl with the old .zck) and casync (blob index,
+  the old pack as seed), each tool's output compared with the new pack;
+- the same change in a 1 GiB pack: wall time and peak RSS of the update against `cp` + `sync`
+  of the pack on the same disk;
+- 100,000 small files, one 100 KiB file changed;
+- the 1,000-file game set (bench.py's), 2% changed, 1% added, 1% removed, from the head
+  (index pages) and from manifest.json (the whole file table);
+- publishing the 200 MiB game set against the 0.3.0 CLI built from git.
+Writes the results as JSON to --out (bench.py folds them into RESULTS.md) and prints them."""
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+PREFIX = os.path.join(ROOT, "build", "prefix")
+CLI = os.path.join(PREFIX, "bin", "assetpatch")
+KB, MB = 1 << 10, 1 << 20
+sys.path.insert(0, os.path.join(ROOT, "Tests", "e2e"))
+sys.path.insert(0, os.path.join(ROOT, "Tests", "faults"))
+from nginxctl import Nginx  # noqa: E402
+import indexpages  # noqa: E402
+
+BASELINE_REV = "f53b72a"  # "Version 0.3.0"
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- the pack
+
+# Word-like text from random bytes at C speed: letters in English frequency order, a space
+# every seventh byte value, a newline every 23rd.
+_LETTERS = b"etaoinshrdlucmfwypvbgkqjxz" * 10
+TEXT_TABLE = bytes(10 if i % 23 == 0 else 32 if i % 7 == 0 else _LETTERS[i] for i in range(256))
+RECORD_KIB = (4, 8, 16, 32, 64, 128, 256)
+
+
+def record_bytes(size, kind, seed):
+    b = random.Random(seed).randbytes(size)
+    return b if kind == 0 else b.translate(TEXT_TABLE)
+
+
+def pack_records(total, seed=1):
+    """(size, kind, seed) of records until `total` bytes: sizes 4-256 KiB, kinds alternate."""
+    rnd = random.Random(seed)
+    out, n = [], 0
+    while n < total:
+        size = rnd.choice(RECORD_KIB) * KB
+        out.append((size, len(out) % 2, rnd.getrandbits(64)))
+        n += size
+    return out
+
+
+def edit_records(records, seed=2):
+    """Twelve 64 KiB records rewritten in place, two 128 KiB records inserted, one 64 KiB
+    record deleted: 1 MiB of new bytes."""
+    rnd = random.Random(seed)
+    out = list(records)
+    for i in rnd.sample([i for i, r in enumerate(out) if r[0] == 64 * KB], 12):
+        out[i] = (out[i][0], out[i][1], rnd.getrandbits(64))
+    for _ in range(2):
+        out.insert(rnd.randrange(len(out)), (128 * KB, rnd.randrange(2), rnd.getrandbits(64)))
+    del out[rnd.choice([i for i, r in enumerate(out) if r[0] == 64 * KB])]
+    return out
+
+
+def write_pack(path, records):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        for size, kind, seed in records:
+            f.write(record_bytes(size, kind, seed))
+
+
+def write_small(d, count=20):
+    os.makedirs(os.path.join(d, "small"), exist_ok=True)
+    for j in range(count):
+        with open(os.path.join(d, "small", f"{j:02}.txt"), "wb") as f:
+            f.write(record_bytes(3000, 1, j))
+
+
+NEW_BYTES = 12 * 64 * KB + 2 * 128 * KB
+
+
+# ---------------------------------------------------------------- measuring
+
+class WireNginx(Nginx):
+    """nginx whose access log has every request's $bytes_sent (headers included)."""
+
+    def __init__(self, root, d):
+        self.access = os.path.join(d, "access.log")
+        super().__init__(root, d, http="log_format wire '$request_uri $status $bytes_sent'; sendfile on;",
+                         access_log=f"{self.access} wire")
+
+    def mark(self):
+        time.sleep(0.05)
+        with open(self.access) as f:
+            return len(f.readlines())
+
+    def since(self, mark, prefix):
+        """Bytes sent and requests since `mark` for URIs under `prefix`."""
+        time.sleep(0.1)  # nginx writes the line when the response is done
+        with open(self.access) as f:
+            hits = [line.split() for line in f.readlines()[mark:] if line.startswith(prefix)]
+        return sum(int(p[2]) for p in hits), len(hits)
+
+
+def measure(tool, cmd, cwd=None):
+    """(wall seconds, peak RSS MiB) of cmd and its children."""
+    out = subprocess.run([tool, *cmd], capture_output=True, text=True, cwd=cwd)
+    if out.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} failed: {out.stderr[-2000:]}")
+    wall, rss = out.stdout.split()[-2:]
+    return float(wall), int(rss) / 1024
+
+
+def drop_caches():
+    subprocess.run(["sync"])
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+    except OSError:
+        pass
+
+
+def stats(values):
+    s = sorted(values)
+    return {"min": s[0], "median": statistics.median(s), "max": s[-1]}
+
+
+def same(a, b):
+    return subprocess.run(["cmp", "-s", a, b]).returncode == 0
+
+
+def build_tools(work):
+    env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(PREFIX, "lib", "pkgconfig"))
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "assetpatch"], env=env, capture_output=True, text=True,
+                           check=True).stdout.split()
+    tools = {}
+    for name in ("update_bench", "measure"):
+        out = os.path.join(work, name)
+        extra = [] if name == "measure" else flags
+        subprocess.run(["cc", "-O2", os.path.join(ROOT, "bench", name + ".c"), *extra,
+                        "-Wl,-rpath," + os.path.join(PREFIX, "lib"), "-o", out], check=True)
+        tools[name] = out
+    return tools
+
+
+def publish(src, repo, version, *options, cli=CLI, package="bench-chunks"):
+    t0 = time.monotonic()
+    subprocess.run([cli, "publish", src, "--repo", repo, "--package", package, "--version", str(version), *options],
+                   check=True, stdout=subprocess.DEVNULL)
+    return time.monotonic() - t0
+
+
+def pages_bytes(repo):
+    """Stored bytes of the head's index (all pages)."""
+    with open(os.path.join(repo, "head.json")) as f:
+        return json.load(f)["index"]["size"]
+
+
+# ---------------------------------------------------------------- scenarios
+
+def bench_pack(tools, nginx, work, runs, chunk_sizes):
+    """The 96 MiB pack: assetpatch at each chunk size, then zsync, zchunk and casync."""
+    root = nginx.root
+    src1, src2 = os.path.join(work, "pack-v1"), os.path.join(work, "pack-v2")
+    r1 = pack_records(96 * MB)
+    r2 = edit_records(r1)
+    for d, r in ((src1, r1), (src2, r2)):
+        write_pack(os.path.join(d, "data", "pack.bin"), r)
+        write_small(d)
+    new_pack = os.path.join(src2, "data", "pack.bin")
+    out = {"pack_bytes": os.path.getsize(new_pack), "new_bytes": NEW_BYTES, "assetpatch": {}, "tools": {}}
+    ub, ms = tools["update_bench"], tools["measure"]
+    for cs in chunk_sizes:
+        name = f"pack{cs // KB}k"
+        repo = os.path.join(root, name)
+        publish(src1, repo, 1, "--chunk-size", str(cs))
+        shutil.copytree(repo, repo + "-v2")
+        pub = publish(src2, repo + "-v2", 2, "--chunk-size", str(cs))
+        base = os.path.join(work, f"base-{name}")
+        subprocess.run([ub, base, nginx.url(f"{name}/head.json")], check=True)
+        walls, sent, reqs, rss = [], [], [], []
+        for _ in range(runs):
+            d = os.path.join(work, "run")
+            shutil.rmtree(d, ignore_errors=True)
+            subprocess.run(["cp", "-a", base, d], check=True)
+            drop_caches()
+            mk = nginx.mark()
+            w, r = measure(ms, [ub, d, nginx.url(f"{name}-v2/head.json")])
+            b, n = nginx.since(mk, f"/{name}-v2/")
+            got = subprocess.run([CLI, "resolve", "--data-dir", d, "data/pack.bin"], capture_output=True, text=True,
+                                 check=True).stdout.strip()
+            if not same(got, new_pack):
+                raise RuntimeError(f"{name}: the updated pack differs from v2's")
+            walls.append(w); sent.append(b); reqs.append(n); rss.append(r)
+        m2 = json.load(open(os.path.join(repo + "-v2", "head.json")))
+        out["assetpatch"][cs] = {"wall": stats(walls), "bytes": statistics.median(sent), "requests": statistics.median(reqs),
+                                 "rss": max(rss), "ratio": statistics.median(sent) / NEW_BYTES, "index_bytes": pages_bytes(repo + "-v2"),
+                                 "archive_bytes": m2["archive"]["size"], "publish": pub}
+        log(f"  assetpatch, {cs // KB} KiB chunks: {statistics.median(walls):.2f} s, {statistics.median(sent):,.0f} bytes "
+            f"({statistics.median(sent) / NEW_BYTES:.3f}x the new bytes) in {statistics.median(reqs):.0f} requests")
+        shutil.rmtree(os.path.join(work, "run"), ignore_errors=True)
+
+    # The tools, on the pack alone (the small files do not change).
+    tdir = os.path.join(root, "packtools")
+    os.makedirs(tdir, exist_ok=True)
+    old_pack = os.path.join(src1, "data", "pack.bin")
+    shutil.copy(new_pack, os.path.join(tdir, "v2.pack"))
+    subprocess.run(["zsyncmake", "-u", nginx.url("packtools/v2.pack"), "-o", os.path.join(tdir, "v2.pack.zsync"),
+                    os.path.join(tdir, "v2.pack")], check=True, capture_output=True)
+    for v, p in (("v1", old_pack), ("v2", new_pack)):
+        subprocess.run(["zck", "-o", os.path.join(tdir, f"{v}.pack.zck"), p], check=True, capture_output=True)
+    store = os.path.join(tdir, "castore")
+    for v, p in (("v1", old_pack), ("v2", new_pack)):
+        subprocess.run(["casync", "make", "--store=" + store, os.path.join(tdir, f"{v}.caibx"), p], check=True, capture_output=True)
+
+    def tool(label, cmd, setup, result):
+        walls, sent, reqs = [], [], []
+        for _ in range(runs):
+            d = os.path.join(work, "toolrun")
+            shutil.rmtree(d, ignore_errors=True)
+            os.makedirs(d)
+            setup(d)
+            drop_caches()
+            mk = nginx.mark()
+            w, _ = measure(ms, ["bash", "-c", 'cd "$1" && shift && exec "$@"', "tool", d, *cmd(d)])
+            b, n = nginx.since(mk, "/packtools/")
+            if not result(d):
+                raise RuntimeError(f"{label}: the result is not the new pack")
+            walls.append(w); sent.append(b); reqs.append(n)
+        shutil.rmtree(os.path.join(work, "toolrun"), ignore_errors=True)
+        out["tools"][label] = {"wall": stats(walls), "bytes": statistics.median(sent), "requests": statistics.median(reqs),
+                               "ratio": statistics.median(sent) / NEW_BYTES}
+        log(f"  {label}: {statistics.median(walls):.2f} s, {statistics.median(sent):,.0f} bytes "
+            f"({statistics.median(sent) / NEW_BYTES:.3f}x)")
+
+    tool("zsync (-i old pack)", lambda d: ["zsync", "-q", "-i", "old.pack", "-o", "new.pack", nginx.url("packtools/v2.pack.zsync")],
+         lambda d: shutil.copy(old_pack, os.path.join(d, "old.pack")), lambda d: same(os.path.join(d, "new.pack"), new_pack))
+    tool("zchunk (zckdl -s old .zck)", lambda d: ["zckdl", "-q", "-s", "v1.pack.zck", nginx.url("packtools/v2.pack.zck")],
+         lambda d: shutil.copy(os.path.join(tdir, "v1.pack.zck"), d),
+         lambda d: same(os.path.join(d, "v2.pack.zck"), os.path.join(tdir, "v2.pack.zck")))
+    tool("casync (extract --seed=old pack)",
+         lambda d: ["casync", "extract", "--store=" + nginx.url("packtools/castore"), "--seed=" + os.path.join(d, "old.pack"),
+                    nginx.url("packtools/v2.caibx"), os.path.join(d, "new.pack")],
+         lambda d: shutil.copy(old_pack, os.path.join(d, "old.pack")), lambda d: same(os.path.join(d, "new.pack"), new_pack))
+    return out
+
+
+def bench_big_pack(tools, nginx, work, runs, size):
+    """The same kind of change in a large pack: update wall and peak RSS against cp + sync."""
+    root = nginx.root
+    src1, src2 = os.path.join(work, "big-v1"), os.path.join(work, "big-v2")
+    r1 = pack_records(size, seed=11)
+    r2 = edit_records(r1, seed=12)
+    for d, r in ((src1, r1), (src2, r2)):
+        write_pack(os.path.join(d, "data", "pack.bin"), r)
+    publish(src1, os.path.join(root, "big"), 1)
+    shutil.copytree(os.path.join(root, "big"), os.path.join(root, "big-v2"))
+    publish(src2, os.path.join(root, "big-v2"), 2)
+    shutil.rmtree(src1)
+    ub, ms = tools["update_bench"], tools["measure"]
+    base = os.path.join(work, "base-big")
+    subprocess.run([ub, base, nginx.url("big/head.json")], check=True)
+    new_pack = os.path.join(src2, "data", "pack.bin")
+    walls, rss, copies, sent = [], [], [], []
+    for _ in range(runs):
+        d = os.path.join(work, "bigrun")
+        shutil.rmtree(d, ignore_errors=True)
+        subprocess.run(["cp", "-a", base, d], check=True)
+        drop_caches()
+        mk = nginx.mark()
+        w, r = measure(ms, [ub, d, nginx.url("big-v2/head.json")])
+        b, _ = nginx.since(mk, "/big-v2/")
+        got = subprocess.run([CLI, "resolve", "--data-dir", d, "data/pack.bin"], capture_output=True, text=True, check=True).stdout.strip()
+        if not same(got, new_pack):
+            raise RuntimeError("big pack: the updated pack differs from v2's")
+        walls.append(w); rss.append(r); sent.append(b)
+        shutil.rmtree(d)
+        # A plain durable copy of the installed pack on the same disk, from a cold cache.
+        installed = subprocess.run([CLI, "resolve", "--data-dir", base, "data/pack.bin"], capture_output=True, text=True,
+                                   check=True).stdout.strip()
+        target = os.path.join(work, "copy.bin")
+        drop_caches()
+        w, _ = measure(ms, ["bash", "-c", 'cp "$1" "$2" && sync', "copy", installed, target])
+        copies.append(w)
+        os.remove(target)
+    out = {"pack_bytes": os.path.getsize(new_pack), "wall": stats(walls), "rss": stats(rss), "copy": stats(copies),
+           "bytes": statistics.median(sent)}
+    log(f"  {size // MB} MiB pack: update {statistics.median(walls):.2f} s, peak RSS {max(rss):.1f} MiB; "
+        f"cp + sync {statistics.median(copies):.2f} s")
+    shutil.rmtree(os.path.join(root, "big"))
+    shutil.rmtree(os.path.join(root, "big-v2"))
+    shutil.rmtree(src2)
+    return out
+
+
+def bench_catalog(tools, nginx, work, runs, count):
+    """`count` small files, one 100 KiB file changed."""
+    root = nginx.root
+    src = os.path.join(work, "catalog")
+    rnd = random.Random(5)
+    for i in range(count):
+        d = os.path.join(src, f"d{i % 100:02}", f"e{(i // 100) % 10}")
+        if i < 1000:
+            os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, f"asset-{i:06}.dat"), "wb") as f:
+            f.write(rnd.randbytes(100 * KB if i == count // 2 else 512 + rnd.randrange(1024)))
+    publish(src, os.path.join(root, "cat"), 1)
+    big = os.path.join(src, f"d{(count // 2) % 100:02}", f"e{((count // 2) // 100) % 10}", f"asset-{count // 2:06}.dat")
+    with open(big, "wb") as f:
+        f.write(rnd.randbytes(100 * KB))
+    shutil.copytree(os.path.join(root, "cat"), os.path.join(root, "cat-v2"))
+    publish(src, os.path.join(root, "cat-v2"), 2)
+    ub, ms = tools["update_bench"], tools["measure"]
+    base = os.path.join(work, "base-cat")
+    subprocess.run([ub, base, nginx.url("cat/head.json")], check=True)
+    out = {"files": count}
+    for label, manifest in (("head", "head.json"), ("manifest.json", "manifest.json")):
+        walls, sent, reqs = [], [], []
+        for _ in range(runs):
+            d = os.path.join(work, "catrun")
+            shutil.rmtree(d, ignore_errors=True)
+            subprocess.run(["cp", "-a", base, d], check=True)
+            mk = nginx.mark()
+            w, _ = measure(ms, [ub, d, nginx.url(f"cat-v2/{manifest}")])
+            b, n = nginx.since(mk, "/cat-v2/")
+            walls.append(w); sent.append(b); reqs.append(n)
+        out[label] = {"wall": stats(walls), "bytes": statistics.median(sent), "requests": statistics.median(reqs)}
+        log(f"  {count:,} files, one 100 KiB file changed, from {manifest}: {statistics.median(sent):,.0f} bytes in "
+            f"{statistics.median(reqs):.0f} requests, {statistics.median(walls):.2f} s")
+    # A check that finds nothing: one conditional request for the head.
+    d = os.path.join(work, "catrun")
+    mk = nginx.mark()
+    subprocess.run([ub, d, nginx.url("cat-v2/head.json")], check=True)
+    b, n = nginx.since(mk, "/cat-v2/")
+    out["nothing_new"] = {"bytes": b, "requests": n}
+    out["manifest_json_bytes"] = os.path.getsize(os.path.join(root, "cat-v2", "manifest.json"))
+    out["head_bytes"] = os.path.getsize(os.path.join(root, "cat-v2", "head.json"))
+    shutil.rmtree(d, ignore_errors=True)
+    return out
+
+
+def bench_thousand(tools, nginx, work, runs, quick):
+    """The 1,000-file set of bench.py: v2 changes 2%, adds 1%, removes 1%."""
+    import bench
+    import delta_bench
+    root = nginx.root
+    src1 = os.path.join(work, "src-large")
+    if not os.path.isdir(src1):
+        bench.gen_large(src1, count=200 if quick else 1000, total=(40 if quick else 200) * MB)
+    src2 = os.path.join(work, "src-thousand-v2")
+    shutil.rmtree(src2, ignore_errors=True)
+    files = sum(len(ns) for _, _, ns in os.walk(src1))
+    delta_bench.derive(src1, src2, 2, files // 50, files // 100, files // 100)
+    publish(src1, os.path.join(root, "k1"), 1)
+    shutil.copytree(os.path.join(root, "k1"), os.path.join(root, "k2"))
+    publish(src2, os.path.join(root, "k2"), 2)
+    m1 = json.load(open(os.path.join(root, "k1", "manifest.json")))
+    m2 = json.load(open(os.path.join(root, "k2", "manifest.json")))
+    for m in (m1, m2):
+        m["files"] = [f for f in m["files"] if f["path"] != ".assetpatch/index"]
+    needed, nfiles = delta_bench.entries_needed(m1, m2)
+    ub, ms = tools["update_bench"], tools["measure"]
+    base = os.path.join(work, "base-k1")
+    subprocess.run([ub, base, nginx.url("k1/head.json")], check=True)
+    out = {"files": files, "needed": needed, "needed_files": nfiles}
+    for label, manifest in (("head", "head.json"), ("manifest.json", "manifest.json")):
+        walls, sent, reqs = [], [], []
+        for _ in range(runs):
+            d = os.path.join(work, "krun")
+            shutil.rmtree(d, ignore_errors=True)
+            subprocess.run(["cp", "-a", base, d], check=True)
+            mk = nginx.mark()
+            w, _ = measure(ms, [ub, d, nginx.url(f"k2/{manifest}")])
+            b, n = nginx.since(mk, "/k2/")
+            walls.append(w); sent.append(b); reqs.append(n)
+        out[label] = {"wall": stats(walls), "bytes": statistics.median(sent), "requests": statistics.median(reqs),
+                      "ratio": statistics.median(sent) / needed}
+        log(f"  1,000-file set from {manifest}: {statistics.median(sent):,.0f} bytes for {needed:,} of changed entries "
+            f"({statistics.median(sent) / needed:.4f}x) in {statistics.median(reqs):.0f} requests")
+    shutil.rmtree(os.path.join(work, "krun"), ignore_errors=True)
+    return out
+
+
+def baseline_cli(work):
+    """The 0.3.0 CLI, built from git (release), for the publish comparison; None if it fails."""
+    tree = os.path.join(work, "baseline-src")
+    if not os.path.isdir(tree):
+        subprocess.run(["git", "-C", ROOT, "archive", "--prefix=baseline-src/", "-o", os.path.join(work, "baseline.tar"), BASELINE_REV],
+                       check=True)
+        subprocess.run(["tar", "-C", work, "-xf", os.path.join(work, "baseline.tar")], check=True)
+    out = subprocess.run(["swift", "build", "-c", "release", "--product", "assetpatch-cli"], cwd=tree, capture_output=True, text=True)
+    if out.returncode != 0:
+        log("  the 0.3.0 CLI did not build: " + out.stderr[-500:])
+        return None
+    return os.path.join(tree, ".build", "release", "assetpatch-cli")
+
+
+def bench_publish(work, runs, quick):
+    """Publishing the 200 MiB game set: this CLI (pack files of 4 MiB and more chunked, the
+    index built) against the 0.3.0 CLI, alternating, from a warm cache."""
+    import bench
+    src = os.path.join(work, "src-large")
+    if not os.path.isdir(src):
+        bench.gen_large(src, count=200 if quick else 1000, total=(40 if quick else 200) * MB)
+    old = baseline_cli(work)
+    out = {}
+    times = {"this": [], "0.3.0": []}
+    publish(src, os.path.join(work, "pubrepo"), 1)  # warms the page cache
+    for _ in range(runs):
+        for label, cli in (("this", CLI), ("0.3.0", old)):
+            if cli is None:
+                continue
+            repo = os.path.join(work, "pubrepo")
+            shutil.rmtree(repo, ignore_errors=True)
+            times[label].append(publish(src, repo, 1, cli=cli))
+    shutil.rmtree(os.path.join(work, "pubrepo"), ignore_errors=True)
+    for label, t in times.items():
+        if t:
+            out[label] = stats(t)
+            log(f"  publish, {label}: {statistics.median(t):.2f} s")
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="smaller sets, one run")
+    ap.add_argument("--out", default=None, help="write the results as JSON here")
+    ap.add_argument("--work", default=None, help="a directory to work in (kept), default a temporary one (removed)")
+    ap.add_argument("--only", default="pack,big,catalog,thousand,publish")
+    a = ap.parse_args()
+    runs = 1 if a.quick else a.runs
+    only = set(a.only.split(","))
+    work = a.work or tempfile.mkdtemp(prefix="assetpatch-chunks.", dir=os.environ.get("BENCH_TMP", "/var/tmp"))
+    os.makedirs(work, exist_ok=True)
+    repos = os.path.join(work, "repos")
+    os.makedirs(repos, exist_ok=True)
+    nginx = WireNginx(repos, os.path.join(work, "nginx"))
+    results = {}
+    try:
+        tools = build_tools(work)
+        if "pack" in only:
+            log("the pack (96 MiB, 1 MiB of new bytes):")
+            results["pack"] = bench_pack(tools, nginx, work, runs, (4 * KB, 8 * KB, 16 * KB) if a.quick else
+                                         (4 * KB, 8 * KB, 16 * KB, 32 * KB, 64 * KB))
+        if "big" in only:
+            log("the large pack:")
+            results["big"] = bench_big_pack(tools, nginx, work, runs, (256 if a.quick else 1024) * MB)
+        if "catalog" in only:
+            log("the catalog:")
+            results["catalog"] = bench_catalog(tools, nginx, work, runs, 10_000 if a.quick else 100_000)
+        if "thousand" in only:
+            log("the 1,000-file set:")
+            results["thousand"] = bench_thousand(tools, nginx, work, runs, a.quick)
+        if "publish" in only:
+            log("publishing:")
+            results["publish"] = bench_publish(work, runs, a.quick)
+    finally:
+        nginx.stop()
+        if not a.work:
+            shutil.rmtree(work, ignore_errors=True)
+    text = json.dumps(results, indent=1)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -11,7 +11,7 @@
  *     assetpatch_client *c;
  *     if (assetpatch_client_open("/var/lib/mygame/assets", "/usr/share/mygame", &c) != ASSETPATCH_OK)
  *         fprintf(stderr, "%s\n", assetpatch_last_error());
- *     assetpatch_client_set(c, "manifest_url", "https://cdn.example/mygame/manifest.json");
+ *     assetpatch_client_set(c, "manifest_url", "https://cdn.example/mygame/head.json");
  *     int rc = assetpatch_update(c, NULL, NULL);        // ASSETPATCH_OK, _NO_UPDATE or an error
  *     char path[4096];
  *     if (assetpatch_resolve(c, "sub/sample.png", path, sizeof path, NULL) == ASSETPATCH_OK)
@@ -157,7 +157,9 @@ int assetpatch_client_open(const char *data_dir, const char *bundle_dir, assetpa
 
 /* Sets an option; values are strings, numbers in decimal. Any thread; an update already
  * running keeps the options it started with.
- *   manifest_url        https://, http:// or file:// URL of the release manifest (required to update)
+ *   manifest_url        https://, http:// or file:// URL of the release's head (a repository's
+ *                       head.json: updates then fetch only the index pages and chunks that
+ *                       changed) or of a format-1 manifest.json (required to update)
  *   public_keys         comma-separated base64 Ed25519 public keys; when set, only manifests signed
  *                       by one of them are accepted. A value that names no key ("", ",") is
  *                       ERR_ARGUMENT: verification is off only while the option is never set.

@@ -45,12 +45,12 @@ step "before any update: everything resolves from the shipped bundle"
 head -1 "$root/examples/bundle/greeting.txt"
 
 step "update over file:// (the embedded default) and resolve"
-show "file://$demo/repo/manifest.json" 4   # levels/level2.json arrives with release 2
+show "file://$demo/repo/head.json" 4   # levels/level2.json arrives with release 2
 
 step "publish release 2 (winter event) and serve the repository with nginx on 127.0.0.1"
 "$cli" publish "$root/examples/v2" --repo "$demo/repo" --label "winter event"
 nginx_start "$demo" "$demo/nginx"
-url="http://127.0.0.1:$NGINX_PORT/repo/manifest.json"
+url="http://127.0.0.1:$NGINX_PORT/repo/head.json"
 "$cli" inspect "$url"
 
 step "update over HTTP: contents and paths change; sub/sample.png now resolves to the @3x variant"
@@ -75,7 +75,7 @@ plugin_release() {  # plugin_release VERSION: publish a signed release with both
     --plugin shape=plugins/shape.so:shape_create --plugin-version "shape=$1.0" --plugin-abi shape=demo-shape-1
 }
 plugin_release 1
-purl="http://127.0.0.1:$NGINX_PORT/plugrepo/manifest.json"
+purl="http://127.0.0.1:$NGINX_PORT/plugrepo/head.json"
 "$demo/plugin/plugin_host" "$demo/plugin-data" "$purl" "$pub" | tee "$demo/plugin1.txt"
 grep -q "greeter says: Hello from greeter 1" "$demo/plugin1.txt" && grep -q "made a square" "$demo/plugin1.txt"
 

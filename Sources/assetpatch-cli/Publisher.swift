@@ -53,7 +53,7 @@ struct Publish: ParsableCommand {
     @Option(name: .customLong("chunk-threshold"),
             help: "Cut files of at least this many bytes into chunks that update on their own (default 4194304; 0: none).")
     var chunkThreshold: UInt64 = Publisher.defaultChunkThreshold
-    @Option(name: .customLong("chunk-size"), help: "Average chunk size: a power of two from 4096 to 1048576 (default 16384).")
+    @Option(name: .customLong("chunk-size"), help: "Average chunk size: a power of two from 4096 to 1048576 (default 8192).")
     var chunkSize: Int = Publisher.defaultChunkSize
 
     func run() throws {

@@ -37,6 +37,15 @@ import Testing
         }
     }
 
+    @Test func indexInputs() {
+        for bytes in inputs("index") {
+            if case let .files(files)? = try? IndexPage.decode(bytes, source: "regression") {
+                #expect(files.allSatisfy { ResourceName.isValid($0.file.path) && $0.file.location!.dataOffset - $0.file.location!.headerOffset >= 30 })
+            }
+        }
+        #expect(!inputs("index").isEmpty)
+    }
+
     @Test func zipInputs() throws {
         let dir = TempDir()
         defer { dir.cleanup() }

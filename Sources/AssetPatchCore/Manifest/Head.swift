@@ -6,7 +6,7 @@ import Glibc
 /// find chunks they already have).
 ///
 /// A format-2 head is a manifest without `files`: `{"format": 2, …, "archive": {…}, "index":
-/// {"offset": N, "size": N, "root": "<sha256 hex>", "root_size": N, "chunk_size": 16384}}`.
+/// {"offset": N, "size": N, "root": "<sha256 hex>", "root_size": N, "chunk_size": 8192}}`.
 package struct IndexLocation: Sendable, Equatable {
     package var offset: UInt64
     package var size: UInt64

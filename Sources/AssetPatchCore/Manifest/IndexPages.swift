@@ -145,7 +145,7 @@ package enum IndexPage: Equatable {
                 let (data, o1) = header.addingReportingOverflow(try r.varint())
                 let compressed = try r.varint()
                 let method = UInt16(try r.byte())
-                guard !o0, !o1, data >= header + 30, method == 0 || method == 8, compressed <= UInt64(Int64.max) - data else {
+                guard !o0, !o1, data - header >= 30, data <= UInt64(Int64.max), method == 0 || method == 8, compressed <= UInt64(Int64.max) - data else {
                     throw r.fail("\"\(path)\" has an impossible location")
                 }
                 var chunkPages: [PageRef] = []

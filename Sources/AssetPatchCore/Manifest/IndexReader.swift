@@ -14,8 +14,10 @@ package enum IndexReader {
     /// entry), the file-table pages in root order, then each chunked file's chunk pages. Checks
     /// that the pages lie inside the entry, that the file tables follow each other in path
     /// order, and that each chunked file's chunks add up to its size and stored size.
-    package static func walk(_ index: IndexLocation, source shown: String, load: Loader) throws
-        -> (files: [IndexedFile], chunks: [String: [ChunkRecord]]) {
+    /// `prefetch` is told every chunk page before they are loaded (to fetch the missing ones
+    /// together).
+    package static func walk(_ index: IndexLocation, source shown: String, prefetch: ([(PageRef, UInt64)]) throws -> Void = { _ in },
+                             load: Loader) throws -> (files: [IndexedFile], chunks: [String: [ChunkRecord]]) {
         let end = index.offset + index.size
         // The root, first in the index entry; the file-table pages after it, in root order.
         let rootBytes = try load([(index.root, index.offset)])[0]
@@ -52,17 +54,24 @@ package enum IndexReader {
         guard at <= end else {
             throw AssetPatchError(.manifest, "\(shown): the index's pages run past its entry (\(at - index.offset) of \(index.size) bytes)")
         }
-        let chunkPages = try load(chunkRefs)
+        // Every missing chunk page in one go (neighbours share requests), then decoded a few
+        // hundred at a time: the raw pages of a large file are not all held at once.
+        try prefetch(chunkRefs)
         var next = 0
         var chunks: [String: [ChunkRecord]] = [:]
         for f in files where !f.chunkPages.isEmpty {
             var list: [ChunkRecord] = []
-            for _ in f.chunkPages {
-                guard case let .chunks(part) = try IndexPage.decode(chunkPages[next], source: shown) else {
-                    throw AssetPatchError(.manifest, "\(shown): \"\(f.file.path)\" lists a page that is not a chunk list")
+            var left = f.chunkPages.count
+            while left > 0 {
+                let batch = min(left, 256)
+                for bytes in try load(Array(chunkRefs[next..<(next + batch)])) {
+                    guard case let .chunks(part) = try IndexPage.decode(bytes, source: shown) else {
+                        throw AssetPatchError(.manifest, "\(shown): \"\(f.file.path)\" lists a page that is not a chunk list")
+                    }
+                    list += part
                 }
-                list += part
-                next += 1
+                next += batch
+                left -= batch
             }
             let size = list.reduce(UInt64(0)) { $0 + UInt64($1.size) }
             let compressed = list.reduce(UInt64(0)) { $0 + UInt64($1.compressedSize) }
@@ -90,21 +99,10 @@ package enum IndexReader {
         }
     }
 
-    /// Each chunked file's path and chunks, for the files whose chunk pages are all stored.
-    static func chunkLists(root: PageRef, pages: PageStore) -> [(path: String, chunks: [ChunkRecord])] {
-        var out: [(path: String, chunks: [ChunkRecord])] = []
-        for f in files(root: root, pages: pages) where !f.chunkPages.isEmpty {
-            var list: [ChunkRecord] = []
-            for r in f.chunkPages {
-                guard let bytes = pages.load(r), case let .chunks(part)? = try? IndexPage.decode(bytes, source: "index") else {
-                    list = []
-                    break
-                }
-                list += part
-            }
-            if !list.isEmpty { out.append((f.file.path, list)) }
-        }
-        return out
+    /// The chunks a stored chunk page lists; nil when it is missing or not a chunk page.
+    static func chunks(of ref: PageRef, pages: PageStore) -> [ChunkRecord]? {
+        guard let bytes = pages.load(ref), case let .chunks(list)? = try? IndexPage.decode(bytes, source: "index") else { return nil }
+        return list
     }
 
     /// The hex names of the pages `root` reaches (those stored, and the references to others).

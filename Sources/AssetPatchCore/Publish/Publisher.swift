@@ -58,8 +58,8 @@ package enum Publisher {
     /// Files of 4 MiB and more are chunked: below that a changed file costs little more than its
     /// changed chunks would, and the chunk list's pages would cost more than they save.
     package static let defaultChunkThreshold: UInt64 = 4 << 20
-    /// 16 KiB chunks: see docs/format.md for the measurements behind it.
-    package static let defaultChunkSize = 16 << 10
+    /// 8 KiB chunks: see docs/format.md ("Choosing the chunk size") for the measurements behind it.
+    package static let defaultChunkSize = 8 << 10
 
     package static func publish(_ r: PublishRequest) throws -> PublishResult {
         let src = FS.absolute(r.source)

@@ -17,7 +17,8 @@ extension Installer {
     func rebuild(_ f: ChunkedFile, to target: String, chunks fetched: [String: String], progress: (UInt64) -> Void) throws {
         let out = try File.open(target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o444)
         let whole = try Digest(.sha256)
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(Installer.rebuildRunBytes, IndexPage.maxChunkBytes), alignment: 64)
+        let largest = f.records.reduce(0) { max($0, Int($1.size)) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(Installer.rebuildRunBytes, largest), alignment: 64)
         defer { buffer.deallocate() }
         var written: UInt64 = 0
         var open: [String: File] = [:]
@@ -60,23 +61,23 @@ extension Installer {
             try cancel.check()
             let size = Int(record.size)
             switch source {
-            case let .local(path, offset):
+            case let .local(index, offset):
                 usedLocal = true
+                let path = f.localFiles[Int(index)]
                 if let r = run, r.path == path, r.offset + UInt64(r.count) == offset, r.count + size <= Installer.rebuildRunBytes {
                     run = (path, r.offset, r.count + size)
                 } else {
                     try flush()
                     run = (path, offset, size)
                 }
-            case let .fetched(path):
-                try flush()
-                try copy(path, 0, size, check: record)
-            case .archive:
+            case .fetched, .archive:
                 try flush()
                 guard let path = fetched[record.id.hex] else {
                     throw AssetPatchError(.internal, "a chunk of \"\(f.file.path)\" was planned but not fetched")
                 }
-                try copy(path, 0, size, check: nil)  // decoded and checked as it arrived
+                // A chunk fetched now was decoded and checked as it arrived; one an earlier
+                // attempt kept is checked again.
+                try copy(path, 0, size, check: source == .fetched ? record : nil)
             }
         }
         try flush()

@@ -1,14 +1,72 @@
 import Glibc
 
-/// Where one chunk of a chunked file comes from.
+/// Where one chunk of a chunked file comes from. Small on purpose (a gigabyte of 8 KiB chunks
+/// is 131,072 of them): paths live once, in the plan's `ChunkSources.files`.
 enum ChunkSource: Equatable {
-    /// Bytes of a file on disk (an installed release's file, or the bundle's) at an offset:
-    /// copied, and hashed as they are copied.
-    case local(path: String, offset: UInt64)
-    /// A chunk an earlier, interrupted attempt fetched and verified (`downloads/<archive>.chunks/`).
-    case fetched(String)
+    /// Bytes of an installed release's file (`ChunkSources.files[file]`) at an offset: copied,
+    /// and checked by the whole file's hash.
+    case local(file: UInt32, offset: UInt64)
+    /// A chunk an earlier, interrupted attempt fetched (`downloads/<archive>.chunks/<sha256>`),
+    /// hashed again when used.
+    case fetched
     /// Fetched now: the chunk's compressed bytes at this archive offset.
     case archive(offset: UInt64)
+}
+
+/// Where the chunks an update can copy lie: installed releases' chunked files, each chunk by
+/// the first 64 bits of its sha256 (a false match costs a fallback to the whole archive when
+/// the rebuilt file's hash disagrees, never a wrong file). A sorted array of two words a chunk
+/// (a gigabyte of 8 KiB chunks: 2 MiB), searched by bisection.
+struct LocalChunks {
+    private(set) var files: [String] = []
+    /// (id prefix, file index << 48 | offset), sorted by prefix once `seal` ran.
+    private var entries: [(key: UInt64, place: UInt64)] = []
+    private var sealed = true
+
+    /// Records where each chunk of a chunked file lies (`chunks` in file order).
+    mutating func add(_ path: String, _ chunks: [ChunkRecord]) {
+        add(path, pages: [chunks]) { $0 }
+    }
+
+    /// Records where each chunk of a chunked file lies, its chunk list read one page at a time
+    /// (`load` returns a page's chunks, nil when the page is missing: the chunks before it still
+    /// count, those after it can't be placed).
+    mutating func add<Page>(_ path: String, pages: [Page], load: (Page) -> [ChunkRecord]?) {
+        guard files.count < 1 << 16 else { return }
+        let index = UInt64(files.count)
+        files.append(path)
+        sealed = false
+        var offset: UInt64 = 0
+        for page in pages {
+            guard let chunks = load(page) else { return }
+            for c in chunks where offset < 1 << 48 {
+                entries.append((c.id.w0, index << 48 | offset))
+                offset += UInt64(c.size)
+            }
+        }
+    }
+
+    /// Sorts the entries by prefix, then by place (files in the order added, offsets in
+    /// order): the first place a chunk was seen wins. Lookups need it.
+    mutating func seal() {
+        guard !sealed else { return }
+        entries.sort { $0.key != $1.key ? $0.key < $1.key : $0.place < $1.place }
+        sealed = true
+    }
+
+    var count: Int { entries.count }
+
+    subscript(id: ChunkID) -> (file: UInt32, offset: UInt64)? {
+        precondition(sealed, "LocalChunks looked up before seal()")
+        var lo = 0, hi = entries.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if entries[mid].key < id.w0 { lo = mid + 1 } else { hi = mid }
+        }
+        guard lo < entries.count, entries[lo].key == id.w0 else { return nil }
+        let place = entries[lo].place
+        return (UInt32(place >> 48), place & (1 << 48 - 1))
+    }
 }
 
 /// A chunked file to rebuild in the new release, chunk by chunk.
@@ -16,12 +74,13 @@ struct ChunkedFile: Equatable {
     var file: ManifestFile
     /// The entry's compression method: how each fetched chunk decodes.
     var method: UInt16
-    var chunks: [(record: ChunkRecord, source: ChunkSource)]
+    /// The file's chunks (the index's list, shared, not copied) and where each comes from.
+    var records: [ChunkRecord]
+    var sources: [ChunkSource]
+    /// The files `.local` sources name.
+    var localFiles: [String]
 
-    static func == (a: ChunkedFile, b: ChunkedFile) -> Bool {
-        a.file == b.file && a.method == b.method && a.chunks.count == b.chunks.count
-            && zip(a.chunks, b.chunks).allSatisfy { $0.record == $1.record && $0.source == $1.source }
-    }
+    var chunks: Zip2Sequence<[ChunkRecord], [ChunkSource]> { zip(records, sources) }
 }
 
 /// One range request of chunks: archive bytes `start..<end`, the chunks in it in order (each at
@@ -40,32 +99,33 @@ struct ChunkRange: Equatable {
 }
 
 /// Plans the chunked files of a new release: every chunk found on disk (a chunk with the same
-/// sha256 in an installed release's chunked file, in the bundle, or fetched by an earlier
-/// attempt) is copied from there; the rest is fetched, each distinct chunk once, in coalesced
+/// sha256 in an installed release's chunked file, or fetched by an earlier attempt) is copied
+/// from there; the rest is fetched, each distinct chunk once, in coalesced
 /// range requests (at most `coalesceGap` bytes between chunks, the gaps within 1/20 of what is
 /// wanted, at most `maxRequest` bytes a request).
 enum ChunkPlanner {
-    static func plan(_ files: [(file: ManifestFile, chunks: [ChunkRecord])], local: [ChunkID: (path: String, offset: UInt64)],
+    static func plan(_ files: [(file: ManifestFile, chunks: [ChunkRecord])], local: LocalChunks,
                      fetched: [String: String], gap: UInt64 = DifferentialPlan.coalesceGap,
                      maxRequest: UInt64 = DifferentialPlan.maxRequestBytes) -> (files: [ChunkedFile], ranges: [ChunkRange]) {
         var out: [ChunkedFile] = []
         var wanted: [ChunkID: (offset: UInt64, method: UInt16, record: ChunkRecord)] = [:]
         for (file, chunks) in files {
             guard let location = file.location else { continue }
-            var slots: [(record: ChunkRecord, source: ChunkSource)] = []
+            var sources: [ChunkSource] = []
+            sources.reserveCapacity(chunks.count)
             var offset = location.dataOffset
             for c in chunks {
                 if let l = local[c.id] {
-                    slots.append((c, .local(path: l.path, offset: l.offset)))
-                } else if let path = fetched[c.id.hex] {
-                    slots.append((c, .fetched(path)))
+                    sources.append(.local(file: l.file, offset: l.offset))
+                } else if fetched[c.id.hex] != nil {
+                    sources.append(.fetched)
                 } else {
-                    slots.append((c, .archive(offset: offset)))
+                    sources.append(.archive(offset: offset))
                     if wanted[c.id] == nil { wanted[c.id] = (offset, location.method, c) }
                 }
                 offset += UInt64(c.compressedSize)
             }
-            out.append(ChunkedFile(file: file, method: location.method, chunks: slots))
+            out.append(ChunkedFile(file: file, method: location.method, records: chunks, sources: sources, localFiles: local.files))
         }
         return (out, coalesce(wanted.values.sorted { $0.offset < $1.offset }, gap: gap, maxRequest: maxRequest))
     }

@@ -49,20 +49,23 @@ extension Updater {
         let shown = source.shown
         let fetcher = PageFetch(source: source, archiveSize: c.manifest.archiveSize ?? 0, http: http, cancel: cancel, pages: pages)
         var moved: UInt64 = 0, newPages = 0
+        func prefetch(_ refs: [(PageRef, UInt64)]) throws {
+            var seen = Set<PageRef>()
+            let missing = refs.filter { !pages.has($0.0) && seen.insert($0.0).inserted }.map { PageFetch.Wanted(ref: $0.0, offset: $0.1) }
+            guard !missing.isEmpty else { return }
+            newPages += missing.count
+            let n = source.isFile ? try fetcher.fetch(missing) : try withRetries { try fetcher.fetch(missing) }
+            if !source.isFile { moved += n }
+        }
         func load(_ refs: [(PageRef, UInt64)]) throws -> [[UInt8]] {
-            let missing = refs.filter { !pages.has($0.0) }.map { PageFetch.Wanted(ref: $0.0, offset: $0.1) }
-            if !missing.isEmpty {
-                newPages += missing.count
-                let n = source.isFile ? try fetcher.fetch(missing) : try withRetries { try fetcher.fetch(missing) }
-                if !source.isFile { moved += n }
-            }
+            try prefetch(refs)
             return try refs.map { ref, _ in
                 guard let bytes = pages.load(ref) else { throw AssetPatchError(.io, "\(pages.path(ref)): index page missing after it was stored") }
                 return bytes
             }
         }
 
-        let (files, chunks) = try IndexReader.walk(index, source: shown, load: load)
+        let (files, chunks) = try IndexReader.walk(index, source: shown, prefetch: prefetch, load: load)
         let list = files.map(\.file)
         try Updater.checkResolvedFiles(list, c.manifest, source: shown)
         c.manifest.files = list

@@ -67,10 +67,7 @@ extension Updater {
                                      filesDone: 0, filesTotal: UInt64(plan.fetchEntries)))
             // Chunks first: they lie before the small files in name order of most packs, and
             // an interruption keeps what arrived either way.
-            var chunks: [String: String] = [:]
-            if !plan.chunkRanges.isEmpty {
-                chunks = try fetchChunks(c, plan)
-            }
+            let chunks = plan.chunkRanges.isEmpty ? fetchedChunks(c) : try fetchChunks(c, plan)
             if c.archive.isFile { try fetch.attempt(plan) } else { try withRetries { try fetch.attempt(plan) } }
             progress.report(Progress(phase: .download, bytesDone: plan.fetchBytes, bytesTotal: plan.fetchBytes,
                                      filesDone: UInt64(plan.fetchEntries), filesTotal: UInt64(plan.fetchEntries)), final: true)
@@ -131,21 +128,17 @@ extension Updater {
     }
 
     /// The chunks of the installed releases' chunked files (active, pending, kept) whose chunk
-    /// lists are in the page store: where each chunk's bytes lie, by sha256.
-    func installedChunks(_ state: StoreState) -> [ChunkID: (path: String, offset: UInt64)] {
-        var out: [ChunkID: (path: String, offset: UInt64)] = [:]
+    /// lists are in the page store: where each chunk's bytes lie.
+    func installedChunks(_ state: StoreState) -> LocalChunks {
+        var out = LocalChunks()
         let pages = PageStore(store)
         for ref in [state.active, state.pending].compactMap({ $0 }) + state.kept {
             guard let record = try? store.loadRelease(ref.id), let root = record.indexRoot else { continue }
-            for (path, chunks) in IndexReader.chunkLists(root: root, pages: pages) {
-                var offset: UInt64 = 0
-                let file = store.filesDir(ref.id) + "/" + path
-                for c in chunks {
-                    if out[c.id] == nil { out[c.id] = (file, offset) }
-                    offset += UInt64(c.size)
-                }
+            for f in IndexReader.files(root: root, pages: pages) where !f.chunkPages.isEmpty {
+                out.add(store.filesDir(ref.id) + "/" + f.file.path, pages: f.chunkPages) { IndexReader.chunks(of: $0, pages: pages) }
             }
         }
+        out.seal()
         return out
     }
 }

@@ -28,6 +28,7 @@ MB = 1 << 20
 sys.path.insert(0, os.path.join(ROOT, "Tests", "e2e"))
 from nginxctl import Nginx  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import chunk_bench  # noqa: E402
 import delta_bench  # noqa: E402
 
 
@@ -495,6 +496,7 @@ def write_results(path, r, args):
         "",
     ]
     lines += delta_bench.result_lines(r["differential"], fmt, fu)
+    lines += chunk_bench.result_lines(json.loads(json.dumps(r["chunks"])))
     lines += [
         "## Resume after a kill at ~50% of the archive",
         "",
@@ -596,6 +598,8 @@ def main():
         r["durability"] = bench_durability(tools, nginx, os.path.join(repos, "large"), work, args.runs)
         log("differential updates")
         r["differential"] = delta_bench.bench_differential(tools, nginx, repos, work, args.runs, run_measured, stats, CLI, args.quick)
+        log("chunked files and the paged index")
+        r["chunks"] = chunk_bench.run_all(tools, work, args.runs, args.quick)
         log("resume")
         r["resume"] = bench_resume(tools, nginx, os.path.join(repos, "large"), work, args.runs)
         log("check with nothing new")

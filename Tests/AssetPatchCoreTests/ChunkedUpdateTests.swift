@@ -232,4 +232,66 @@ func publishChunked(_ files: [(String, [UInt8])], version: Int64, repo: TempDir,
         #expect(try c.update(progress: nil))
         #expect(try FS.readFile(try c.resolve("a.txt")) == Array("b".utf8))
     }
+
+    @Test func theBundlesPackAndAFormatOneReleaseLendTheirChunksOnceScanned() throws {
+        let repo = TempDir(), data = TempDir(), bundle = TempDir(), old = TempDir()
+        defer { repo.cleanup(); data.cleanup(); bundle.cleanup(); old.cleanup() }
+        var pack = Pack(count: 120, seed: 21)
+        try bundle.write("data/pack.bin", pack.bytes)
+        pack.records[60] = noise(pack.records[60].count, seed: 5)
+        try publishChunked([("data/pack.bin", pack.bytes)], version: 1, repo: repo)
+        // A client that has only the app's bundle: the bundle's pack is cut and hashed once.
+        let c = try Client(dataDir: data.path, bundleDir: bundle.path)
+        defer { c.close() }
+        try c.set("manifest_url", headURL(repo))
+        let lines = logged(c)
+        let preview = try #require(try c.preview())
+        #expect(preview.transferBytes < UInt64(pack.records[60].count) + 4 * 8192, "\(preview.transferBytes)")
+        #expect(lines().contains { $0.hasPrefix("cut 1 files on disk") })
+        #expect(try c.update(progress: nil))
+        #expect(try FS.readFile(try c.resolve("data/pack.bin")) == pack.bytes)
+
+        // A client that installed release 1 from manifest.json (no chunk lists) moving to heads.
+        let o = try Client(dataDir: old.path, bundleDir: nil)
+        defer { o.close() }
+        try o.set("manifest_url", URLs.fileURL(forPath: repo.path + "/manifest.json"))
+        #expect(try o.update(progress: nil))
+        pack.records.insert(Pack.text(9000, seed: 4), at: 10)
+        try publishChunked([("data/pack.bin", pack.bytes)], version: 2, repo: repo)
+        try o.set("manifest_url", headURL(repo))
+        let p2 = try #require(try o.preview())
+        #expect(p2.transferBytes < 9000 + 4 * 8192, "\(p2.transferBytes)")
+        #expect(try o.update(progress: nil))
+        #expect(try FS.readFile(try o.resolve("data/pack.bin")) == pack.bytes)
+    }
+
+    @Test func aScanIsCachedUnderTheFilesFingerprintAndDroppedWhenTheFileChanges() throws {
+        let data = TempDir(), files = TempDir()
+        defer { data.cleanup(); files.cleanup() }
+        let store = try Store(root: data.path)
+        let bytes = Pack(count: 40, seed: 8).bytes
+        try files.write("pack.bin", bytes)
+        let chunker = Chunker(averageSize: 4096)!
+        var now = wallClockNanos()
+        var scan = ChunkScan(store: store, chunker: chunker, cancel: CancelToken())
+        scan.clock = { now }
+        let first = try #require(try scan.chunks(of: files.path + "/pack.bin"))
+        #expect(first.reduce(0) { $0 + Int($1.size) } == bytes.count)
+        #expect(scan.scanned == 1)
+        _ = try scan.chunks(of: files.path + "/pack.bin")
+        #expect(scan.scanned == 2, "changed within the racy window: not cached")
+        now += 3_000_000_000
+        _ = try scan.chunks(of: files.path + "/pack.bin")
+        #expect(scan.scanned == 3)
+        let cached = try #require(try scan.chunks(of: files.path + "/pack.bin"))
+        #expect(scan.scanned == 3 && cached == first, "cached")
+        // Rewritten: a new fingerprint, scanned again; the stale entry goes at a prune.
+        try files.write("pack.bin", Array(bytes.reversed()))
+        now += 3_000_000_000
+        let again = try #require(try scan.chunks(of: files.path + "/pack.bin"))
+        #expect(scan.scanned == 4 && again != first)
+        try FS.unlink(files.path + "/pack.bin")
+        ChunkScan.prune(store)
+        #expect(try FS.list(data.path + "/chunk-scans").isEmpty)
+    }
 }

@@ -37,7 +37,8 @@ extension Updater {
         // Chunked files whose content is not on disk: rebuilt from chunks, only new ones fetched.
         let rebuilt = c.manifest.files.filter { local($0) == nil }.compactMap { f in chunkLists[f.path].map { (file: f, chunks: $0) } }
         if !rebuilt.isEmpty {
-            let planned = ChunkPlanner.plan(rebuilt, local: installedChunks(state), fetched: fetchedChunks(c))
+            let planned = ChunkPlanner.plan(rebuilt, local: try localChunks(state, for: rebuilt, chunkSize: c.manifest.index?.chunkSize ?? 0),
+                                            fetched: fetchedChunks(c))
             delta.chunked = planned.files
             delta.chunkRanges = planned.ranges
         }
@@ -127,15 +128,39 @@ extension Updater {
         return out
     }
 
-    /// The chunks of the installed releases' chunked files (active, pending, kept) whose chunk
-    /// lists are in the page store: where each chunk's bytes lie.
-    func installedChunks(_ state: StoreState) -> LocalChunks {
+    /// Where the chunks an update can copy lie: the installed releases' chunked files (active,
+    /// pending, kept; their chunk lists in the page store), and for each file `rebuilt` needs,
+    /// the file at its path in an installed release that has no chunk list for it (installed
+    /// from a format-1 manifest) and in the bundle, cut and hashed as the publisher cut the new
+    /// release (`ChunkScan`, cached).
+    func localChunks(_ state: StoreState, for rebuilt: [(file: ManifestFile, chunks: [ChunkRecord])], chunkSize: Int) throws -> LocalChunks {
         var out = LocalChunks()
         let pages = PageStore(store)
+        var listed = Set<String>()
+        var releases: [String] = []
         for ref in [state.active, state.pending].compactMap({ $0 }) + state.kept {
+            releases.append(store.filesDir(ref.id))
             guard let record = try? store.loadRelease(ref.id), let root = record.indexRoot else { continue }
             for f in IndexReader.files(root: root, pages: pages) where !f.chunkPages.isEmpty {
-                out.add(store.filesDir(ref.id) + "/" + f.file.path, pages: f.chunkPages) { IndexReader.chunks(of: $0, pages: pages) }
+                let path = store.filesDir(ref.id) + "/" + f.file.path
+                out.add(path, pages: f.chunkPages) { IndexReader.chunks(of: $0, pages: pages) }
+                listed.insert(path)
+            }
+        }
+        if let chunker = Chunker(averageSize: chunkSize) {
+            var scan = ChunkScan(store: store, chunker: chunker, cancel: cancel)
+            var seen = Set<[UInt64]>()
+            for (file, _) in rebuilt {
+                var candidates = releases.map { $0 + "/" + file.path }.filter { !listed.contains($0) }
+                if let bundleDir { candidates.append(bundleDir + "/" + file.path) }
+                for path in candidates {
+                    // One scan per file on disk: releases share unchanged files as hard links.
+                    guard let f = BundleDigests.Fingerprint(path), seen.insert([f.device, f.inode]).inserted else { continue }
+                    if let chunks = try scan.chunks(of: path) { out.add(path, chunks) }
+                }
+            }
+            if scan.scanned > 0 {
+                log(1, "cut \(scan.scanned) files on disk into chunks to find those the new release shares (cached for later updates)")
             }
         }
         out.seal()

@@ -361,6 +361,7 @@ final class Updater {
         do {
             let leased = try store.collectGarbage(state)
             store.pruneIndexPages(keepingReleases: state.liveReleaseIDs.union(leased))
+            ChunkScan.prune(store)
         } catch let e as AssetPatchError {
             log(2, "cleaning up old releases: \(e.message)")
         }

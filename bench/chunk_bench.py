@@ -314,6 +314,27 @@ def bench_big_pack(tools, nginx, work, runs, size):
     return out
 
 
+def head_and_manifest(tools, nginx, work, base, repo, runs, what):
+    """Updates copies of the data directory `base` to `repo`'s release from head.json and from
+    manifest.json; bytes nginx sent, requests and wall time of each."""
+    ub, ms = tools["update_bench"], tools["measure"]
+    out = {}
+    for label, manifest in (("head", "head.json"), ("manifest.json", "manifest.json")):
+        walls, sent, reqs = [], [], []
+        for _ in range(runs):
+            d = os.path.join(work, "hmrun")
+            shutil.rmtree(d, ignore_errors=True)
+            subprocess.run(["cp", "-a", base, d], check=True)
+            mk = nginx.mark()
+            w, _ = measure(ms, [ub, d, nginx.url(f"{repo}/{manifest}")])
+            b, n = nginx.since(mk, f"/{repo}/")
+            walls.append(w); sent.append(b); reqs.append(n)
+        out[label] = {"wall": stats(walls), "bytes": statistics.median(sent), "requests": statistics.median(reqs)}
+        log(f"  {what} from {manifest}: {statistics.median(sent):,.0f} bytes in {statistics.median(reqs):.0f} requests, "
+            f"{statistics.median(walls):.2f} s")
+    return out
+
+
 def bench_catalog(tools, nginx, work, runs, count):
     """`count` small files, one 100 KiB file changed."""
     root = nginx.root
@@ -331,25 +352,14 @@ def bench_catalog(tools, nginx, work, runs, count):
         f.write(rnd.randbytes(100 * KB))
     shutil.copytree(os.path.join(root, "cat"), os.path.join(root, "cat-v2"))
     publish(src, os.path.join(root, "cat-v2"), 2)
-    ub, ms = tools["update_bench"], tools["measure"]
+    ub = tools["update_bench"]
     base = os.path.join(work, "base-cat")
     subprocess.run([ub, base, nginx.url("cat/head.json")], check=True)
-    out = {"files": count}
-    for label, manifest in (("head", "head.json"), ("manifest.json", "manifest.json")):
-        walls, sent, reqs = [], [], []
-        for _ in range(runs):
-            d = os.path.join(work, "catrun")
-            shutil.rmtree(d, ignore_errors=True)
-            subprocess.run(["cp", "-a", base, d], check=True)
-            mk = nginx.mark()
-            w, _ = measure(ms, [ub, d, nginx.url(f"cat-v2/{manifest}")])
-            b, n = nginx.since(mk, "/cat-v2/")
-            walls.append(w); sent.append(b); reqs.append(n)
-        out[label] = {"wall": stats(walls), "bytes": statistics.median(sent), "requests": statistics.median(reqs)}
-        log(f"  {count:,} files, one 100 KiB file changed, from {manifest}: {statistics.median(sent):,.0f} bytes in "
-            f"{statistics.median(reqs):.0f} requests, {statistics.median(walls):.2f} s")
-    # A check that finds nothing: one conditional request for the head.
-    d = os.path.join(work, "catrun")
+    out = {"files": count, **head_and_manifest(tools, nginx, work, base, "cat-v2", runs, f"{count:,} files, one 100 KiB file changed,")}
+    d = os.path.join(work, "hmrun")
+    # A check that finds nothing: one conditional request for the head (the first check keeps
+    # the head and its validators; the second is measured).
+    subprocess.run([ub, d, nginx.url("cat-v2/head.json")], check=True)
     mk = nginx.mark()
     subprocess.run([ub, d, nginx.url("cat-v2/head.json")], check=True)
     b, n = nginx.since(mk, "/cat-v2/")
@@ -380,25 +390,14 @@ def bench_thousand(tools, nginx, work, runs, quick):
     for m in (m1, m2):
         m["files"] = [f for f in m["files"] if f["path"] != ".assetpatch/index"]
     needed, nfiles = delta_bench.entries_needed(m1, m2)
-    ub, ms = tools["update_bench"], tools["measure"]
+    ub = tools["update_bench"]
     base = os.path.join(work, "base-k1")
     subprocess.run([ub, base, nginx.url("k1/head.json")], check=True)
-    out = {"files": files, "needed": needed, "needed_files": nfiles}
-    for label, manifest in (("head", "head.json"), ("manifest.json", "manifest.json")):
-        walls, sent, reqs = [], [], []
-        for _ in range(runs):
-            d = os.path.join(work, "krun")
-            shutil.rmtree(d, ignore_errors=True)
-            subprocess.run(["cp", "-a", base, d], check=True)
-            mk = nginx.mark()
-            w, _ = measure(ms, [ub, d, nginx.url(f"k2/{manifest}")])
-            b, n = nginx.since(mk, "/k2/")
-            walls.append(w); sent.append(b); reqs.append(n)
-        out[label] = {"wall": stats(walls), "bytes": statistics.median(sent), "requests": statistics.median(reqs),
-                      "ratio": statistics.median(sent) / needed}
-        log(f"  1,000-file set from {manifest}: {statistics.median(sent):,.0f} bytes for {needed:,} of changed entries "
-            f"({statistics.median(sent) / needed:.4f}x) in {statistics.median(reqs):.0f} requests")
-    shutil.rmtree(os.path.join(work, "krun"), ignore_errors=True)
+    out = {"files": files, "needed": needed, "needed_files": nfiles,
+           **head_and_manifest(tools, nginx, work, base, "k2", runs, f"{files:,}-file set")}
+    for label in ("head", "manifest.json"):
+        out[label]["ratio"] = out[label]["bytes"] / needed
+    shutil.rmtree(os.path.join(work, "hmrun"), ignore_errors=True)
     return out
 
 

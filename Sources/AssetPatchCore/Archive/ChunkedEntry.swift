@@ -79,16 +79,7 @@ extension ZipWriter {
             z.pointee.avail_in = UInt32(chunk.count)
             let flush = last ? Z_FINISH : Z_FULL_FLUSH
             while true {
-                z.pointee.next_out = buffers.output.baseAddress!.assumingMemoryBound(to: Bytef.self)
-                z.pointee.avail_out = UInt32(buffers.output.count)
-                let rc = CZlib.deflate(z, flush)
-                let n = buffers.output.count - Int(z.pointee.avail_out)
-                if n > 0 {
-                    try out.pwrite(UnsafeRawBufferPointer(rebasing: buffers.output[0..<n]), at: pos)
-                    pos += UInt64(n)
-                }
-                if rc == Z_STREAM_END { break }
-                if rc != Z_OK && rc != Z_BUF_ERROR { throw AssetPatchError(.internal, "deflate failed (\(rc))") }
+                if try deflateStep(flush, at: &pos) == Z_STREAM_END { break }
                 // Done with this chunk once all input is taken and the flush fits the buffer.
                 if z.pointee.avail_in == 0 && z.pointee.avail_out > 0 && flush == Z_FULL_FLUSH { break }
             }
@@ -97,12 +88,7 @@ extension ZipWriter {
         z.pointee.next_in = nil
         if size == 0 {
             // An empty file: one empty final block, no chunk.
-            z.pointee.next_out = buffers.output.baseAddress!.assumingMemoryBound(to: Bytef.self)
-            z.pointee.avail_out = UInt32(buffers.output.count)
-            _ = CZlib.deflate(z, Z_FINISH)
-            let n = buffers.output.count - Int(z.pointee.avail_out)
-            try out.pwrite(UnsafeRawBufferPointer(rebasing: buffers.output[0..<n]), at: pos)
-            pos += UInt64(n)
+            _ = try deflateStep(Z_FINISH, at: &pos)
         }
         guard total == size else { throw AssetPatchError(.io, "\(sourcePath): changed while it was read (\(total) of \(size) bytes)") }
         var comp = pos - dataStart

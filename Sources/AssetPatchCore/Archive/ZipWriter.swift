@@ -130,18 +130,26 @@ package final class ZipWriter {
                 z.pointee.next_in = buffers.input.baseAddress!.assumingMemoryBound(to: Bytef.self)
                 z.pointee.avail_in = UInt32(n)
             }
-            z.pointee.next_out = buffers.output.baseAddress!.assumingMemoryBound(to: Bytef.self)
-            z.pointee.avail_out = UInt32(buffers.output.count)
-            let rc = CZlib.deflate(z, flush)
-            let n = buffers.output.count - Int(z.pointee.avail_out)
-            if n > 0 {
-                try out.pwrite(UnsafeRawBufferPointer(rebasing: buffers.output[0..<n]), at: pos)
-                pos += UInt64(n)
-            }
-            if rc == Z_STREAM_END { break }
-            if rc != Z_OK && rc != Z_BUF_ERROR { throw AssetPatchError(.internal, "deflate failed (\(rc))") }
+            if try deflateStep(flush, at: &pos) == Z_STREAM_END { break }
         }
         return (UInt32(truncatingIfNeeded: crc), pos - at)
+    }
+
+    /// One deflate call of the writer's stream into its output buffer, the output written at
+    /// `pos` (which advances). Returns zlib's code (Z_OK, Z_BUF_ERROR or Z_STREAM_END); any
+    /// other is an error.
+    func deflateStep(_ flush: Int32, at pos: inout UInt64) throws -> Int32 {
+        let z = buffers.stream
+        z.pointee.next_out = buffers.output.baseAddress!.assumingMemoryBound(to: Bytef.self)
+        z.pointee.avail_out = UInt32(buffers.output.count)
+        let rc = CZlib.deflate(z, flush)
+        let n = buffers.output.count - Int(z.pointee.avail_out)
+        if n > 0 {
+            try out.pwrite(UnsafeRawBufferPointer(rebasing: buffers.output[0..<n]), at: pos)
+            pos += UInt64(n)
+        }
+        guard rc == Z_OK || rc == Z_BUF_ERROR || rc == Z_STREAM_END else { throw AssetPatchError(.internal, "deflate failed (\(rc))") }
+        return rc
     }
 
     /// Writes the central directory and end records, and fsyncs.

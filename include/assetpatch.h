@@ -174,6 +174,22 @@ int assetpatch_client_open(const char *data_dir, const char *bundle_dir, assetpa
  *                       no package anywhere takes the first manifest's (trust on first use). A
  *                       package named here, different from the one pinned before, replaces it:
  *                       the old package's releases stop being served and its marks are dropped
+ *   key_document        path of a key document the host pins (a repository's keys/N.json, shipped
+ *                       in the bundle), signed by a threshold of its own root keys (else
+ *                       ERR_ARGUMENT). Manifests are then judged by it, or by the newest key
+ *                       document its chain leads to, instead of by public_keys (see "Key
+ *                       documents" below)
+ *   channel             the release channel this host follows (docs/release-management.md): a
+ *                       manifest naming another channel is ERR_MANIFEST. Setting it is also how
+ *                       a host moves down: a channel whose version is lower than the release
+ *                       installed from another channel installs only when this names it
+ *                       (otherwise ASSETPATCH_REASON_CHANNEL_BEHIND until the channel catches
+ *                       up). "" clears it
+ *   rollout_id          who this client is in staged rollouts; default a random 128-bit id
+ *                       created once per data_dir (its file rollout-id). A client takes a release
+ *                       with a rollout iff the first 8 bytes of
+ *                       sha256("<package>/<version>/<rollout_id>"), big-endian, modulo 10000
+ *                       are below percent x 100; "" goes back to the default
  *   app_version         the host app's dotted version, compared with a release's min_app_version
  *                       and max_app_version: updates refuse releases outside them
  *                       (ERR_INCOMPATIBLE), and setting it stops serving installed releases
@@ -351,7 +367,14 @@ typedef enum assetpatch_no_update_reason {
     ASSETPATCH_REASON_OLDER = 2,        /* the manifest is older than one accepted before: a cache still
                                            serving an old manifest, or a replay; nothing older installs */
     ASSETPATCH_REASON_BAD_VERSION = 3,  /* the manifest offers a version this client rolled back from */
-    ASSETPATCH_REASON_IN_BUNDLE = 4     /* the app's bundle carries that release or a newer one */
+    ASSETPATCH_REASON_IN_BUNDLE = 4,    /* the app's bundle carries that release or a newer one */
+    ASSETPATCH_REASON_NOT_IN_ROLLOUT = 5,
+                                        /* the manifest's staged rollout does not include this client
+                                           (yet), or is halted (0%): see "Channels and rollouts" */
+    ASSETPATCH_REASON_CHANNEL_BEHIND = 6
+                                        /* the manifest's channel offers a lower version than the
+                                           release installed from another channel; the host moves
+                                           down to it only by setting the option channel */
 } assetpatch_no_update_reason;
 
 /* What the last assetpatch_check or assetpatch_update of a client found. The caller sets `size`
@@ -364,10 +387,18 @@ typedef struct assetpatch_check_outcome {
     int32_t  reason;            /* an assetpatch_no_update_reason when status is ASSETPATCH_NO_UPDATE, else 0 */
     int32_t  reserved;          /* 0 */
     int64_t  manifest_version;  /* the version the manifest offered; 0 when none was read, or a legacy manifest */
-    int64_t  accepted_version;  /* the highest version accepted before that call (the downgrade mark in force) */
+    int64_t  accepted_version;  /* the highest version accepted before that call from the manifest's
+                                   channel (the downgrade mark in force) */
+    /* Since 0.4 (104 bytes): */
+    int32_t  rollout_basis_points; /* the manifest's rollout share in force, in 1/100 % (0..10000);
+                                      -1 when it has no rollout (offered to every client) */
+    int32_t  rollout_bucket;    /* this client's bucket for that release, 0..9999 (it takes the release
+                                   iff bucket < rollout_basis_points); -1 when not computed */
+    char     channel[64];       /* the manifest's channel ("stable" when it names none); "" when no
+                                   manifest was read */
 } assetpatch_check_outcome;
 
-#define ASSETPATCH_CHECK_OUTCOME_INIT { sizeof(assetpatch_check_outcome), 0, 0, 0, 0, 0 }
+#define ASSETPATCH_CHECK_OUTCOME_INIT { sizeof(assetpatch_check_outcome), 0, 0, 0, 0, 0, 0, 0, "" }
 
 /* Fills *out with what the last check or update of `c` found: whether there was something to
  * install and, when there was not, why (a host can tell a stale cache edge from "up to date"
@@ -453,6 +484,25 @@ int assetpatch_reset(assetpatch_client *c);
  * Neither marks a version bad. The reason is recorded (assetpatch_lifecycle_get) and logged at
  * level 2; an open also logs, at level 1, that the bundle changed since the last open. */
 
+/* Channels and rollouts (docs/release-management.md): a repository offers one manifest per
+ * channel ("stable", its top-level manifest.json/head.json, and channels/NAME/ for others);
+ * versions are one sequence across channels. Downgrade marks are kept per channel, so a replayed
+ * older manifest of a channel stays ASSETPATCH_REASON_OLDER, while a host that changes its
+ * manifest_url to a channel whose version is lower than the release installed gets
+ * ASSETPATCH_REASON_CHANNEL_BEHIND until it sets the option channel to that channel (the explicit
+ * move down) or the channel catches up. A manifest may carry a staged rollout: a client outside
+ * it (see the option rollout_id) gets ASSETPATCH_NO_UPDATE with ASSETPATCH_REASON_NOT_IN_ROLLOUT,
+ * and assetpatch_last_check reports the share and its bucket. A halted rollout (0%) installs on
+ * no new client; clients that installed the release keep it.
+ *
+ * Key documents: with public_keys (or key_document) set, a manifest may name a key document
+ * ("keys": {"version": N, "url": "keys/"}): the client then fetches documents it has not seen,
+ * up to N, each signed by a threshold of the previous document's root keys (the pinned keys
+ * for the first) and of its own, keeps the newest in data_dir, and requires a threshold of its
+ * signing keys' signatures on every manifest from then on (ERR_SIGNATURE otherwise; a newest
+ * document past its expiry is ERR_EXPIRED). A manifest naming no document, or an older one, is
+ * judged by the newest document kept. */
+
 /* Which release assetpatch_release_get describes. */
 typedef enum assetpatch_release_which {
     ASSETPATCH_RELEASE_ACTIVE = 1,    /* the release served now */
@@ -472,9 +522,15 @@ typedef struct assetpatch_release_info {
     int32_t mandatory;          /* 1 when the manifest says "mandatory": the publisher asks apps to install it */
     int32_t has_notes;          /* 1 when the manifest has "notes" (read them with assetpatch_release_notes) */
     char    label[256];         /* the manifest's "label", NUL-terminated, may be truncated; "" when absent */
+    /* Since 0.4 (368 bytes): */
+    char    channel[64];        /* the channel the release came from ("stable" when its manifest named none) */
+    int32_t rollout_basis_points; /* its manifest's rollout share, in 1/100 %: for a candidate the share in
+                                     force at the check, for an installed release the share when it was
+                                     installed; -1 when the manifest had no rollout */
+    int32_t reserved2;          /* 0 */
 } assetpatch_release_info;
 
-#define ASSETPATCH_RELEASE_INFO_INIT { sizeof(assetpatch_release_info), 0, 0, 0, 0, 0, 0, 0, "" }
+#define ASSETPATCH_RELEASE_INFO_INIT { sizeof(assetpatch_release_info), 0, 0, 0, 0, 0, 0, 0, "", "", 0, 0 }
 
 /* Fills *out for the release `which` names. Any thread.
  * @return ASSETPATCH_OK; ERR_NOT_FOUND (no such release: bundle only, nothing pending, or no

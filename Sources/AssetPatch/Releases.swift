@@ -109,6 +109,8 @@ public func assetpatch_release_get(_ c: OpaquePointer?, _ which: CInt, _ out: Un
         info.mandatory = s.mandatory ? 1 : 0
         info.has_notes = s.notes == nil ? 0 : 1
         withUnsafeMutableBytes(of: &info.label) { copyTruncated(s.label ?? "", into: $0) }
+        withUnsafeMutableBytes(of: &info.channel) { copyTruncated(s.channel, into: $0) }
+        info.rollout_basis_points = s.rolloutBasisPoints ?? -1
         try writeSized(info, to: out, what: "assetpatch_release_get", minimum: 296)
         return .ok
     }

@@ -71,6 +71,9 @@ public func assetpatch_last_check(_ c: OpaquePointer?, _ out: UnsafeMutablePoint
         v.reason = o.reason?.rawValue ?? 0
         v.manifest_version = o.manifestVersion
         v.accepted_version = o.acceptedVersion
+        v.rollout_basis_points = o.rollout?.basisPoints ?? -1
+        v.rollout_bucket = Int32(o.rollout?.bucket ?? -1)
+        withUnsafeMutableBytes(of: &v.channel) { copyTruncated(o.channel ?? "", into: $0) }
         try writeSized(v, to: out, what: "assetpatch_last_check", minimum: 32)
         return .ok
     }

@@ -38,9 +38,18 @@ struct TrustOptions: ParsableArguments {
     @Option(name: .customLong("app-version"), help: "This app's version, for min_app_version.") var appVersion: String?
     @Option(name: .customLong("ca-file"), help: "PEM bundle of trusted CAs.") var caFile: String?
     @Option(name: .long, help: "The app's package: manifests of another package are refused.") var package: String?
+    @Option(name: .customLong("key-document"), help: "A pinned key document (a repository's keys/N.json): trust starts from it.")
+    var keyDocument: String?
+    @Option(name: .long, help: "The channel this client follows: manifests of another channel are refused, and a lower version of this channel than the one installed from another installs (the explicit move).")
+    var channel: String?
+    @Option(name: .customLong("rollout-id"), help: "Who this client is in staged rollouts (default: the data directory's random id).")
+    var rolloutID: String?
 
     func configure(_ client: Client) throws {
         if !publicKey.isEmpty { try client.set("public_keys", publicKey.joined(separator: ",")) }
+        if let keyDocument { try client.set("key_document", keyDocument) }
+        if let channel { try client.set("channel", channel) }
+        if let rolloutID { try client.set("rollout_id", rolloutID) }
         if let package { try client.set("package", package) }
         if let appVersion { try client.set("app_version", appVersion) }
         if let caFile { try client.set("ca_file", caFile) }
@@ -238,6 +247,8 @@ struct StatusCommand: ParsableCommand {
                     ("launches", .int(Int64(s.launches))),
                     ("max_failed_launches", .int(Int64(s.maxFailedLaunches))),
                     ("bundle_version", .int(s.bundleVersion)),
+                    ("channel", .string(s.active?.channelName ?? Channel.defaultName)),
+                    ("rollout_id", store.existingRolloutID().map { .string($0) } ?? .null),
                     ("last_rollback", s.lastRollback.map { r in
                         JSON.object([("from", .int(r.from)), ("to", .int(r.to)), ("reason", .string(r.reason)),
                                      ("time", .string(RFC3339.format(r.time)))])
@@ -268,6 +279,11 @@ struct StatusCommand: ParsableCommand {
                 print("package:  \(p.name) (\(by); highest accepted version \(s.highestVersion), \(s.highestVerifiedVersion ?? 0) verified)")
             }
             if s.bundleVersion > 0 { print("bundle:   carries version \(s.bundleVersion)") }
+            if let a = s.active { print("channel:  \(a.channelName) (the active release's)") }
+            for (name, mark) in s.channelMarks.sorted(by: { $0.key < $1.key }) where s.channelMarks.count > 1 || name != Channel.defaultName {
+                print("          channel \(name): highest accepted version \(mark.highest), \(mark.highestVerified ?? 0) verified")
+            }
+            print("rollout:  id \(store.existingRolloutID() ?? "not created yet (made at the first check of a staged rollout)")")
             print("disk:     \(formatBytes(bytes)): releases \(formatBytes(usage.releases)), downloads \(formatBytes(usage.downloads))")
             if checked {
                 if let next { printPreview(next) } else { print("next:     no update: \(why)") }
@@ -283,6 +299,11 @@ func noUpdateReason(_ c: Client) -> String {
     case .older?: return "the manifest offers version \(o.manifestVersion), older than version \(o.acceptedVersion) accepted before (a stale cache, or a replay)"
     case .badVersion?: return "the manifest offers version \(o.manifestVersion), which was rolled back from"
     case .inBundle?: return "the app's bundle carries version \(o.manifestVersion) or newer"
+    case .notInRollout?:
+        let share = o.rollout.map { "\(Double($0.basisPoints) / 100)%" } ?? "?"
+        return "version \(o.manifestVersion) is rolled out to \(share) of clients; this client's bucket \(o.rollout?.bucket ?? -1) of 10000 is not among them"
+    case .channelBehind?:
+        return "channel \(o.channel ?? "?") offers version \(o.manifestVersion), lower than the release installed from another channel (give --channel \(o.channel ?? "?") to move to it)"
     case .current?, nil: return "version \(c.currentVersion) is current"
     }
 }

@@ -33,7 +33,14 @@ struct Publish: ParsableCommand {
 
     @Argument(help: "The directory holding the release's resources.") var source: String
     @Option(name: .long, help: "The release repository (created if missing).") var repo: String
-    @Option(name: .long, help: "Private key file: sign the manifest (DSSE envelope).") var key: String?
+    @Option(name: .long, help: "Private key file: sign the manifest (DSSE envelope); repeatable for a threshold of several keys.")
+    var key: [String] = []
+    @Option(name: .long, help: "Publish to this channel (channels/NAME/ in the repository; default: the top-level manifest, channel \"stable\").")
+    var channel: String?
+    @Option(name: .long, help: "Offer the release to this share of clients only (0 to 100, fractions allowed; 0 publishes it halted).")
+    var rollout: String?
+    @Option(name: .customLong("rollout-schedule"), help: "Raise the share over time: WHEN=PERCENT,... where WHEN is a duration after now (30m, 12h, 2d) or an RFC 3339 time, e.g. 1d=10,3d=50,7d=100.")
+    var rolloutSchedule: String?
     @Option(name: .long, help: "Package name (default: the repository's, else \"default\").") var package: String?
     @Option(name: .long, help: "Release version (default: current + 1).") var version: Int64?
     @Option(name: .long, help: "A label for people.") var label: String?
@@ -61,7 +68,9 @@ struct Publish: ParsableCommand {
             var r = PublishRequest(source: source, repo: repo)
             r.chunkThreshold = chunkThreshold
             r.chunkSize = chunkSize
-            r.seed = try key.map(readKeyFile)
+            r.seeds = try key.map(readKeyFile)
+            r.channel = channel
+            r.rollout = try parseRollout(percent: rollout, schedule: rolloutSchedule, halt: false)
             r.package = package
             r.version = version
             r.label = label
@@ -102,7 +111,7 @@ struct Publish: ParsableCommand {
             let files = m.files.filter { $0.path != IndexLocation.entryName }
             let total = files.reduce(UInt64(0)) { $0 + $1.size }
             let chunked = done.chunkedFiles > 0 ? " (\(done.chunkedFiles) chunked)" : ""
-            print("published \(m.package ?? "default") version \(m.version): \(files.count) files\(chunked), \(total) bytes, archive \(done.archivePath) (\(done.archiveSize) bytes), index \(done.indexPages) pages\(r.seed == nil ? "" : ", signed")")
+            print("published \(m.package ?? "default") version \(m.version): \(files.count) files\(chunked), \(total) bytes, archive \(done.archivePath) (\(done.archiveSize) bytes), index \(done.indexPages) pages\(r.seeds.isEmpty ? "" : ", signed")\(channel.map { ", channel \($0)" } ?? "")\(r.rollout.map { ", rollout \($0.summary)" } ?? "")")
         }
     }
 }
@@ -113,6 +122,7 @@ struct Verify: ParsableCommand {
     @Argument(help: "The release repository.") var repo: String
     @Option(name: .customLong("public-key"), help: "Trusted base64 Ed25519 public key (repeatable).") var publicKey: [String] = []
     @Option(name: .customLong("public-key-file"), help: "File holding a trusted base64 public key.") var publicKeyFile: String?
+    @Option(name: .long, help: "The channel to verify (default: stable, the top-level manifest).") var channel: String = Channel.defaultName
 
     func run() throws {
         try cli {
@@ -125,8 +135,25 @@ struct Verify: ParsableCommand {
                 keys.append(key)
             }
             if let publicKeyFile { keys.append(try readKeyFile(publicKeyFile)) }
-            let path = repoDir + "/manifest.json"
-            let m = try Manifest.decode(try FS.readFile(path, limit: 256 << 20), trustedKeys: keys, source: path)
+            guard Channel.isValid(channel) else { throw AssetPatchError(.argument, "\(channel): not a channel name") }
+            let channelDir = ChannelManifests.directory(repo: repoDir, channel: channel)
+            let path = channelDir + "/manifest.json"
+            // With pinned keys and key documents, manifests are judged by the newest document the
+            // chain leads to from the pinned keys, as clients judge them.
+            var signing: KeySet? = keys.isEmpty ? nil : KeySet(keys: keys, threshold: 1)
+            if !keys.isEmpty {
+                var current = KeyDocument.pinned(keys)
+                for v in KeyDocuments.versions(repo: repoDir) {
+                    let doc = try KeyDocuments.load(repo: repoDir, version: v)
+                    try doc.verify(after: current, source: "\(repoDir)/keys/\(v).json")
+                    current = doc
+                }
+                signing = current.signing
+            }
+            let m = try Manifest.decode(try FS.readFile(path, limit: 256 << 20), source: path) { _ in signing }
+            if m.channelName != channel {
+                throw AssetPatchError(.manifest, "\(path): names channel \"\(m.channelName)\", but lies in channel \(channel)'s place")
+            }
             guard m.kind == .format1 else { throw AssetPatchError(.manifest, "\(path): a legacy manifest; nothing to verify beyond its md5") }
             let archiveURL = URLs.resolve(m.archiveURL, against: URLs.fileURL(forPath: path))
             // An absolute http(s) archive URL (publish --archive-url-base) names the uploaded
@@ -151,16 +178,16 @@ struct Verify: ParsableCommand {
                 }
             }
             var detail = ""
-            let headPath = repoDir + "/head.json"
+            let headPath = channelDir + "/head.json"
             if FS.exists(headPath) {
-                let head = try Manifest.decode(try FS.readFile(headPath, limit: 256 << 20), trustedKeys: keys, source: headPath)
+                let head = try Manifest.decode(try FS.readFile(headPath, limit: 256 << 20), source: headPath) { _ in signing }
                 guard head.archiveDigest == m.archiveDigest, head.version == m.version, head.package == m.package else {
                     throw AssetPatchError(.manifest, "\(headPath): describes \(head.package ?? "default") version \(head.version) (archive \(head.archiveDigest)), manifest.json \(m.package ?? "default") version \(m.version) (archive \(m.archiveDigest))")
                 }
                 let r = try HeadCheck.verify(head, archive: archivePath, formatOneFiles: m.files, source: headPath)
                 detail = "; head.json: \(r.pages) index pages, \(r.chunks) chunks of \(r.chunkedFiles) chunked files verified"
             }
-            let signed = m.signatureVerified ? ", signature verified" : ""
+            let signed = m.signatureVerified ? ", signature verified (\(signing?.described ?? ""))" : ""
             let count = m.files.filter { $0.path != IndexLocation.entryName }.count
             print("ok: \(m.package ?? "default") version \(m.version), \(count) files verified\(signed)\(detail)")
         }
@@ -224,6 +251,13 @@ struct Inspect: ParsableCommand {
             if let v = m.minAppVersion { print("min app:  \(v)") }
             if let v = m.maxAppVersion { print("max app:  \(v)") }
             print("archive:  \(m.archiveURL) (\(m.archiveSize ?? 0) bytes, sha256 \(m.archiveDigest))")
+            print("channel:  \(m.channelName)")
+            if let r = m.rollout {
+                print("rollout:  \(r.summary); now \(Rollout.format(r.percent(at: unixTime())))%\(r.percent(at: unixTime()) == 0 ? " (halted)" : "")")
+            } else {
+                print("rollout:  every client")
+            }
+            if let k = m.keys { print("keys:     signed under key document \(k.version) (\(k.url))") }
             if let index = m.index {
                 print("index:    root \(index.root.hex) (\(index.root.compressedSize) bytes), \(index.size) bytes at archive offset \(index.offset); chunks of \(index.chunkSize) bytes on average")
                 print("files:    listed in the index (manifest.json beside this head lists them too)")

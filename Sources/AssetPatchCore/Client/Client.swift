@@ -175,7 +175,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
         do {
             var state = try store.loadState()
             let before = state
-            mark = before.downgradeMark(verifying: !updater.config.publicKeys.isEmpty)
+            mark = before.downgradeMarkAnyChannel(verifying: updater.config.verifies)
             let found = try updater.preview(&state)
             if recordAcceptance { persistAcceptance(before, state) }
             lastCandidate.withLock { $0 = found?.candidate }
@@ -191,7 +191,10 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
     /// Keeps what a check or update found, for `lastCheck`.
     private func record(_ updater: Updater, _ status: Status, mark: Int64) {
         let reason = status == .noUpdate ? updater.noUpdate?.reason : nil
-        let outcome = CheckOutcome(status: status, reason: reason, manifestVersion: updater.noUpdate?.version ?? updater.offered, acceptedVersion: mark)
+        var outcome = CheckOutcome(status: status, reason: reason, manifestVersion: updater.noUpdate?.version ?? updater.offered,
+                                   acceptedVersion: updater.markInForce ?? mark)
+        outcome.channel = updater.offeredChannel
+        outcome.rollout = updater.rolloutSeen
         lastOutcome.withLock { $0 = outcome }
     }
 
@@ -202,7 +205,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
     /// The package pin and downgrade mark move when a manifest is accepted, also by a check.
     private func persistAcceptance(_ before: StoreState, _ after: StoreState) {
         guard after.pin != before.pin || after.highestVersion != before.highestVersion
-                || after.highestVerifiedVersion != before.highestVerifiedVersion else { return }
+                || after.highestVerifiedVersion != before.highestVerifiedVersion || after.channelMarks != before.channelMarks else { return }
         try? Updater.recordAcceptance(after, in: store)
     }
 
@@ -234,7 +237,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
             }
             defer { _ = lock }
             var state = try store.loadState()
-            mark = state.downgradeMark(verifying: !updater.config.publicKeys.isEmpty)
+            mark = state.downgradeMarkAnyChannel(verifying: updater.config.verifies)
             let outcome = try updater.run(&state)
             record(updater, { if case .noUpdate = outcome { return .noUpdate } else { return .ok } }(), mark: mark)
             switch outcome {
@@ -242,7 +245,8 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
                 return false
             case let .installed(candidate, info):
                 if configuration.apply == .immediate {
-                    try serve(ReleaseRef(id: candidate.releaseID, version: candidate.version, verified: candidate.manifest.signatureVerified),
+                    try serve(ReleaseRef(id: candidate.releaseID, version: candidate.version, verified: candidate.manifest.signatureVerified,
+                                         channel: candidate.manifest.channelName),
                               record: info)
                     // The release this client served until now may have been kept from the
                     // clean-up by its own lease (keep_versions=0): it can go now.

@@ -79,9 +79,12 @@ extension Client {
         let served = servedRelease
         guard let ref = which == .active ? served?.ref : state.pending else { return nil }
         let info = try which == .active ? served!.info(store) : store.loadRelease(ref.id)
-        return ReleaseSummary(version: ref.version, created: info.created, label: info.label, notes: info.notes,
-                              mandatory: info.mandatory, signatureVerified: info.signatureVerified,
-                              markedGood: state.good.contains(ref.id))
+        var summary = ReleaseSummary(version: ref.version, created: info.created, label: info.label, notes: info.notes,
+                                     mandatory: info.mandatory, signatureVerified: info.signatureVerified,
+                                     markedGood: state.good.contains(ref.id))
+        summary.channel = ref.channelName
+        summary.rolloutBasisPoints = info.rolloutBasisPoints
+        return summary
     }
 
     /// What the state says about the lifecycle now (read fresh from the data directory).

@@ -39,7 +39,7 @@ extension Client {
     /// loaded (unless allow_unsigned_plugins), and its version stops counting as installed, so
     /// the genuine signed release of that version installs.
     func judgeUnverifiedReleases() throws {
-        guard !configuration.publicKeys.isEmpty else { return }
+        guard configuration.verifies else { return }
         let current = try store.loadState()
         var verified: [String: Bool] = [:]
         for ref in [current.active, current.pending].compactMap({ $0 }) + current.kept {
@@ -70,6 +70,10 @@ extension Client {
         try store.modifyState { s in
             guard s.highestVerifiedVersion == nil else { return }
             s.highestVerifiedVersion = highest
+            if var mark = s.channelMarks[Channel.defaultName], mark.highestVerified == nil {
+                mark.highestVerified = highest
+                s.channelMarks[Channel.defaultName] = mark
+            }
             if highest > 0, let pin = s.pin, pin.source == .manifest { s.pin = PackagePin(name: pin.name, source: .verifiedManifest) }
         }
     }

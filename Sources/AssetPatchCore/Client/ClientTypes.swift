@@ -17,6 +17,11 @@ package struct ReleaseSummary: Sendable, Equatable {
     package var signatureVerified: Bool
     /// Confirmed with mark_good (installed releases only).
     package var markedGood: Bool
+    /// The channel it comes from.
+    package var channel: String = Channel.defaultName
+    /// Its manifest's rollout share in basis points (a candidate: in force at the check; an
+    /// installed release: when it was installed); nil: no rollout.
+    package var rolloutBasisPoints: Int32?
 }
 
 /// The release lifecycle as hosts see it (`assetpatch_lifecycle_get`, the Swift API's
@@ -82,6 +87,11 @@ package enum NoUpdateReason: Int32, Sendable {
     case badVersion = 3
     /// The app's bundle already carries that release, or a newer one.
     case inBundle = 4
+    /// The manifest's staged rollout does not include this client (yet), or is halted.
+    case notInRollout = 5
+    /// The manifest's channel offers a lower version than the release installed from another
+    /// channel; the host moves down to it only by naming the channel (option `channel`).
+    case channelBehind = 6
 }
 
 /// What the last check or update of a client found (`assetpatch_last_check`).
@@ -94,6 +104,15 @@ package struct CheckOutcome: Sendable, Equatable {
     package var manifestVersion: Int64
     /// The highest version accepted before (the downgrade mark in force).
     package var acceptedVersion: Int64
+    /// The manifest's channel; nil when none was read.
+    package var channel: String?
+    /// The manifest's rollout: the share in force (basis points) and this client's bucket.
+    package var rollout: (basisPoints: Int32, bucket: Int)?
+
+    package static func == (a: CheckOutcome, b: CheckOutcome) -> Bool {
+        a.status == b.status && a.reason == b.reason && a.manifestVersion == b.manifestVersion && a.acceptedVersion == b.acceptedVersion
+            && a.channel == b.channel && a.rollout?.basisPoints == b.rollout?.basisPoints && a.rollout?.bucket == b.rollout?.bucket
+    }
 
     package init(status: Status, reason: NoUpdateReason? = nil, manifestVersion: Int64 = 0, acceptedVersion: Int64 = 0) {
         self.status = status

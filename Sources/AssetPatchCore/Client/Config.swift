@@ -26,6 +26,22 @@ package struct ClientConfig: Sendable {
     package var differential = true
     /// Ranges that would transfer more than this percentage of the archive: the whole archive.
     package var differentialMaxPercent = 90
+    /// The channel this host follows: manifests of another channel are refused, and a move to
+    /// it may install a lower version than the one installed from another channel.
+    package var channel: String?
+    /// Who this client is in staged rollouts; nil: the data directory's own random id.
+    package var rolloutID: String?
+    /// A key document the host pins (option `key_document`): the chain of key documents starts
+    /// from it instead of from `public_keys`.
+    package var keyDocument: KeyDocument?
+
+    /// Whether manifests must be signed.
+    package var verifies: Bool { !publicKeys.isEmpty || keyDocument != nil }
+
+    /// What the chain of key documents starts from: the pinned document, else the pinned keys.
+    package var trustAnchor: KeyDocument? {
+        keyDocument ?? (publicKeys.isEmpty ? nil : KeyDocument.pinned(publicKeys))
+    }
 
     package init() {}
 
@@ -114,6 +130,24 @@ package struct ClientConfig: Sendable {
         case "allow_unsigned_plugins": allowUnsignedPlugins = try ClientConfig.boolean(option, value)
         case "differential_max_percent": differentialMaxPercent = Int(try ClientConfig.number(option, value, 1...100))
         case "tcp_quickack": http.quickAck = try ClientConfig.boolean(option, value)
+        case "channel":
+            if value.isEmpty { channel = nil; return }
+            guard Channel.isValid(value) else {
+                throw AssetPatchError(.argument, "option channel: \"\(value)\" is not a channel name (1 to 64 letters, digits, '.', '_' or '-')")
+            }
+            channel = value
+        case "rollout_id":
+            if value.isEmpty { rolloutID = nil; return }
+            guard value.utf8.count <= 256, !value.hasLineBreak else {
+                throw AssetPatchError(.argument, "option rollout_id: 1 to 256 bytes without line breaks")
+            }
+            rolloutID = value
+        case "key_document":
+            let doc = try KeyDocument.decode(try FS.readFile(value, limit: KeyDocument.maxBytes, limitStatus: .argument), source: value)
+            do { try doc.verifySelf(source: value) } catch let e as AssetPatchError {
+                throw AssetPatchError(.argument, "option key_document: \(e.message)")
+            }
+            keyDocument = doc
         case "ca_file":
             http.caFile = value.isEmpty ? nil : value
         case "header":

@@ -33,6 +33,18 @@ package enum JSON: Sendable, Equatable {
         return Int64(text)
     }
 
+    /// An object's members in order.
+    package var objectPairs: [(String, JSON)]? {
+        guard case let .object(pairs) = self else { return nil }
+        return pairs
+    }
+
+    /// A number's text as written (fractions and exponents included).
+    package var numberText: String? {
+        guard case let .number(text) = self else { return nil }
+        return text
+    }
+
     package var string: String? {
         guard case let .string(s) = self else { return nil }
         return s

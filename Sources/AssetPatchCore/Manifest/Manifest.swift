@@ -1,89 +1,3 @@
-/// Where one file's bytes sit in the release archive: enough to fetch its local header and
-/// compressed data with one range request and inflate it without the zip's central directory.
-package struct ArchiveLocation: Sendable, Equatable {
-    /// Offset of the entry's local file header.
-    package var headerOffset: UInt64
-    /// Offset of its compressed data (after the local header, name and extra field).
-    package var dataOffset: UInt64
-    package var compressedSize: UInt64
-    /// 0 stored, 8 deflate.
-    package var method: UInt16
-
-    package init(headerOffset: UInt64, dataOffset: UInt64, compressedSize: UInt64, method: UInt16) {
-        self.headerOffset = headerOffset
-        self.dataOffset = dataOffset
-        self.compressedSize = compressedSize
-        self.method = method
-    }
-
-    /// The bytes a range request fetches: local header through the end of the data.
-    package var range: Range<UInt64> { headerOffset..<(dataOffset + compressedSize) }
-
-    func toJSON() -> JSON {
-        .object([("header_offset", .int(Int64(headerOffset))), ("data_offset", .int(Int64(dataOffset))),
-                 ("compressed_size", .int(Int64(compressedSize))), ("method", .int(Int64(method)))])
-    }
-}
-
-/// One file a release provides.
-package struct ManifestFile: Sendable, Equatable {
-    package var path: String
-    package var size: UInt64
-    package var sha256: String
-    /// Where the file lies in the archive, when the manifest says (optional; `publish` writes it).
-    package var location: ArchiveLocation?
-
-    package init(path: String, size: UInt64, sha256: String, location: ArchiveLocation? = nil) {
-        self.path = path
-        self.size = size
-        self.sha256 = sha256
-        self.location = location
-    }
-
-    func toJSON() -> JSON {
-        var pairs: [(String, JSON)] = [("path", .string(path)), ("size", .int(Int64(size))), ("sha256", .string(sha256))]
-        if let location { pairs.append(("zip", location.toJSON())) }
-        return .object(pairs)
-    }
-}
-
-/// A shared object of the release that hosts load with `assetpatch_plugin_load`.
-package struct PluginDeclaration: Sendable, Equatable {
-    package var name: String
-    /// The release-relative path of the shared object (one of `files`).
-    package var path: String
-    /// The symbol a load without a symbol name returns.
-    package var entry: String
-    /// The plugin's own version, for people and hosts (optional).
-    package var version: String?
-    /// A tag the host checks before using the plugin, e.g. "myhost-plugin-3" (optional).
-    package var abi: String?
-
-    package init(name: String, path: String, entry: String, version: String? = nil, abi: String? = nil) {
-        self.name = name
-        self.path = path
-        self.entry = entry
-        self.version = version
-        self.abi = abi
-    }
-
-    func toJSON() -> JSON {
-        var pairs: [(String, JSON)] = [("name", .string(name)), ("path", .string(path)), ("entry", .string(entry))]
-        if let version { pairs.append(("version", .string(version))) }
-        if let abi { pairs.append(("abi", .string(abi))) }
-        return .object(pairs)
-    }
-
-    static func from(_ item: JSON) -> PluginDeclaration? {
-        guard let name = item["name"]?.string, !name.isEmpty, name.utf8.count <= 127, let path = item["path"]?.string,
-              let entry = item["entry"]?.string, !entry.isEmpty, entry.utf8.count <= 127 else { return nil }
-        let version = item["version"]?.string, abi = item["abi"]?.string
-        if let version, version.utf8.count > 63 { return nil }
-        if let abi, abi.utf8.count > 63 { return nil }
-        return PluginDeclaration(name: name, path: path, entry: entry, version: version, abi: abi)
-    }
-}
-
 /// A decoded, validated release manifest: format 1, a format-2 head (its files come from the
 /// release index, `Manifest/Head.swift`), or the seed's legacy `{url, md5}`.
 package struct Manifest: Sendable {
@@ -117,6 +31,15 @@ package struct Manifest: Sendable {
     package var payload: [UInt8]
     /// Format 2: where the release index lies and its root page.
     package var index: IndexLocation?
+    /// The channel that offers the release (nil: the default channel, `Channel.defaultName`).
+    package var channel: String?
+    /// The share of clients the release is offered to (nil: all).
+    package var rollout: Rollout?
+    /// The key document the signatures are made under, and where the documents are.
+    package var keys: KeyDocumentRef?
+
+    /// The channel, the default one when the manifest names none.
+    package var channelName: String { channel ?? Channel.defaultName }
 
     package var isLegacy: Bool { kind == .legacy }
 
@@ -154,6 +77,13 @@ package struct Manifest: Sendable {
     /// valid signature by one of them is accepted (`ERR_SIGNATURE` otherwise). `source` names
     /// the manifest in messages.
     package static func decode(_ bytes: [UInt8], trustedKeys: [[UInt8]] = [], source: String = "manifest") throws -> Manifest {
+        try decode(bytes, source: source) { _ in trustedKeys.isEmpty ? nil : KeySet(keys: trustedKeys, threshold: 1) }
+    }
+
+    /// Decodes manifest or envelope bytes, asking `signingKeys` which keys must sign (given the
+    /// key document the manifest names, if it names one): nil accepts an unsigned manifest;
+    /// otherwise only an envelope signed by a threshold of them is (`ERR_SIGNATURE`).
+    package static func decode(_ bytes: [UInt8], source: String, signingKeys: (KeyDocumentRef?) throws -> KeySet?) throws -> Manifest {
         let json: JSON
         do { json = try JSONParser.parse(bytes) } catch {
             throw fail("\(source): not valid JSON: \(JSONParser.describe(error))")
@@ -161,18 +91,28 @@ package struct Manifest: Sendable {
         guard json.isObject else { throw fail("\(source): not a JSON object") }
 
         if json["payload"] != nil || json["payloadType"] != nil || json["signatures"] != nil {
-            let (payload, verified) = try openEnvelope(json, trustedKeys: trustedKeys, source: source)
-            var m: Manifest
+            guard let type = json["payloadType"]?.string, let payloadText = json["payload"]?.string else {
+                throw fail("\(source): envelope needs string fields payloadType and payload")
+            }
+            guard let payload = Base64.decode(payloadText) else { throw fail("\(source): envelope payload is not base64") }
             let inner: JSON
             do { inner = try JSONParser.parse(payload) } catch {
                 throw fail("\(source): envelope payload is not valid JSON: \(JSONParser.describe(error))")
             }
-            m = try decodeFormat1(inner, source: source)
+            // The key document a manifest names is read before its signature is checked: it
+            // only says which document to judge by, and a document is trusted only by its chain.
+            let ref = try inner["keys"].flatMap { $0 == .null ? nil : try KeyDocumentRef.decode($0, source: source) }
+            var verified = false
+            if let keys = try signingKeys(ref) {
+                try checkSignatures(json, type: type, payload: payload, keys: keys, source: source)
+                verified = true
+            }
+            var m = try decodeFormat1(inner, source: source)
             m.payload = payload
             m.signatureVerified = verified
             return m
         }
-        if !trustedKeys.isEmpty {
+        if try signingKeys(nil) != nil {
             throw AssetPatchError(.signature, "\(source): manifest is not signed, but public_keys are set")
         }
         if json["format"] == nil, json["url"] != nil || json["md5"] != nil {
@@ -183,34 +123,19 @@ package struct Manifest: Sendable {
         return m
     }
 
-    /// Checks a DSSE envelope; returns its payload and whether a signature was verified.
-    static func openEnvelope(_ json: JSON, trustedKeys: [[UInt8]], source: String) throws -> ([UInt8], Bool) {
-        guard let type = json["payloadType"]?.string, let payloadText = json["payload"]?.string else {
-            throw fail("\(source): envelope needs string fields payloadType and payload")
-        }
-        guard let payload = Base64.decode(payloadText) else { throw fail("\(source): envelope payload is not base64") }
-        guard !trustedKeys.isEmpty else { return (payload, false) }
+    /// An envelope's signatures must include a threshold of `keys` (distinct keys).
+    static func checkSignatures(_ json: JSON, type: String, payload: [UInt8], keys: KeySet, source: String) throws {
         guard type == DSSE.payloadType else {
             throw AssetPatchError(.signature, "\(source): envelope payloadType is \"\(type)\", expected \"\(DSSE.payloadType)\"")
         }
         guard let signatures = json["signatures"]?.array, !signatures.isEmpty else {
             throw AssetPatchError(.signature, "\(source): envelope has no signatures")
         }
-        let message = DSSE.pae(payloadType: type, payload: payload)
-        let keyIDs = trustedKeys.map(Ed25519.keyID)
-        for sigJSON in signatures.prefix(16) {
-            guard let sigText = sigJSON["sig"]?.string, let sig = Base64.decode(sigText) else { continue }
-            // keyid is only a hint: try the key it names first, then the others.
-            var order = Array(trustedKeys.indices)
-            if let hint = sigJSON["keyid"]?.string, let named = keyIDs.firstIndex(of: hint) {
-                order.removeAll { $0 == named }
-                order.insert(named, at: 0)
-            }
-            for i in order where Ed25519.verify(sig, of: message, publicKey: trustedKeys[i]) {
-                return (payload, true)
-            }
+        let valid = keys.signers(payloadType: type, payload: payload, signatures: signatures).count
+        guard valid >= keys.threshold else {
+            if keys.threshold == 1 { throw AssetPatchError(.signature, "\(source): no valid signature by a trusted key") }
+            throw AssetPatchError(.signature, "\(source): \(valid) valid signature\(valid == 1 ? "" : "s") by distinct trusted keys; \(keys.threshold) needed")
         }
-        throw AssetPatchError(.signature, "\(source): no valid signature by a trusted key")
     }
 
     static func decodeLegacy(_ json: JSON, bytes: [UInt8], source: String) throws -> Manifest {
@@ -284,6 +209,13 @@ package struct Manifest: Sendable {
             throw fail("\(source): \"max_app_version\" is not a dotted version: \(maxApp)")
         }
 
+        let channel = try string("channel", required: false)
+        if let channel, !Channel.isValid(channel) {
+            throw fail("\(source): \"channel\" must be 1 to 64 letters, digits, '.', '_' or '-'")
+        }
+        let rollout = try json["rollout"].flatMap { $0 == .null ? nil : try Rollout.decode($0, source: source) }
+        let keys = try json["keys"].flatMap { $0 == .null ? nil : try KeyDocumentRef.decode($0, source: source) }
+
         guard let archive = json["archive"] else { throw fail("\(source): missing field \"archive\"") }
         guard archive.isObject else { throw fail("\(source): \"archive\" must be an object") }
         guard let archiveURL = archive["url"]?.string, !archiveURL.isEmpty else {
@@ -301,6 +233,7 @@ package struct Manifest: Sendable {
             m.notes = notes
             m.mandatory = mandatory
             m.maxAppVersion = maxApp
+            (m.channel, m.rollout, m.keys) = (channel, rollout, keys)
             return m
         }
 
@@ -343,6 +276,7 @@ package struct Manifest: Sendable {
         m.notes = notes
         m.mandatory = mandatory
         m.maxAppVersion = maxApp
+        (m.channel, m.rollout, m.keys) = (channel, rollout, keys)
         return m
     }
 
@@ -411,6 +345,9 @@ package struct Manifest: Sendable {
         if let maxAppVersion { pairs.append(("max_app_version", .string(maxAppVersion))) }
         if let notes { pairs.append(("notes", .string(notes))) }
         if mandatory { pairs.append(("mandatory", .bool(true))) }
+        if let channel { pairs.append(("channel", .string(channel))) }
+        if let rollout { pairs.append(("rollout", rollout.toJSON())) }
+        if let keys { pairs.append(("keys", keys.toJSON())) }
         pairs.append(("archive", .object([("url", .string(archiveURL)), ("size", .int(Int64(archiveSize ?? 0))), ("sha256", .string(archiveDigest))])))
         if let index { pairs.append(("index", index.toJSON())) } else { pairs.append(("files", .array(files.map { $0.toJSON() }))) }
         if !plugins.isEmpty {

@@ -48,7 +48,10 @@ extension Updater {
         let source = URLs.redacted(finalURL)
         noUpdate = nil
         offered = 0
-        let manifest = try Manifest.decode(bytes, trustedKeys: config.publicKeys, source: source)
+        offeredChannel = nil
+        markInForce = nil
+        rolloutSeen = nil
+        let manifest = try Manifest.decode(bytes, source: source) { ref in try self.signingKeys(for: ref, manifestURL: finalURL) }
         offered = manifest.isLegacy ? 0 : manifest.version
         try cancel.check()
 
@@ -76,7 +79,7 @@ extension Updater {
         // expired one is an error even when its version is the one installed (a replayed or
         // 304-kept manifest must not hide that the publisher's manifest went stale).
         let package = manifest.package ?? "default"
-        let verifying = !config.publicKeys.isEmpty
+        let verifying = config.verifies
         if let expected = state.expectedPackage(verifying: verifying), expected.name != package {
             let who: String
             switch expected.source {
@@ -86,12 +89,19 @@ extension Updater {
             }
             throw AssetPatchError(.manifest, "\(source): package \"\(package)\" is not this client's package \"\(expected.name)\" (\(who))")
         }
+        let channel = manifest.channelName
+        offeredChannel = channel
+        if let want = config.channel, want != channel {
+            throw AssetPatchError(.manifest, "\(source): a manifest of channel \"\(channel)\"; this client follows channel \"\(want)\" (option channel)")
+        }
         let v = manifest.version
         if let expires = manifest.expires, expires <= unixTime() {
             throw AssetPatchError(.expired, "\(source): version \(v) expired at \(RFC3339.format(expires))")
         }
         var accepted = state
-        accepted.accept(package: package, version: v, verified: manifest.signatureVerified)
+        accepted.accept(package: package, version: v, verified: manifest.signatureVerified, channel: channel)
+        let mark = state.downgradeMark(verifying: verifying, channel: channel)
+        markInForce = mark
         if state.bundlePackage == package && v <= state.bundleVersion {
             // The app's bundle already carries this release (or a newer one).
             state = accepted
@@ -109,13 +119,15 @@ extension Updater {
             noUpdate = (.badVersion, v)
             return nil
         }
-        let mark = state.downgradeMark(verifying: verifying)
         if v < mark {
             // Nothing older is ever installed. Not an error: every multi-tier CDN serves an older
             // manifest from some edge for up to its max-age times its tiers, and a replay gains
             // nothing. The warning says what happened; the host reads the reason.
             log(2, "\(source): version \(v) is older than version \(mark) accepted before (a cache still serving an old manifest, or a replay); nothing to install")
             noUpdate = (.older, v)
+            return nil
+        }
+        if try !movesAcrossChannels(manifest, state: state, source: source) || !isInRollout(manifest, source: source) {
             return nil
         }
         if let have = config.appVersion, !AppVersion.fits(have, min: manifest.minAppVersion, max: manifest.maxAppVersion) {
@@ -129,5 +141,39 @@ extension Updater {
         state = accepted
         return Candidate(manifest: manifest, archive: archive, version: v,
                          releaseID: Store.releaseID(version: v, digest: manifest.archiveDigest))
+    }
+
+    /// A release of another channel than the one installed, at a lower version: installed only
+    /// when the host names that channel (option `channel`), the explicit move down. Otherwise
+    /// the client waits (`NoUpdateReason.channelBehind`) until the channel passes the installed
+    /// version.
+    private func movesAcrossChannels(_ manifest: Manifest, state: StoreState, source: String) throws -> Bool {
+        let channel = manifest.channelName, v = manifest.version
+        guard state.activeLegacyDigest == nil,
+              let installed = [state.active, state.pending].compactMap({ $0 }).max(by: { $0.version < $1.version }),
+              v < installed.version, installed.channelName != channel else { return true }
+        guard config.channel == channel else {
+            noUpdate = (.channelBehind, v)
+            log(2, "\(source): channel \(channel) offers version \(v), lower than version \(installed.version) installed from channel \(installed.channelName); set option channel to \"\(channel)\" to move to it now")
+            return false
+        }
+        log(1, "moving to channel \(channel): its version \(v) replaces version \(installed.version) of channel \(installed.channelName)")
+        return true
+    }
+
+    /// A staged rollout offers the release to a share of clients, each deciding by its bucket.
+    private func isInRollout(_ manifest: Manifest, source: String) throws -> Bool {
+        guard let rollout = manifest.rollout else { return true }
+        let percent = rollout.percent(at: unixTime())
+        let id = try config.rolloutID ?? store.rolloutID()
+        let bucket = Rollout.bucket(package: manifest.package ?? "default", version: manifest.version, rolloutID: id)
+        rolloutSeen = (Rollout.basisPoints(percent), bucket)
+        guard Rollout.takes(bucket: bucket, percent: percent) else {
+            noUpdate = (.notInRollout, manifest.version)
+            let state = percent == 0 ? "halted (0%)" : "rolled out to \(Rollout.format(percent))% of clients"
+            log(1, "\(source): version \(manifest.version) is \(state) (rollout \(rollout.summary)); this client's bucket \(bucket) of 10000 is not among them")
+            return false
+        }
+        return true
     }
 }

@@ -83,16 +83,23 @@ package enum Ed25519 {
 package enum DSSE {
     package static let payloadType = "application/vnd.assetpatch.manifest+json"
 
-    /// The envelope of `payload` signed with the private key `seed`: what `publish --key` writes.
-    package static func seal(_ payload: [UInt8], seed: [UInt8]) throws -> JSON {
-        let pub = try Ed25519.publicKey(fromSeed: seed)
-        let sig = try Ed25519.sign(pae(payloadType: payloadType, payload: payload), seed: seed)
+    /// The envelope of `payload` signed with each of the private keys `seeds` (several for a
+    /// threshold): what `publish --key` writes.
+    package static func seal(_ payload: [UInt8], seeds: [[UInt8]], payloadType: String = DSSE.payloadType) throws -> JSON {
+        var signatures: [JSON] = []
+        for seed in seeds {
+            let pub = try Ed25519.publicKey(fromSeed: seed)
+            let sig = try Ed25519.sign(pae(payloadType: payloadType, payload: payload), seed: seed)
+            signatures.append(.object([("keyid", .string(Ed25519.keyID(pub))), ("sig", .string(Base64.encode(sig)))]))
+        }
         return .object([
             ("payloadType", .string(payloadType)),
             ("payload", .string(Base64.encode(payload))),
-            ("signatures", .array([.object([("keyid", .string(Ed25519.keyID(pub))), ("sig", .string(Base64.encode(sig)))])])),
+            ("signatures", .array(signatures)),
         ])
     }
+
+    package static func seal(_ payload: [UInt8], seed: [UInt8]) throws -> JSON { try seal(payload, seeds: [seed]) }
 
     /// `"DSSEv1" SP LEN(type) SP type SP LEN(payload) SP payload`.
     package static func pae(payloadType: String, payload: [UInt8]) -> [UInt8] {

@@ -44,21 +44,35 @@ extension StoreState {
         return pin
     }
 
-    /// The downgrade mark in force: with keys set, only versions accepted with a verified
-    /// signature count (an unsigned manifest of version 2^62, accepted before the app set
-    /// keys, must not lock out the genuine releases).
-    func downgradeMark(verifying: Bool) -> Int64 {
+    /// The downgrade mark in force for a channel: with keys set, only versions accepted with a
+    /// verified signature count (an unsigned manifest of version 2^62, accepted before the app
+    /// set keys, must not lock out the genuine releases).
+    func downgradeMark(verifying: Bool, channel: String = Channel.defaultName) -> Int64 {
+        guard let mark = channelMarks[channel] else { return 0 }
+        return verifying ? mark.highestVerified ?? 0 : mark.highest
+    }
+
+    /// The highest mark over every channel: what `accepted_version` reports when no manifest
+    /// says which channel is meant.
+    func downgradeMarkAnyChannel(verifying: Bool) -> Int64 {
         verifying ? highestVerifiedVersion ?? 0 : highestVersion
     }
 
     /// Accepting a format-1 manifest: it pins its package when nothing did (a verified
-    /// manifest also replaces an unverified pin), and raises the downgrade marks.
-    mutating func accept(package: String, version: Int64, verified: Bool) {
+    /// manifest also replaces an unverified pin), and raises the downgrade marks (its
+    /// channel's, and the highest over all channels).
+    mutating func accept(package: String, version: Int64, verified: Bool, channel: String = Channel.defaultName) {
         if pin == nil || (verified && pin?.source == .manifest) {
             pin = PackagePin(name: package, source: verified ? .verifiedManifest : .manifest)
         }
         highestVersion = max(highestVersion, version)
-        if verified { highestVerifiedVersion = max(highestVerifiedVersion ?? 0, version) }
+        var mark = channelMarks[channel] ?? ChannelMark()
+        mark.highest = max(mark.highest, version)
+        if verified {
+            highestVerifiedVersion = max(highestVerifiedVersion ?? 0, version)
+            mark.highestVerified = max(mark.highestVerified ?? 0, version)
+        }
+        channelMarks[channel] = mark
     }
 
     /// The host names its package (`source` .option or .bundle). A different package pinned
@@ -79,6 +93,7 @@ extension StoreState {
         guard let before else { return nil }
         highestVersion = 0
         highestVerifiedVersion = 0
+        channelMarks = [:]
         bad = []
         let reason = "the \(source == .option ? "package option" : "bundle marker") names package \"\(name)\", not \"\(before.name)\" as pinned before"
         var message = supersede(keeping: { _ in false }, reason: reason, now: now)

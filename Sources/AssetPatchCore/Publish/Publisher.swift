@@ -6,8 +6,12 @@ package struct PublishRequest {
     package var source: String
     /// The release repository (created if missing).
     package var repo: String
-    /// The signing key's seed; nil: an unsigned manifest.
-    package var seed: [UInt8]?
+    /// The signing keys' seeds (several for a threshold); none: an unsigned manifest.
+    package var seeds: [[UInt8]] = []
+    /// The channel published to (nil: the default channel, the repository's top-level manifest).
+    package var channel: String?
+    /// A staged rollout (nil: every client).
+    package var rollout: Rollout?
     /// Default: the repository's package, else "default".
     package var package: String?
     /// Default: the repository's version + 1 (1 for a new repository).
@@ -65,20 +69,31 @@ package enum Publisher {
         let src = FS.absolute(r.source)
         guard FS.isDirectory(src) else { throw AssetPatchError(.argument, "\(r.source): not a directory") }
         let repoDir = FS.absolute(r.repo)
+        let channel = r.channel ?? Channel.defaultName
+        guard Channel.isValid(channel) else {
+            throw AssetPatchError(.argument, "--channel \(channel): 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit")
+        }
         try FS.makeDirectories(repoDir + "/archives")
-        let current = try currentManifest(repo: repoDir)
+        // Versions are one sequence across channels: a version names one archive wherever it
+        // is offered, so a client moving between channels can tell releases apart by version.
+        let current = try ChannelManifests.read(repo: repoDir, channel: channel)
         let currentVersion = current?.version ?? 0
-        let newVersion = r.version ?? currentVersion + 1
+        let newVersion = r.version ?? ChannelManifests.highestVersion(repo: repoDir) + 1
         if newVersion <= currentVersion {
-            throw AssetPatchError(.argument, "version \(newVersion) is not above the repository's current version \(currentVersion)")
+            throw AssetPatchError(.argument, "version \(newVersion) is not above channel \(channel)'s current version \(currentVersion)")
         }
         if newVersion < 1 { throw AssetPatchError(.argument, "version must be >= 1") }
-        let pkg = r.package ?? current?.package ?? "default"
+        if try ChannelManifests.history(repo: repoDir, version: newVersion) != nil {
+            throw AssetPatchError(.argument, "version \(newVersion) was published before (\(repoDir)/history/\(newVersion)); promote it, or publish a new version")
+        }
+        let anyCurrent = try current ?? ChannelManifests.names(repo: repoDir).lazy.compactMap { try? ChannelManifests.read(repo: repoDir, channel: $0) }.first
+        let pkg = r.package ?? anyCurrent?.package ?? "default"
         guard PackageName.isValid(pkg) else { throw AssetPatchError(.argument, "package \"\(pkg)\": 1 to 256 bytes, no control characters") }
         for (option, value) in [("--min-app-version", r.minAppVersion), ("--max-app-version", r.maxAppVersion)] {
             if let value, AppVersion.parse(value) == nil { throw AssetPatchError(.argument, "\(option): not a dotted version: \(value)") }
         }
         let urlBase = try r.archiveURLBase.map(checkedURLBase)
+        if let keys = try KeyDocuments.newest(repo: repoDir) { try KeyDocuments.checkSigners(r.seeds, against: keys) }
         guard let chunker = Chunker(averageSize: r.chunkSize) else {
             throw AssetPatchError(.argument, "--chunk-size \(r.chunkSize): a power of two from 4 KiB to 1 MiB")
         }
@@ -142,19 +157,17 @@ package enum Publisher {
         head.files = []
         head.index = IndexLocation(offset: indexFile.location!.dataOffset, size: indexFile.size, root: index.root, chunkSize: r.chunkSize)
         manifest.files.append(indexFile)
-        for m in [manifest, head] {
-            let payload = Array((m.toJSON().serialized(indent: 2) + "\n").utf8)
-            var out = payload
-            if let seed = r.seed { out = Array((try DSSE.seal(payload, seed: seed).serialized(indent: 2) + "\n").utf8) }
-            try MutableFile.write(repoDir + (m.index == nil ? "/manifest.json" : "/head.json"), out)
-        }
+        let release = ChannelRelease(manifest: manifest.toJSON(), head: head.toJSON())
+        try ChannelManifests.recordHistory(repo: repoDir, release)
+        try ChannelManifests.write(release, repo: repoDir, channel: channel, rollout: r.rollout, seeds: r.seeds)
         manifest.payload = Array((manifest.toJSON().serialized(indent: 2) + "\n").utf8)
         head.payload = Array((head.toJSON().serialized(indent: 2) + "\n").utf8)
         return PublishResult(manifest: manifest, head: head, chunkedFiles: indexed.filter { !$0.chunks.isEmpty }.count,
                              indexPages: index.pages, archivePath: archiveName, archiveSize: zipSize)
     }
 
-    /// The repository's current manifest, if any (envelopes are opened without verification).
+    /// The repository's default channel's manifest, if any (envelopes are opened without
+    /// verification).
     package static func currentManifest(repo: String) throws -> Manifest? {
         let path = repo + "/manifest.json"
         guard FS.exists(path) else { return nil }

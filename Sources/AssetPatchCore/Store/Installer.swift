@@ -200,5 +200,7 @@ extension ReleaseRecord {
         minAppVersion = c.manifest.minAppVersion
         maxAppVersion = c.manifest.maxAppVersion
         indexRoot = c.manifest.index?.root
+        channel = c.manifest.channel
+        rolloutBasisPoints = c.manifest.rollout.map { Rollout.basisPoints($0.percent(at: unixTime())) }
     }
 }

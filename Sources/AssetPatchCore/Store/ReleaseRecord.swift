@@ -16,6 +16,10 @@ package struct ReleaseRecord: Sendable {
     /// A format-2 release: its index's root page (its pages stay in the page store while the
     /// release is installed, and its chunked files' chunks can be reused).
     package var indexRoot: PageRef?
+    /// The channel it came from (nil: the default channel).
+    package var channel: String?
+    /// Its manifest's rollout share when it was installed, in basis points (nil: no rollout).
+    package var rolloutBasisPoints: Int32?
 
     func toJSON() -> JSON {
         var pairs: [(String, JSON)] = [
@@ -32,6 +36,8 @@ package struct ReleaseRecord: Sendable {
             ("files", .array(files.map { .object([("path", .string($0.path)), ("size", .int(Int64($0.size))), ("sha256", .string($0.sha256))]) })),
             ("plugins", .array(plugins.map { $0.toJSON() })),
         ]
+        if let channel { pairs.append(("channel", .string(channel))) }
+        if let rolloutBasisPoints { pairs.append(("rollout_basis_points", .int(Int64(rolloutBasisPoints)))) }
         if let indexRoot {
             pairs.append(("index_root", .object([("sha256", .string(indexRoot.hex)), ("size", .int(Int64(indexRoot.compressedSize)))])))
         }
@@ -48,6 +54,8 @@ package struct ReleaseRecord: Sendable {
            let size = r["size"]?.int64, size > 0, size <= Int64(IndexPage.maxBytes) {
             info.indexRoot = PageRef(sha256: sha, compressedSize: UInt32(size))
         }
+        info.channel = json["channel"]?.string.flatMap { Channel.isValid($0) ? $0 : nil }
+        info.rolloutBasisPoints = json["rollout_basis_points"]?.int64.flatMap { (0...10000).contains($0) ? Int32($0) : nil }
         info.notes = json["notes"]?.string
         info.mandatory = json["mandatory"] == .bool(true)
         info.minAppVersion = json["min_app_version"]?.string

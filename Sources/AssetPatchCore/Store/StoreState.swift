@@ -7,11 +7,29 @@ package struct ReleaseRef: Sendable, Equatable {
     /// Whether its manifest's signature was verified; nil in states written before 0.4 (the
     /// release's record says).
     package var verified: Bool?
+    /// The channel it was installed from; nil: the default channel (and every release
+    /// installed before 0.4).
+    package var channel: String?
 
-    package init(id: String, version: Int64, verified: Bool? = nil) {
+    package init(id: String, version: Int64, verified: Bool? = nil, channel: String? = nil) {
         self.id = id
         self.version = version
         self.verified = verified
+        self.channel = channel == Channel.defaultName ? nil : channel
+    }
+
+    package var channelName: String { channel ?? Channel.defaultName }
+}
+
+/// The versions accepted from one channel.
+package struct ChannelMark: Sendable, Equatable {
+    package var highest: Int64 = 0
+    /// With verified signatures; nil when not known yet (a state written before 0.4).
+    package var highestVerified: Int64? = 0
+
+    package init(highest: Int64 = 0, highestVerified: Int64? = 0) {
+        self.highest = highest
+        self.highestVerified = highestVerified
     }
 }
 
@@ -38,6 +56,9 @@ package struct StoreState: Sendable, Equatable {
     /// The highest format-1 version ever accepted with a verified signature: the mark in force
     /// once `public_keys` is set. nil in states written before 0.4 (the open works it out).
     package var highestVerifiedVersion: Int64? = 0
+    /// The downgrade marks of each channel a manifest was accepted from: a replay is judged
+    /// within its channel, so a move to a channel whose versions are lower is not taken for one.
+    package var channelMarks: [String: ChannelMark] = [:]
     /// The highest version ever installed (legacy releases are numbered after it).
     package var highestInstalled: Int64 = 0
     /// The package manifests must name, and who named it (see `PackagePin`).
@@ -138,6 +159,7 @@ package struct StoreState: Sendable, Equatable {
             guard let r else { return .null }
             var pairs: [(String, JSON)] = [("id", .string(r.id)), ("version", .int(r.version))]
             if let verified = r.verified { pairs.append(("verified", .bool(verified))) }
+            if let channel = r.channel { pairs.append(("channel", .string(channel))) }
             return .object(pairs)
         }
         func string(_ v: String?) -> JSON { v.map { JSON.string($0) } ?? .null }
@@ -154,6 +176,10 @@ package struct StoreState: Sendable, Equatable {
         pairs += [("active_legacy_md5", string(activeLegacyDigest)), ("pending_legacy_md5", string(pendingLegacyDigest))]
         pairs += [("good", .array(good.map { .string($0) })), ("launches", .int(Int64(launches))),
                   ("max_failed_launches", .int(Int64(maxFailedLaunches)))]
+        pairs.append(("channels", .object(channelMarks.sorted { $0.key < $1.key }.map { name, mark in
+            (name, .object([("highest_version", .int(mark.highest)),
+                            ("highest_verified_version", mark.highestVerified.map { .int($0) } ?? .null)]))
+        })))
         pairs += [("bundle_version", .int(bundleVersion)), ("bundle_fingerprint", string(bundleFingerprint)),
                   ("last_rollback", rollback)]
         return .object(pairs)
@@ -164,7 +190,8 @@ package struct StoreState: Sendable, Equatable {
             guard let j, j != .null else { return .some(nil) }
             guard let id = j["id"]?.string, Store.isReleaseID(id), let v = j["version"]?.int64 else { return nil }
             let verified: Bool? = j["verified"] == .bool(true) ? true : j["verified"] == .bool(false) ? false : nil
-            return .some(ReleaseRef(id: id, version: v, verified: verified))
+            let channel = j["channel"]?.string.flatMap { Channel.isValid($0) ? $0 : nil }
+            return .some(ReleaseRef(id: id, version: v, verified: verified, channel: channel))
         }
         guard json["format"]?.int64 == 1 else { return nil }
         var s = StoreState()
@@ -184,6 +211,15 @@ package struct StoreState: Sendable, Equatable {
         s.bundlePackage = json["bundle_package"]?.string
         s.highestVerifiedVersion = json["highest_verified_version"]?.int64
         s.bad = (json["bad"]?.array ?? []).compactMap { $0.int64 }
+        if let channels = json["channels"]?.objectPairs {
+            for (name, mark) in channels where Channel.isValid(name) {
+                s.channelMarks[name] = ChannelMark(highest: mark["highest_version"]?.int64 ?? 0,
+                                                   highestVerified: mark["highest_verified_version"]?.int64)
+            }
+        } else if s.highestVersion > 0 || s.highestVerifiedVersion ?? 0 > 0 {
+            // Before 0.4 every manifest was of the default channel.
+            s.channelMarks[Channel.defaultName] = ChannelMark(highest: s.highestVersion, highestVerified: s.highestVerifiedVersion)
+        }
         s.activeLegacyDigest = json["active_legacy_md5"]?.string
         s.pendingLegacyDigest = json["pending_legacy_md5"]?.string
         s.good = (json["good"]?.array ?? []).compactMap { $0.string }.filter(Store.isReleaseID)

@@ -62,6 +62,12 @@ package final class Digest {
         return Array(out[0..<Int(len)])
     }
 
+    package static func sha256(_ bytes: [UInt8]) -> [UInt8] {
+        guard let d = try? Digest(.sha256) else { return [] }
+        d.update(bytes)
+        return d.finalBytes()
+    }
+
     package static func sha256Hex(_ bytes: [UInt8]) -> String {
         guard let d = try? Digest(.sha256) else { return "" }
         d.update(bytes)

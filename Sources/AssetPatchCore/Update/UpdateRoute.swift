@@ -86,12 +86,18 @@ extension Updater {
     }
 
     /// Writes what accepting a manifest changed in `accepted` (the package pin and the
-    /// downgrade mark) into the current state.
+    /// downgrade marks) into the current state.
     static func recordAcceptance(_ accepted: StoreState, in store: Store) throws {
         try store.modifyState { s in
             if let pin = accepted.pin, s.pin == nil || (s.pin?.source == .manifest && pin.source == .verifiedManifest) { s.pin = pin }
             s.highestVersion = max(s.highestVersion, accepted.highestVersion)
             s.highestVerifiedVersion = max(s.highestVerifiedVersion ?? 0, accepted.highestVerifiedVersion ?? 0)
+            for (name, mark) in accepted.channelMarks {
+                var merged = s.channelMarks[name] ?? ChannelMark()
+                merged.highest = max(merged.highest, mark.highest)
+                if let v = mark.highestVerified { merged.highestVerified = max(merged.highestVerified ?? 0, v) }
+                s.channelMarks[name] = merged
+            }
         }
     }
 

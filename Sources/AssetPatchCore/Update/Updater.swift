@@ -31,6 +31,11 @@ final class Updater {
     var noUpdate: (reason: NoUpdateReason, version: Int64)?
     /// The version the last manifest evaluated offered (0: none was read).
     var offered: Int64 = 0
+    /// Its channel, and the downgrade mark in force for it before it was accepted.
+    var offeredChannel: String?
+    var markInForce: Int64?
+    /// Its rollout's share in force (basis points) and this client's bucket, when it has one.
+    var rolloutSeen: (basisPoints: Int32, bucket: Int)?
     /// Fetched files verified by this updater (its retries trust them without hashing again).
     var verifiedFetched = Set<String>()
     /// The installed releases' files by sha256, read from their records once per updater: the
@@ -76,6 +81,8 @@ final class Updater {
             case .older?: why = "the manifest's version \(noUpdate!.version) is older than one accepted before"
             case .badVersion?: why = "version \(noUpdate!.version) was rolled back from"
             case .inBundle?: why = "the bundle carries version \(noUpdate!.version) or newer"
+            case .notInRollout?: why = "version \(noUpdate!.version) is not rolled out to this client yet"
+            case .channelBehind?: why = "the channel's version \(noUpdate!.version) is lower than the release installed from another channel"
             default: why = "version \(state.active?.version ?? 0) is current"
             }
             log(1, "no update: \(why)")
@@ -86,6 +93,14 @@ final class Updater {
         log(1, "updating to version \(candidate.version) from \(candidate.archive.shown)")
 
         let info: ReleaseRecord
+        if state.kept.contains(where: { $0.id == candidate.releaseID }), let kept = try? store.loadRelease(candidate.releaseID) {
+            // A kept release offered again (a host moving back to a channel that offers it):
+            // it is on disk, verified when it was installed.
+            log(1, "version \(candidate.version) is kept on disk: served again without a download")
+            try activate(candidate, state: &state, inPlace: true)
+            progress.report(Progress(phase: .done), final: true)
+            return .installed(candidate, kept)
+        }
         do {
             try readIndex(&candidate)
             let route = try chooseRoute(candidate, state)
@@ -123,8 +138,10 @@ final class Updater {
         try readIndex(&candidate)
         let archiveBytes = candidate.manifest.archiveSize ?? 0
         let m = candidate.manifest
-        let summary = ReleaseSummary(version: candidate.version, created: m.created, label: m.label, notes: m.notes,
+        var summary = ReleaseSummary(version: candidate.version, created: m.created, label: m.label, notes: m.notes,
                                      mandatory: m.mandatory, signatureVerified: m.signatureVerified, markedGood: false)
+        summary.channel = m.channelName
+        summary.rolloutBasisPoints = m.rollout.map { Rollout.basisPoints($0.percent(at: unixTime())) }
         switch try chooseRoute(candidate, state) {
         case let .differential(plan):
             var p = UpdatePreview(candidate: summary, wholeArchiveReason: nil, transferBytes: plan.fetchBytes,
@@ -333,11 +350,11 @@ final class Updater {
     // MARK: Activate
 
     /// Moves the staged release into place and switches the state to it (one atomic rename).
-    func activate(_ c: Candidate, state: inout StoreState) throws {
+    func activate(_ c: Candidate, state: inout StoreState, inPlace: Bool = false) throws {
         progress.report(Progress(phase: .activate))
-        try store.moveStagingIntoPlace(c.releaseID, state: state)
+        if !inPlace { try store.moveStagingIntoPlace(c.releaseID, state: state) }
 
-        let ref = ReleaseRef(id: c.releaseID, version: c.version, verified: c.manifest.signatureVerified)
+        let ref = ReleaseRef(id: c.releaseID, version: c.version, verified: c.manifest.signatureVerified, channel: c.manifest.channelName)
         let legacyDigest = c.manifest.kind == .legacy ? c.manifest.archiveDigest : nil
         let apply = config.apply, keep = config.keepVersions
         // Applied to the state as it is now: opens, mark_good or a rollback may have changed it

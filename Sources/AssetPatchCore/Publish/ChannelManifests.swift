@@ -1,0 +1,190 @@
+import Glibc
+
+/// One release as a channel offers it: the payloads of its format-1 manifest (`manifest.json`)
+/// and of its head (`head.json`; nil in repositories published before heads existed), with the
+/// archive URL relative to the repository's root. Rewritten as JSON, so every field a publish
+/// wrote survives a promotion, a rollout change or a re-signing byte for byte.
+package struct ChannelRelease {
+    package var manifest: JSON
+    package var head: JSON?
+
+    package var version: Int64 { manifest["version"]?.int64 ?? 0 }
+    package var package: String { manifest["package"]?.string ?? "default" }
+    package var archiveSHA: String { manifest["archive"]?["sha256"]?.string ?? "" }
+    package var rollout: Rollout? { manifest["rollout"].flatMap { try? Rollout.decode($0, source: "manifest") } }
+
+    func map(_ transform: (JSON) -> JSON) -> ChannelRelease {
+        ChannelRelease(manifest: transform(manifest), head: head.map(transform))
+    }
+}
+
+/// Reading and writing channels' manifests, and the repository's release history.
+///
+/// Layout: the default channel's manifests are the repository's `manifest.json` and
+/// `head.json`; channel NAME's are `channels/NAME/manifest.json` and `head.json` (archive and
+/// key document URLs in them start with `../../`). `history/<version>/` keeps every published
+/// release's unsigned payloads, with root-relative URLs, for `promote --version` and for the
+/// rule that one version number names one archive whichever channel offers it.
+package enum ChannelManifests {
+    package static func directory(repo: String, channel: String) -> String {
+        let sub = Channel.directory(channel)
+        return sub.isEmpty ? repo : repo + "/" + String(sub.dropLast())
+    }
+
+    /// The channels holding a manifest: the default one first, then every `channels/NAME`.
+    package static func names(repo: String) -> [String] {
+        var names = FS.exists(repo + "/manifest.json") ? [Channel.defaultName] : []
+        for n in ((try? FS.list(repo + "/channels")) ?? []).sorted() where Channel.isValid(n) && n != Channel.defaultName {
+            if FS.exists(repo + "/channels/\(n)/manifest.json") { names.append(n) }
+        }
+        return names
+    }
+
+    /// What `channel` offers now, nil when it has no manifest (signatures are not checked: this
+    /// is the publisher's own repository).
+    package static func read(repo: String, channel: String) throws -> ChannelRelease? {
+        let dir = directory(repo: repo, channel: channel)
+        guard FS.exists(dir + "/manifest.json") else { return nil }
+        let manifest = try payload(dir + "/manifest.json")
+        let head = FS.exists(dir + "/head.json") ? try payload(dir + "/head.json") : nil
+        let prefix = Channel.relativeToChannel(channel, "")
+        // Back to root-relative URLs.
+        return ChannelRelease(manifest: manifest, head: head).map { json in
+            guard !prefix.isEmpty else { return json }
+            var j = json
+            if let url = j["archive"]?["url"]?.string, url.hasPrefix(prefix) {
+                j = j.setting("archive", j["archive"]!.setting("url", .string(String(url.dropFirst(prefix.count)))))
+            }
+            if let url = j["keys"]?["url"]?.string, url.hasPrefix(prefix) {
+                j = j.setting("keys", j["keys"]!.setting("url", .string(String(url.dropFirst(prefix.count)))))
+            }
+            return j
+        }
+    }
+
+    /// The release published as `version`, from the history.
+    package static func history(repo: String, version: Int64) throws -> ChannelRelease? {
+        let dir = repo + "/history/\(version)"
+        guard FS.exists(dir + "/manifest.json") else { return nil }
+        return ChannelRelease(manifest: try payload(dir + "/manifest.json"),
+                              head: FS.exists(dir + "/head.json") ? try payload(dir + "/head.json") : nil)
+    }
+
+    /// The highest version any channel offers or the history holds.
+    package static func highestVersion(repo: String) -> Int64 {
+        var v: Int64 = 0
+        for n in names(repo: repo) { v = max(v, (try? read(repo: repo, channel: n))??.version ?? 0) }
+        for n in (try? FS.list(repo + "/history")) ?? [] { v = max(v, Int64(n) ?? 0) }
+        return v
+    }
+
+    /// Records a published release (channel, rollout and keys stripped: they are the channel's).
+    static func recordHistory(repo: String, _ r: ChannelRelease) throws {
+        let dir = repo + "/history/\(r.version)"
+        try FS.makeDirectories(dir)
+        let plain = r.map { $0.removing("channel").removing("rollout").removing("keys") }
+        try FS.writeAtomically(dir + "/manifest.json", Array((plain.manifest.serialized(indent: 2) + "\n").utf8))
+        if let head = plain.head { try FS.writeAtomically(dir + "/head.json", Array((head.serialized(indent: 2) + "\n").utf8)) }
+    }
+
+    /// Makes `channel` offer `release`: names the channel (the default one is not named, as
+    /// before channels existed), sets or clears the rollout, names the newest key document,
+    /// writes URLs relative to the channel's directory, signs with `seeds` (a threshold of the
+    /// newest key document's signing keys when the repository has key documents) and writes
+    /// `manifest.json`, then `head.json`, each with a modification time after the one it
+    /// replaces (`MutableFile`).
+    package static func write(_ release: ChannelRelease, repo: String, channel: String, rollout: Rollout?, seeds: [[UInt8]]) throws {
+        let keys = try KeyDocuments.newest(repo: repo)
+        if let keys { try KeyDocuments.checkSigners(seeds, against: keys) }
+        let prefix = Channel.relativeToChannel(channel, "")
+        let out = release.map { json in
+            var j = json.removing("channel").removing("rollout").removing("keys")
+            if let url = j["archive"]?["url"]?.string, URLs.scheme(url) == nil {
+                j = j.setting("archive", j["archive"]!.setting("url", .string(prefix + url)))
+            }
+            if channel != Channel.defaultName { j = j.setting("channel", .string(channel)) }
+            if let rollout { j = j.setting("rollout", rollout.toJSON()) }
+            if let keys { j = j.setting("keys", KeyDocumentRef(version: keys.version, url: prefix + KeyDocuments.directoryName + "/").toJSON()) }
+            return j
+        }
+        let dir = directory(repo: repo, channel: channel)
+        try FS.makeDirectories(dir)
+        for (name, json) in [("manifest.json", out.manifest), ("head.json", out.head)] {
+            guard let json else { continue }
+            let payload = Array((json.serialized(indent: 2) + "\n").utf8)
+            let bytes = seeds.isEmpty ? payload : Array((try DSSE.seal(payload, seeds: seeds).serialized(indent: 2) + "\n").utf8)
+            try MutableFile.write(dir + "/" + name, bytes)
+        }
+    }
+
+    /// Makes channel `to` offer what channel `from` offers (or the release published as
+    /// `version`, which `from` must have offered at some point: the history says which archive
+    /// it is): the same archive, nothing uploaded again, signed anew. The target's versions only
+    /// go up.
+    package static func promote(repo: String, from: String, to: String, version: Int64?, rollout: Rollout?,
+                                seeds: [[UInt8]]) throws -> ChannelRelease {
+        guard from != to else { throw AssetPatchError(.argument, "--from and --to name the same channel \"\(from)\"") }
+        guard let source = try read(repo: repo, channel: from) else {
+            throw AssetPatchError(.argument, "channel \"\(from)\" has no manifest in \(repo)")
+        }
+        var release = source
+        if let version, version != source.version {
+            guard let old = try history(repo: repo, version: version) else {
+                throw AssetPatchError(.argument, "version \(version) is not in \(repo)/history (channel \"\(from)\" offers \(source.version))")
+            }
+            guard version < source.version else {
+                throw AssetPatchError(.argument, "channel \"\(from)\" offers version \(source.version); it never offered version \(version)")
+            }
+            release = old
+        }
+        if let current = try read(repo: repo, channel: to) {
+            guard release.version > current.version else {
+                throw AssetPatchError(.argument, "channel \"\(to)\" offers version \(current.version); promoting version \(release.version) would move it \(release.version == current.version ? "nowhere" : "back") (versions of a channel only go up)")
+            }
+            guard current.package == release.package else {
+                throw AssetPatchError(.argument, "channel \"\(to)\" offers package \"\(current.package)\", channel \"\(from)\" package \"\(release.package)\"")
+            }
+        }
+        try write(release, repo: repo, channel: to, rollout: rollout, seeds: seeds)
+        return release
+    }
+
+    /// Re-signs `channel`'s manifests with a new rollout (nil: every client), or, with
+    /// `keepRollout`, with the rollout it has (a re-signing, e.g. after a key rotation).
+    package static func rewrite(repo: String, channel: String, rollout: Rollout?, keepRollout: Bool, seeds: [[UInt8]]) throws -> ChannelRelease {
+        guard let current = try read(repo: repo, channel: channel) else {
+            throw AssetPatchError(.argument, "channel \"\(channel)\" has no manifest in \(repo)")
+        }
+        try write(current, repo: repo, channel: channel, rollout: keepRollout ? current.rollout : rollout, seeds: seeds)
+        return current
+    }
+
+    /// A manifest file's payload: the envelope's (unverified) or the plain JSON.
+    static func payload(_ path: String) throws -> JSON {
+        let bytes = try FS.readFile(path, limit: 256 << 20, limitStatus: .manifest)
+        let json: JSON
+        do { json = try JSONParser.parse(bytes) } catch {
+            throw AssetPatchError(.manifest, "\(path): not valid JSON: \(JSONParser.describe(error))")
+        }
+        guard let text = json["payload"]?.string else { return json }
+        guard let payload = Base64.decode(text), let inner = try? JSONParser.parse(payload) else {
+            throw AssetPatchError(.manifest, "\(path): the envelope's payload is not base64 JSON")
+        }
+        return inner
+    }
+}
+
+extension JSON {
+    /// The object with `key` set to `value` (in place when present, appended otherwise).
+    package func setting(_ key: String, _ value: JSON) -> JSON {
+        guard case var .object(pairs) = self else { return self }
+        if let i = pairs.firstIndex(where: { $0.0 == key }) { pairs[i].1 = value } else { pairs.append((key, value)) }
+        return .object(pairs)
+    }
+
+    /// The object without `key`.
+    package func removing(_ key: String) -> JSON {
+        guard case let .object(pairs) = self else { return self }
+        return .object(pairs.filter { $0.0 != key })
+    }
+}

@@ -1,0 +1,84 @@
+import Glibc
+
+/// The repository's key documents (`keys/<version>.json`) as the publisher makes them: a new
+/// document is staged (`keys/staged.json`, or any file), signed by each root key holder on
+/// their own machine (`keys sign`), and published once the thresholds are met.
+package enum KeyDocuments {
+    package static let directoryName = "keys"
+
+    /// The published documents' versions, ascending.
+    package static func versions(repo: String) -> [Int64] {
+        ((try? FS.list(repo + "/" + directoryName)) ?? []).compactMap { name -> Int64? in
+            guard name.hasSuffix(".json"), let v = Int64(name.dropLast(5)), v >= 1, "\(v).json" == name else { return nil }
+            return v
+        }.sorted()
+    }
+
+    package static func load(repo: String, version: Int64) throws -> KeyDocument {
+        let path = repo + "/\(directoryName)/\(version).json"
+        let doc = try KeyDocument.decode(try FS.readFile(path, limit: KeyDocument.maxBytes, limitStatus: .signature), source: path)
+        guard doc.version == version else { throw AssetPatchError(.signature, "\(path): says version \(doc.version)") }
+        return doc
+    }
+
+    /// The newest published document, nil when the repository has none (manifests are then
+    /// judged by the keys clients pin).
+    package static func newest(repo: String) throws -> KeyDocument? {
+        guard let v = versions(repo: repo).last else { return nil }
+        return try load(repo: repo, version: v)
+    }
+
+    /// Manifests signed by `seeds` must satisfy `doc`'s signing role: refused here rather than
+    /// by every client.
+    static func checkSigners(_ seeds: [[UInt8]], against doc: KeyDocument) throws {
+        let pubs = Set(try seeds.map { try Ed25519.publicKey(fromSeed: $0) })
+        let signing = doc.signing.keys.filter { pubs.contains($0) }.count
+        guard signing >= doc.signing.threshold else {
+            throw AssetPatchError(.argument, "key document \(doc.version) needs manifests signed by \(doc.signing.described); the keys given include \(signing) of them")
+        }
+    }
+
+    /// A new document, version newest + 1, without signatures yet.
+    package static func create(repo: String, root: KeySet, signing: KeySet, expires: Int64) throws -> KeyDocument {
+        guard expires > unixTime() else { throw AssetPatchError(.argument, "--expires: \(RFC3339.format(expires)) is in the past") }
+        return KeyDocument(version: (versions(repo: repo).last ?? 0) + 1, expires: expires, root: root, signing: signing)
+    }
+
+    /// Publishes a signed document as `keys/<version>.json`: it must follow the newest published
+    /// one (the next version, signed by a threshold of its root keys) and carry a threshold of
+    /// its own root keys' signatures. The first document's predecessor is what clients pin:
+    /// `pinned` (their `public_keys`), one of which must have signed it when given.
+    package static func publish(_ doc: KeyDocument, repo: String, pinned: [[UInt8]]) throws -> String {
+        let newest = versions(repo: repo).last ?? 0
+        guard doc.version == newest + 1 else {
+            throw AssetPatchError(.argument, "the document is version \(doc.version); the repository's next is \(newest + 1)")
+        }
+        if newest > 0 {
+            try doc.verify(after: try load(repo: repo, version: newest), source: "version \(doc.version)")
+        } else if !pinned.isEmpty {
+            try doc.verify(after: KeyDocument.pinned(pinned), source: "version \(doc.version)")
+        } else {
+            try doc.verifySelf(source: "version \(doc.version)")
+        }
+        let dir = repo + "/" + directoryName
+        try FS.makeDirectories(dir)
+        let path = dir + "/\(doc.version).json"
+        try FS.writeAtomically(path, doc.serialized())
+        try FS.syncDirectory(dir)
+        return path
+    }
+
+    /// What signing `doc` still needs, for people: "2 of the root keys of version 3, 1 of its own".
+    package static func missing(_ doc: KeyDocument, repo: String?) -> [String] {
+        var out: [String] = []
+        func need(_ set: KeySet, _ what: String) {
+            let have = set.signers(payloadType: KeyDocument.payloadType, payload: doc.payload, signatures: doc.signatures).count
+            if have < set.threshold { out.append("\(set.threshold - have) more of \(what) (\(set.described))") }
+        }
+        need(doc.root, "its own root keys")
+        if let repo, doc.version > 1, let previous = try? load(repo: repo, version: doc.version - 1) {
+            need(previous.root, "the root keys of version \(previous.version)")
+        }
+        return out
+    }
+}

@@ -1,0 +1,126 @@
+import ArgumentParser
+import AssetPatchCore
+import Glibc
+
+/// A public key given on the command line: base64, or a file holding it (`KEY.pub`). A private
+/// key file would read as a key too, so files must be `.pub` files.
+func readPublicKey(_ value: String) throws -> [UInt8] {
+    if let key = Base64.decode(value), key.count == Ed25519.keyLength { return key }
+    guard value.hasSuffix(".pub") else {
+        throw AssetPatchError(.argument, "\(value): give a base64 public key or a .pub file (never the private key)")
+    }
+    return try readKeyFile(value)
+}
+
+struct Keys: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Key documents: which keys sign manifests, rotated by a threshold of root keys.",
+        subcommands: [Create.self, Sign.self, PublishDocument.self, Show.self])
+
+    struct Create: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Stage the repository's next key document (unsigned) for the root key holders to sign.")
+
+        @Option(name: .long, help: "The release repository.") var repo: String
+        @Option(name: .customLong("root-key"), help: "A root key: base64 or a .pub file (repeatable).") var rootKey: [String] = []
+        @Option(name: .customLong("root-threshold"), help: "Root keys needed to sign the next document.") var rootThreshold: Int = 1
+        @Option(name: .customLong("signing-key"), help: "A manifest-signing key: base64 or a .pub file (repeatable).") var signingKey: [String] = []
+        @Option(name: .customLong("signing-threshold"), help: "Signing keys needed on each manifest.") var signingThreshold: Int = 1
+        @Option(name: .long, help: "When clients stop accepting it: a duration (365d) or an RFC 3339 time.") var expires: String = "365d"
+        @Option(name: .long, help: "Where to write the staged document (default REPO/keys/staged.json).") var out: String?
+
+        func run() throws {
+            try cli {
+                let dir = FS.absolute(repo)
+                let root = KeySet(keys: try rootKey.map(readPublicKey), threshold: rootThreshold)
+                let signing = KeySet(keys: try signingKey.map(readPublicKey), threshold: signingThreshold)
+                for (what, set) in [("root", root), ("signing", signing)] {
+                    guard !set.keys.isEmpty, set.keys.count <= KeySet.maxKeys, Set(set.keys).count == set.keys.count else {
+                        throw AssetPatchError(.argument, "--\(what)-key: 1 to \(KeySet.maxKeys) distinct keys")
+                    }
+                    guard set.threshold >= 1, set.threshold <= set.keys.count else {
+                        throw AssetPatchError(.argument, "--\(what)-threshold \(set.threshold): from 1 to the number of \(what) keys (\(set.keys.count))")
+                    }
+                }
+                let until = RFC3339.parse(expires) ?? parseDuration(expires).map { unixTime() + $0 }
+                guard let until else { throw AssetPatchError(.argument, "--expires \(expires): a duration (365d) or an RFC 3339 time") }
+                let doc = try KeyDocuments.create(repo: dir, root: root, signing: signing, expires: until)
+                let path = out ?? dir + "/\(KeyDocuments.directoryName)/staged.json"
+                try FS.makeDirectories(FS.parent(of: FS.absolute(path)))
+                try FS.writeAtomically(path, doc.serialized())
+                print("\(path): key document \(doc.version) staged (root \(root.described), signing \(signing.described), expires \(RFC3339.format(until)))")
+                print("needs: " + KeyDocuments.missing(doc, repo: dir).joined(separator: "; "))
+            }
+        }
+    }
+
+    struct Sign: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Add one root key's signature to a staged key document (each holder on their own machine).")
+
+        @Argument(help: "The staged key document.") var document: String
+        @Option(name: .long, help: "The private key file.") var key: String
+        @Option(name: .long, help: "The repository, to report what the document still needs.") var repo: String?
+
+        func run() throws {
+            try cli {
+                var doc = try KeyDocument.decode(try FS.readFile(document, limit: KeyDocument.maxBytes, limitStatus: .argument), source: document)
+                try doc.sign(seed: try readKeyFile(key))
+                try FS.writeAtomically(document, doc.serialized())
+                let missing = KeyDocuments.missing(doc, repo: repo.map(FS.absolute))
+                print("\(document): signed by \(Ed25519.keyID(try Ed25519.publicKey(fromSeed: try readKeyFile(key))))"
+                      + (missing.isEmpty ? "; its thresholds are met" : "; still needs " + missing.joined(separator: "; ")))
+            }
+        }
+    }
+
+    struct PublishDocument: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "publish",
+            abstract: "Publish a staged key document as keys/<version>.json once its signatures meet the thresholds.")
+
+        @Option(name: .long, help: "The release repository.") var repo: String
+        @Argument(help: "The staged document (default REPO/keys/staged.json).") var document: String?
+        @Option(name: .customLong("pinned-key"), help: "For the first document: a key clients pin in public_keys (repeatable); one of them must have signed it.")
+        var pinnedKey: [String] = []
+
+        func run() throws {
+            try cli {
+                let dir = FS.absolute(repo)
+                let path = document ?? dir + "/\(KeyDocuments.directoryName)/staged.json"
+                let doc = try KeyDocument.decode(try FS.readFile(path, limit: KeyDocument.maxBytes, limitStatus: .argument), source: path)
+                let written = try KeyDocuments.publish(doc, repo: dir, pinned: try pinnedKey.map(readPublicKey))
+                if document == nil { try? FS.unlink(path) }
+                print("\(written): key document \(doc.version) published; re-sign every channel (assetpatch resign) with \(doc.signing.described)")
+                if doc.version == 1 && pinnedKey.isEmpty {
+                    print("note: clients that pin public_keys accept document 1 only if one of their pinned keys signed it")
+                }
+            }
+        }
+    }
+
+    struct Show: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the repository's key documents and check each link of the chain.")
+
+        @Option(name: .long, help: "The release repository.") var repo: String
+
+        func run() throws {
+            try cli {
+                let dir = FS.absolute(repo)
+                var previous: KeyDocument?
+                let versions = KeyDocuments.versions(repo: dir)
+                if versions.isEmpty { print("no key documents: manifests are judged by the keys clients pin") }
+                for v in versions {
+                    let doc = try KeyDocuments.load(repo: dir, version: v)
+                    var check = "signed by a threshold of its own root keys"
+                    if let previous { try doc.verify(after: previous, source: "version \(v)"); check = "follows version \(previous.version)" } else {
+                        try doc.verifySelf(source: "version \(v)")
+                    }
+                    let expired = (doc.expires ?? Int64.max) <= unixTime() ? " EXPIRED" : ""
+                    print("version \(v): root \(doc.root.described); signing \(doc.signing.described); expires \(RFC3339.format(doc.expires ?? 0))\(expired); \(check)")
+                    previous = doc
+                }
+            }
+        }
+    }
+}

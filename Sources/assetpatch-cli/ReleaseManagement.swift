@@ -1,0 +1,119 @@
+import ArgumentParser
+import AssetPatchCore
+import Glibc
+
+/// `--rollout P [--rollout-schedule S]` (or `--percent`/`--schedule`/`--halt`): nil when none
+/// is given (every client).
+func parseRollout(percent: String?, schedule: String?, halt: Bool) throws -> Rollout? {
+    if halt {
+        guard percent == nil, schedule == nil else { throw AssetPatchError(.argument, "--halt takes no percentage or schedule") }
+        return Rollout(percent: 0)
+    }
+    guard let percent else {
+        if schedule != nil { throw AssetPatchError(.argument, "a rollout schedule needs the share it starts from (--rollout/--percent)") }
+        return nil
+    }
+    var r = Rollout(percent: try parsePercent(percent))
+    let now = unixTime()
+    for item in (schedule ?? "").split(separator: ",") {
+        guard let eq = item.lastIndex(of: "=") else { throw AssetPatchError(.argument, "schedule step \"\(item)\": expected WHEN=PERCENT") }
+        let when = String(item[..<eq]), share = try parsePercent(String(item[item.index(after: eq)...]))
+        let at: Int64
+        if let t = RFC3339.parse(when) { at = t } else if let d = parseDuration(when) { at = now + d } else {
+            throw AssetPatchError(.argument, "schedule step \"\(item)\": \(when) is neither a duration (30m, 12h, 2d) nor an RFC 3339 time")
+        }
+        if let last = r.schedule.last, at <= last.at { throw AssetPatchError(.argument, "schedule step \"\(item)\" is not after the step before it") }
+        r.schedule.append(Rollout.Step(at: at, percent: share))
+    }
+    return r
+}
+
+func parsePercent(_ text: String) throws -> Double {
+    let t = text.hasSuffix("%") ? String(text.dropLast()) : text
+    guard !t.isEmpty, t.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || $0 == 46 }), let p = Double(t), Rollout.isValidPercent(p) else {
+        throw AssetPatchError(.argument, "\"\(text)\" is not a percentage from 0 to 100")
+    }
+    return p
+}
+
+/// "90s", "30m", "12h", "2d", "1w" in seconds.
+func parseDuration(_ text: String) -> Int64? {
+    guard let unit = text.last, let n = Int64(text.dropLast()), n >= 0 else { return nil }
+    switch unit {
+    case "s": return n
+    case "m": return n * 60
+    case "h": return n * 3600
+    case "d": return n * 86400
+    case "w": return n * 7 * 86400
+    default: return nil
+    }
+}
+
+struct Promote: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Make one channel offer the release another channel offers: the same archive, signed anew.")
+
+    @Option(name: .long, help: "The release repository.") var repo: String
+    @Option(name: .long, help: "The channel whose release is promoted.") var from: String
+    @Option(name: .long, help: "The channel that will offer it.") var to: String
+    @Option(name: .long, help: "Promote this earlier version of --from instead of its current one.") var version: Int64?
+    @Option(name: .long, help: "Private key file (repeatable).") var key: [String] = []
+    @Option(name: .long, help: "Offer it to this share of --to's clients only.") var rollout: String?
+    @Option(name: .customLong("rollout-schedule"), help: "WHEN=PERCENT,... as for publish.") var rolloutSchedule: String?
+
+    func run() throws {
+        try cli {
+            for c in [from, to] where !Channel.isValid(c) { throw AssetPatchError(.argument, "\(c): not a channel name") }
+            let r = try ChannelManifests.promote(repo: FS.absolute(repo), from: from, to: to, version: version,
+                                                 rollout: try parseRollout(percent: rollout, schedule: rolloutSchedule, halt: false),
+                                                 seeds: try key.map(readKeyFile))
+            print("channel \(to) offers \(r.package) version \(r.version) (archive \(r.archiveSHA.prefix(16))…) from channel \(from)\(key.isEmpty ? "" : ", signed")")
+        }
+    }
+}
+
+struct RolloutCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rollout",
+        abstract: "Change the share of clients a channel's release is offered to (re-signs its manifests).")
+
+    @Option(name: .long, help: "The release repository.") var repo: String
+    @Option(name: .long, help: "The channel (default: stable).") var channel: String = Channel.defaultName
+    @Option(name: .long, help: "The share of clients, 0 to 100 (100: everyone, and the rollout is dropped from the manifest).")
+    var percent: String?
+    @Option(name: .long, help: "WHEN=PERCENT,... raising the share over time (WHEN: 30m, 12h, 2d, or an RFC 3339 time).") var schedule: String?
+    @Flag(name: .long, help: "Stop offering the release to clients that don't have it (share 0).") var halt = false
+    @Option(name: .long, help: "Private key file (repeatable).") var key: [String] = []
+
+    func run() throws {
+        try cli {
+            guard Channel.isValid(channel) else { throw AssetPatchError(.argument, "\(channel): not a channel name") }
+            guard halt || percent != nil else { throw AssetPatchError(.argument, "give --percent P or --halt") }
+            var rollout = try parseRollout(percent: percent, schedule: schedule, halt: halt)
+            if let r = rollout, r.percent == 100, r.schedule.isEmpty { rollout = nil }
+            let release = try ChannelManifests.rewrite(repo: FS.absolute(repo), channel: channel, rollout: rollout, keepRollout: false,
+                                                       seeds: try key.map(readKeyFile))
+            print("channel \(channel): version \(release.version) offered to \(rollout?.summary ?? "every client")\(key.isEmpty ? "" : ", signed")")
+        }
+    }
+}
+
+struct Resign: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Sign a channel's manifests again, unchanged but for the newest key document (after a key rotation).")
+
+    @Option(name: .long, help: "The release repository.") var repo: String
+    @Option(name: .long, help: "The channel (default: every channel).") var channel: String?
+    @Option(name: .long, help: "Private key file (repeatable).") var key: [String] = []
+
+    func run() throws {
+        try cli {
+            let dir = FS.absolute(repo)
+            let seeds = try key.map(readKeyFile)
+            for name in channel.map({ [$0] }) ?? ChannelManifests.names(repo: dir) {
+                let r = try ChannelManifests.rewrite(repo: dir, channel: name, rollout: nil, keepRollout: true, seeds: seeds)
+                print("channel \(name): version \(r.version) signed anew")
+            }
+        }
+    }
+}

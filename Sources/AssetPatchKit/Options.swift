@@ -18,6 +18,14 @@ extension AssetPatchClient {
         /// Base64 Ed25519 public keys; when set, only manifests signed by one of them are accepted
         /// (an empty list is refused: verification is off only while this is never set).
         public var publicKeys: [String]?
+        /// A key document the host pins (a path): trust starts from it instead of
+        /// ``publicKeys``, and manifests are judged by the newest document its chain leads to.
+        public var keyDocument: String?
+        /// The release channel this host follows: manifests of another channel are refused, and
+        /// a move to it may install a lower version than the one installed from another channel.
+        public var channel: String?
+        /// Who this client is in staged rollouts. Default: a random id kept in the data directory.
+        public var rolloutID: String?
         /// The app's package: manifests of another package are refused. Without it, the bundle
         /// marker's, else the first manifest's.
         public var package: String?
@@ -74,7 +82,11 @@ extension AssetPatchClient {
                     maxManifestBytes: Int? = nil, maxReleaseBytes: UInt64? = nil,
                     maxLegacyArchiveBytes: UInt64? = nil, caFile: String? = nil, headers: [String]? = nil, userAgent: String? = nil,
                     parallelDownloads: Int? = nil, differential: Bool? = nil, differentialMaxPercent: Int? = nil,
-                    allowUnsignedPlugins: Bool? = nil, tcpQuickAck: Bool? = nil) {
+                    allowUnsignedPlugins: Bool? = nil, tcpQuickAck: Bool? = nil, keyDocument: String? = nil,
+                    channel: String? = nil, rolloutID: String? = nil) {
+            self.keyDocument = keyDocument
+            self.channel = channel
+            self.rolloutID = rolloutID
             self.manifestURL = manifestURL
             self.publicKeys = publicKeys
             self.package = package
@@ -108,7 +120,10 @@ extension AssetPatchClient {
             func flag(_ b: Bool?) -> String? { b.map { $0 ? "1" : "0" } }
             add("manifest_url", manifestURL)
             add("public_keys", publicKeys.map { $0.joined(separator: ",") })
+            add("key_document", keyDocument)
             add("package", package)
+            add("channel", channel)
+            add("rollout_id", rolloutID)
             add("app_version", appVersion)
             add("variants", variants.map { $0.joined(separator: ",") })
             add("apply", apply?.rawValue)

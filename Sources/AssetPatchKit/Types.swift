@@ -159,6 +159,11 @@ public struct ReleaseDetails: Sendable, Equatable {
     public var signatureVerified: Bool
     /// Whether the app confirmed it (``AssetPatchClient/markGood()``).
     public var markedGood: Bool
+    /// The channel it comes from (`"stable"` when its manifest named none).
+    public var channel: String
+    /// Its manifest's rollout share in percent (a candidate: in force at the check; an
+    /// installed release: when it was installed); nil when the manifest had no rollout.
+    public var rolloutPercent: Double?
 
     init(_ s: ReleaseSummary) {
         version = s.version
@@ -168,6 +173,8 @@ public struct ReleaseDetails: Sendable, Equatable {
         mandatory = s.mandatory
         signatureVerified = s.signatureVerified
         markedGood = s.markedGood
+        channel = s.channel
+        rolloutPercent = s.rolloutBasisPoints.map { Double($0) / 100 }
     }
 }
 
@@ -242,6 +249,11 @@ public struct CheckOutcome: Sendable, Equatable {
         case badVersion = 3
         /// The app's bundle carries that release, or a newer one.
         case inBundle = 4
+        /// The manifest's staged rollout does not include this client (yet), or is halted.
+        case notInRollout = 5
+        /// The manifest's channel offers a lower version than the release installed from
+        /// another channel: set ``AssetPatchClient/Options/channel`` to move down to it.
+        case channelBehind = 6
     }
 
     /// Whether a release was found (or installed): false when there was nothing to install or
@@ -253,8 +265,15 @@ public struct CheckOutcome: Sendable, Equatable {
     public var error: AssetPatchError.Status?
     /// The version the manifest offered; 0 when none was read.
     public var manifestVersion: Int64
-    /// The highest version accepted before that call.
+    /// The highest version accepted before that call from the manifest's channel.
     public var acceptedVersion: Int64
+    /// The manifest's channel; "" when none was read.
+    public var channel: String
+    /// The manifest's rollout share in force, in percent; nil without a rollout.
+    public var rolloutPercent: Double?
+    /// This client's bucket (0..<10000) for that release: it takes it iff
+    /// `bucket < rolloutPercent * 100`.
+    public var rolloutBucket: Int?
 
     init(_ o: AssetPatchCore.CheckOutcome) {
         found = o.status == .ok
@@ -262,6 +281,9 @@ public struct CheckOutcome: Sendable, Equatable {
         error = o.status.rawValue < 0 ? AssetPatchError.Status(o.status) : nil
         manifestVersion = o.manifestVersion
         acceptedVersion = o.acceptedVersion
+        channel = o.channel ?? ""
+        rolloutPercent = o.rollout.map { Double($0.basisPoints) / 100 }
+        rolloutBucket = o.rollout?.bucket
     }
 }
 

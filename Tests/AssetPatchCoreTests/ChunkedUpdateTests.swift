@@ -43,7 +43,7 @@ func publishChunked(_ files: [(String, [UInt8])], version: Int64, repo: TempDir,
     request.version = version
     request.chunkThreshold = threshold
     request.chunkSize = chunkSize
-    request.seed = seed
+    request.seeds = seed.map { [$0] } ?? []
     return try Publisher.publish(request)
 }
 

@@ -131,13 +131,13 @@ import Testing
         // with the reason kept for the host.
         try publishRelease(v2, version: 4, repo: repo)
         #expect(try c.check() == nil)
-        #expect(c.lastCheck == CheckOutcome(status: .noUpdate, reason: .older, manifestVersion: 4, acceptedVersion: 5))
+        #expect(c.lastCheck == CheckOutcome(status: .noUpdate, reason: .older, manifestVersion: 4, acceptedVersion: 5, channel: "stable"))
         #expect(try c.update(progress: nil) == false && c.currentVersion == 5)
         #expect(c.lastCheck?.reason == .older)
         #expect(try c.state().highestVersion == 5)
         try publishRelease(v2, version: 6, repo: repo) { $0.append(("expires", .string("2001-01-01T00:00:00Z"))) }
         #expect(statusOf { _ = try c.update(progress: nil) } == .expired)
-        #expect(c.lastCheck == CheckOutcome(status: .expired, reason: nil, manifestVersion: 6, acceptedVersion: 5))
+        #expect(c.lastCheck == CheckOutcome(status: .expired, reason: nil, manifestVersion: 6, acceptedVersion: 5, channel: "stable"))
         try publishRelease(v2, version: 7, repo: repo) { $0.append(("min_app_version", .string("2.10"))) }
         try c.set("app_version", "2.9.9")
         #expect(statusOf { _ = try c.update(progress: nil) } == .incompatible)

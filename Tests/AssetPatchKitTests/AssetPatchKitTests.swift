@@ -249,12 +249,21 @@ private final class Recorder<T: Sendable>: Sendable {
     @Test func everyOptionOfTheHeaderIsATypedOptionAppliedByTheCoreParser() throws {
         let documented = try headerOptions()
         #expect(documented.count >= 20 && documented.contains("manifest_url") && documented.contains("tcp_quickack"))
+        // A real key document for key_document, which the parser reads and checks.
+        let dir = Scratch()
+        defer { dir.cleanup() }
+        let (rootSeed, rootPub) = try Ed25519.generate()
+        var doc = KeyDocument(version: 1, expires: unixTime() + 3600, root: KeySet(keys: [rootPub], threshold: 1),
+                              signing: KeySet(keys: [rootPub], threshold: 1))
+        try doc.sign(seed: rootSeed)
+        try FS.writeAtomically(dir.path + "/keys.json", doc.serialized())
         let all = AssetPatchClient.Options(manifestURL: "file:///m.json", publicKeys: ["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="], package: "kit",
                                            appVersion: "1.0", variants: ["@2x", ""],
                                            apply: .nextOpen, keepVersions: 2, maxFailedLaunches: 3, connectTimeoutMs: 1000,
                                            stallTimeoutMs: 1000, lowSpeedLimit: 10, lowSpeedTimeMs: 2000, maxManifestBytes: 1000, maxReleaseBytes: 1000, maxLegacyArchiveBytes: 1000,
                                            caFile: "/ca.pem", headers: ["X-A: b"], userAgent: "kit", parallelDownloads: 2,
-                                           differential: false, differentialMaxPercent: 50, allowUnsignedPlugins: true, tcpQuickAck: false)
+                                           differential: false, differentialMaxPercent: 50, allowUnsignedPlugins: true, tcpQuickAck: false,
+                                           keyDocument: dir.path + "/keys.json", channel: "beta", rolloutID: "kit-client")
         let spelled = Set(all.settings.map(\.name))
         #expect(spelled == documented, "the header documents \(documented.subtracting(spelled)); Options also spells \(spelled.subtracting(documented))")
         // Applied through the core's one parser: the configuration equals the C API's.
@@ -263,5 +272,6 @@ private final class Recorder<T: Sendable>: Sendable {
         #expect(viaStrings.package == "kit" && viaStrings.http.lowSpeedLimit == 10 && viaStrings.http.lowSpeedTimeMs == 2000)
         #expect(viaStrings.parallelDownloads == 2 && viaStrings.differential == false && viaStrings.http.headers == ["X-A: b"]
                 && viaStrings.variants == ["@2x", ""] && viaStrings.apply == .nextOpen && viaStrings.allowUnsignedPlugins)
+        #expect(viaStrings.channel == "beta" && viaStrings.rolloutID == "kit-client" && viaStrings.keyDocument?.version == 1)
     }
 }

@@ -114,7 +114,9 @@ package struct CheckOutcome: Sendable, Equatable {
             && a.channel == b.channel && a.rollout?.basisPoints == b.rollout?.basisPoints && a.rollout?.bucket == b.rollout?.bucket
     }
 
-    package init(status: Status, reason: NoUpdateReason? = nil, manifestVersion: Int64 = 0, acceptedVersion: Int64 = 0) {
+    package init(status: Status, reason: NoUpdateReason? = nil, manifestVersion: Int64 = 0, acceptedVersion: Int64 = 0,
+                 channel: String? = nil) {
+        self.channel = channel
         self.status = status
         self.reason = reason
         self.manifestVersion = manifestVersion

@@ -97,6 +97,8 @@ package struct Manifest: Sendable {
             guard let payload = Base64.decode(payloadText) else { throw fail("\(source): envelope payload is not base64") }
             let inner: JSON
             do { inner = try JSONParser.parse(payload) } catch {
+                // A payload that is not JSON was not signed as it is: say so when signatures count.
+                if let keys = try signingKeys(nil) { try checkSignatures(json, type: type, payload: payload, keys: keys, source: source) }
                 throw fail("\(source): envelope payload is not valid JSON: \(JSONParser.describe(error))")
             }
             // The key document a manifest names is read before its signature is checked: it

@@ -83,8 +83,10 @@ package enum Publisher {
             throw AssetPatchError(.argument, "version \(newVersion) is not above channel \(channel)'s current version \(currentVersion)")
         }
         if newVersion < 1 { throw AssetPatchError(.argument, "version must be >= 1") }
-        if try ChannelManifests.history(repo: repoDir, version: newVersion) != nil {
-            throw AssetPatchError(.argument, "version \(newVersion) was published before (\(repoDir)/history/\(newVersion)); promote it, or publish a new version")
+        for other in ChannelManifests.names(repo: repoDir) where other != channel {
+            if let offered = try ChannelManifests.read(repo: repoDir, channel: other), offered.version == newVersion {
+                throw AssetPatchError(.argument, "channel \(other) offers version \(newVersion) already: promote it to channel \(channel), or publish a new version")
+            }
         }
         let anyCurrent = try current ?? ChannelManifests.names(repo: repoDir).lazy.compactMap { try? ChannelManifests.read(repo: repoDir, channel: $0) }.first
         let pkg = r.package ?? anyCurrent?.package ?? "default"

@@ -89,7 +89,8 @@ class Plugin:
 class ReleaseInfo:
     """What an app may show about a release: version, creation time (Unix seconds, 0 unknown),
     label, notes, whether the publisher marked it mandatory, whether its signature was verified,
-    whether it is marked good."""
+    whether it is marked good, the channel it comes from and its rollout share (percent; None
+    when its manifest had no rollout)."""
     version: int
     created: int
     label: str
@@ -97,6 +98,8 @@ class ReleaseInfo:
     mandatory: bool
     signature_verified: bool
     marked_good: bool
+    channel: str = "stable"
+    rollout_percent: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -128,17 +131,24 @@ class NoUpdateReason(enum.IntEnum):
     OLDER = 2        # older than one accepted before: a stale cache edge, or a replay
     BAD_VERSION = 3  # a version this client rolled back from
     IN_BUNDLE = 4    # the app's bundle carries it or a newer one
+    NOT_IN_ROLLOUT = 5   # the manifest's staged rollout does not include this client (yet), or is halted
+    CHANNEL_BEHIND = 6   # the channel offers a lower version than the release installed from another channel
 
 
 @dataclass(frozen=True)
 class CheckOutcome:
     """What the last check or update found (assetpatch_last_check): its status, why there was
     nothing to install (None unless status is NO_UPDATE), the version the manifest offered and
-    the highest version accepted before."""
+    the highest version accepted before from the manifest's channel; the manifest's channel, its
+    rollout share in force (percent; None without a rollout) and this client's bucket (0..9999;
+    None when not computed): the client takes the release iff bucket < share x 100."""
     status: Status
     reason: Optional[NoUpdateReason]
     manifest_version: int
     accepted_version: int
+    channel: str = ""
+    rollout_percent: Optional[float] = None
+    rollout_bucket: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -245,7 +255,8 @@ class Client:
     """A client of one data directory. Thread-safe; use as a context manager or call close().
 
     Options are keyword arguments (any option of the C API by its name) or set(name, value):
-    manifest_url, public_keys, package, app_version, variants, apply, keep_versions,
+    manifest_url, public_keys, key_document, package, channel, rollout_id, app_version, variants,
+    apply, keep_versions,
     max_failed_launches, connect_timeout_ms, stall_timeout_ms, low_speed_limit, low_speed_time_ms,
     max_manifest_bytes, max_release_bytes, max_legacy_archive_bytes, ca_file, headers, user_agent,
     parallel_downloads, differential, differential_max_percent, allow_unsigned_plugins,
@@ -354,7 +365,10 @@ class Client:
         _check(rc)
         known = {r.value for r in NoUpdateReason}
         reason = NoUpdateReason(raw.reason) if raw.status == Status.NO_UPDATE and raw.reason in known else None
-        return CheckOutcome(Status(raw.status), reason, raw.manifest_version, raw.accepted_version)
+        return CheckOutcome(Status(raw.status), reason, raw.manifest_version, raw.accepted_version,
+                            raw.channel.decode("utf-8", "replace"),
+                            None if raw.rollout_basis_points < 0 else raw.rollout_basis_points / 100,
+                            None if raw.rollout_bucket < 0 else raw.rollout_bucket)
 
     def cancel(self) -> None:
         """Asks a running update to stop soon."""
@@ -473,7 +487,8 @@ class Client:
             _check(self._lib.assetpatch_release_notes(self._h(), code, buf, len(buf), ctypes.byref(length)))
             notes = buf.raw[:length.value].decode("utf-8")
         return ReleaseInfo(raw.version, raw.created, raw.label.decode("utf-8", "replace"), notes, bool(raw.mandatory),
-                           bool(raw.signature_verified), bool(raw.marked_good))
+                           bool(raw.signature_verified), bool(raw.marked_good), raw.channel.decode("utf-8", "replace"),
+                           None if raw.rollout_basis_points < 0 else raw.rollout_basis_points / 100)
 
     @property
     def disk_usage(self) -> Tuple[int, int]:

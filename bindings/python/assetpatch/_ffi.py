@@ -48,6 +48,9 @@ class ReleaseInfo(ctypes.Structure):
         ("mandatory", ctypes.c_int32),
         ("has_notes", ctypes.c_int32),
         ("label", ctypes.c_char * 256),
+        ("channel", ctypes.c_char * 64),
+        ("rollout_basis_points", ctypes.c_int32),
+        ("reserved2", ctypes.c_int32),
     ]
 
 
@@ -70,6 +73,9 @@ class CheckOutcome(ctypes.Structure):
         ("reserved", ctypes.c_int32),
         ("manifest_version", ctypes.c_int64),
         ("accepted_version", ctypes.c_int64),
+        ("rollout_basis_points", ctypes.c_int32),
+        ("rollout_bucket", ctypes.c_int32),
+        ("channel", ctypes.c_char * 64),
     ]
 
 

@@ -78,6 +78,10 @@ echo "== command-line tool"
 bash "$here/cli.sh" "$cli" "$work/cli" | tee "$work/cli.log"
 count_program "$work/cli.log" "cli.sh"
 
+echo "== release management: channels, promotion, rollouts, key rotation (the CLI)"
+bash "$here/release_management.sh" "$cli" "$work/rm" | tee "$work/rm.log"
+count_program "$work/rm.log" "release_management.sh"
+
 echo "== C++ wrapper (g++ -std=c++17 with pkg-config, and through CMake)"
 check "C++ tests build with g++ and pkg-config" g++ -std=c++17 -Wall -Wextra -Werror -I"$root/bindings/cpp" \
   "$root/bindings/cpp/tests/test_wrapper.cpp" $cflags -o "$work/test_wrapper"

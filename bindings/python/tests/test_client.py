@@ -1,4 +1,5 @@
 """The Python package as a user would use it, over file:// and over nginx."""
+import hashlib
 import logging
 import os
 import subprocess
@@ -8,7 +9,7 @@ import threading
 import pytest
 
 import assetpatch
-from conftest import read
+from conftest import CLI, read
 
 
 def test_context_manager_update_and_resolve(tmp_path, base_url, bundle, fixtures):
@@ -274,7 +275,7 @@ def test_an_older_manifest_is_no_update_and_says_why(tmp_path, base_url):
     with assetpatch.Client(tmp_path / "data", manifest_url=f"{base_url}/v2/manifest.json") as c:
         assert c.last_check is None
         assert c.update() is True
-        assert c.last_check == assetpatch.CheckOutcome(assetpatch.Status.OK, None, 2, 0)
+        assert c.last_check == assetpatch.CheckOutcome(assetpatch.Status.OK, None, 2, 0, "stable")
         c.set("manifest_url", f"{base_url}/v1/manifest.json")
         assert c.check() is None
         assert c.update() is False and c.current_version == 2
@@ -283,3 +284,48 @@ def test_an_older_manifest_is_no_update_and_says_why(tmp_path, base_url):
         assert (outcome.manifest_version, outcome.accepted_version) == (1, 2)
         c.set("manifest_url", f"{base_url}/v2/manifest.json")
         assert c.update() is False and c.last_check.reason is assetpatch.NoUpdateReason.CURRENT
+
+
+def _cli(*args):
+    return subprocess.run([CLI, *map(str, args)], check=True, capture_output=True, text=True).stdout
+
+
+def test_rollouts_and_channels_through_python(tmp_path):
+    # A staged rollout at 50%: a client inside takes it, one outside is told why, with its
+    # bucket as the documented formula gives it; a beta client moving to stable waits until it
+    # names the channel.
+    src, repo = tmp_path / "src", tmp_path / "repo"
+    src.mkdir()
+    (src / "a.txt").write_text("one")
+    _cli("publish", src, "--repo", repo, "--package", "py")
+    (src / "a.txt").write_text("two")
+    _cli("publish", src, "--repo", repo, "--rollout", "50")
+
+    def bucket(rid):
+        return int.from_bytes(hashlib.sha256(f"py/2/{rid}".encode()).digest()[:8], "big") % 10000
+
+    ids = [f"c{i}" for i in range(200)]
+    inside = next(i for i in ids if bucket(i) < 5000)
+    outside = next(i for i in ids if bucket(i) >= 5000)
+    url = (repo / "head.json").as_uri()
+    with assetpatch.Client(tmp_path / "in", manifest_url=url, rollout_id=inside) as c:
+        assert c.update() is True and c.current_version == 2
+        info = c.release_info()
+        assert info.channel == "stable" and info.rollout_percent == 50.0
+    with assetpatch.Client(tmp_path / "out", manifest_url=url, rollout_id=outside) as c:
+        assert c.update() is False and c.current_version == 0
+        o = c.last_check
+        assert o.reason is assetpatch.NoUpdateReason.NOT_IN_ROLLOUT
+        assert (o.channel, o.rollout_percent, o.rollout_bucket) == ("stable", 50.0, bucket(outside))
+
+    (src / "a.txt").write_text("three")
+    _cli("publish", src, "--repo", repo, "--channel", "beta")
+    with assetpatch.Client(tmp_path / "beta", manifest_url=(repo / "channels" / "beta" / "head.json").as_uri()) as c:
+        assert c.update() is True and c.current_version == 3 and c.release_info().channel == "beta"
+        c.set("manifest_url", url)
+        c.set("rollout_id", inside)
+        assert c.update() is False and c.last_check.reason is assetpatch.NoUpdateReason.CHANNEL_BEHIND
+        c.set("channel", "stable")
+        assert c.update() is True and c.current_version == 2
+        with open(c.resolve("a.txt")) as f:
+            assert f.read() == "two"

@@ -7,20 +7,7 @@ set -uo pipefail
 cli=$1
 work=$2
 rm -rf "$work"; mkdir -p "$work"
-passed=0; failed=0
-
-expect() {  # expect NAME WANTED_EXIT COMMAND...
-  local name=$1 want=$2; shift 2
-  "$@" >"$work/out" 2>"$work/err"
-  local got=$?
-  if [[ $got -eq $want ]]; then passed=$((passed + 1)); echo "ok - $name"
-  else failed=$((failed + 1)); echo "not ok - $name: exit $got, want $want"; sed 's/^/    /' "$work/err" "$work/out" | tail -8; fi
-}
-
-assert() {  # assert NAME CONDITION...
-  local name=$1; shift
-  if "$@"; then passed=$((passed + 1)); echo "ok - $name"; else failed=$((failed + 1)); echo "not ok - $name"; fi
-}
+source "$(dirname "$0")/expect.sh"
 
 served() {  # served DATA_DIR: the text the client serves for level.txt ("" for the bundle only)
   local path

@@ -97,6 +97,10 @@ def _candidates() -> List[str]:
     env = os.environ.get("ASSETPATCH_LIBRARY")
     if env:
         found.append(env)
+    # A wheel carries the library in the package itself.
+    bundled = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_native", SONAME)
+    if os.path.exists(bundled):
+        found.append(bundled)
     try:
         libdir = subprocess.run(["pkg-config", "--variable=libdir", "assetpatch"], capture_output=True,
                                 text=True, timeout=10).stdout.strip()
@@ -121,8 +125,8 @@ def load() -> ctypes.CDLL:
             continue
         _declare(lib)
         return lib
-    raise LibraryNotFound("libassetpatch not found; tried ASSETPATCH_LIBRARY, pkg-config's libdir and the "
-                          "system search path:\n  " + "\n  ".join(tried))
+    raise LibraryNotFound("libassetpatch not found; tried ASSETPATCH_LIBRARY, the package's own copy (wheels), "
+                          "pkg-config's libdir and the system search path:\n  " + "\n  ".join(tried))
 
 
 def unchecked(lib: ctypes.CDLL, name: str, restype: Any = ctypes.c_int) -> Any:

@@ -2,7 +2,8 @@
 # Runs every test: installs what is missing (Debian packages, as root; pytest into a venv),
 # builds the library (CMake) and the CLI (SwiftPM), runs the Swift unit tests, then the
 # end-to-end suite (C ABI over file:// and a private nginx, CLI contract, exports, CMake
-# consumer, documentation snippets), the demo, the Python package's tests, and the fault suite.
+# consumer, documentation snippets), the demo, the Python package's tests, the fault suite, and
+# the packages (.debs and the wheel) installed in a Debian 12 root without Swift.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export PATH="/opt/swift/usr/bin:$PATH"
@@ -48,3 +49,9 @@ echo "== Python package: pip install ./bindings/python into the venv, pytest ove
 echo "== faults: resume, retries, codings, real zippers, TLS, hostile servers, disk full, kill -9 (pytest)"
 export ASSETPATCH_LIBRARY="$root/build/prefix/lib/libassetpatch.so.1"
 "$venv/bin/python" -m pytest -q -p no:cacheprovider "$root/Tests/faults" -rs
+
+echo "== packages: .debs and the wheel (scripts/package.sh), then installed in a Debian 12 root without Swift"
+package_log="$root/build/package.log"
+if ! bash "$root/scripts/package.sh" >"$package_log" 2>&1; then cat "$package_log"; echo "packaging failed"; exit 1; fi
+grep -E '^==|KiB|lintian|^[WE]: |platform tag' "$package_log" || true
+bash "$root/scripts/chroot-test.sh"

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import enum
 import logging
 import threading
@@ -251,6 +252,19 @@ class _ResolveBuffer:
         self.len_ref = ctypes.byref(self.length)
 
 
+# Where distributions keep their CA bundle. The libcurl a wheel carries looks where Debian keeps
+# it; on a system that keeps it elsewhere, the client is pointed at the system's own.
+_CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/ca-bundle.pem",
+               "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", "/etc/ssl/cert.pem")
+
+
+def _system_ca_bundle() -> Optional[str]:
+    """None where Debian's path exists (libcurl's default); else the first bundle found."""
+    if os.path.exists(_CA_BUNDLES[0]):
+        return None
+    return next((p for p in _CA_BUNDLES[1:] if os.path.exists(p)), None)
+
+
 class Client:
     """A client of one data directory. Thread-safe; use as a context manager or call close().
 
@@ -293,6 +307,9 @@ class Client:
             if v:
                 self.set("variants", ",".join(v))
             self.set("apply", apply)
+            ca = _system_ca_bundle()
+            if ca is not None and "ca_file" not in options:
+                self.set("ca_file", ca)
             for h in headers:
                 self.set("header", h)
             for name, value in options.items():

@@ -47,11 +47,11 @@ extern "C" {
 /* The release version. This header is the one place it is written: the library, CMake's
  * project version, the shared object's file name and pkg-config's Version read it from here. */
 #define ASSETPATCH_VERSION_MAJOR 0
-#define ASSETPATCH_VERSION_MINOR 3
+#define ASSETPATCH_VERSION_MINOR 4
 #define ASSETPATCH_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH, for compile-time checks. */
 #define ASSETPATCH_VERSION_NUMBER (ASSETPATCH_VERSION_MAJOR * 10000 + ASSETPATCH_VERSION_MINOR * 100 + ASSETPATCH_VERSION_PATCH)
-#define ASSETPATCH_VERSION_STRING "0.3.0"
+#define ASSETPATCH_VERSION_STRING "0.4.0"
 
 #if defined(__GNUC__) || defined(__clang__)
 #define ASSETPATCH_WARN_UNUSED_RESULT __attribute__((warn_unused_result))

@@ -26,7 +26,7 @@ __all__ = [
 
 # The release this package belongs to; equal to ASSETPATCH_VERSION_STRING in assetpatch.h (a test
 # checks it). pyproject.toml reads it from here.
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 LibraryNotFound = _ffi.LibraryNotFound
 _lib: Optional[ctypes.CDLL] = None

@@ -26,7 +26,7 @@ run "swift build" swift build --package-path "$root" -c "$config" --product asse
 
 echo "== cmake: libassetpatch.so"
 cmake_type=$([[ $config == release ]] && echo Release || echo Debug)
-run "cmake configure" cmake -G Ninja -S "$root" -B "$build/cmake" -DCMAKE_BUILD_TYPE="$cmake_type" -DCMAKE_INSTALL_PREFIX="$prefix"
+run "cmake configure" cmake -G Ninja -S "$root" -B "$build/cmake" -DCMAKE_BUILD_TYPE="$cmake_type" -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_INSTALL_LIBDIR=lib
 run "cmake build" cmake --build "$build/cmake"
 run "cmake install" cmake --install "$build/cmake"
 install -D -m 0755 "$root/.build/$config/assetpatch-cli" "$prefix/bin/assetpatch"

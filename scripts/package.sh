@@ -37,10 +37,14 @@ run() {  # run STEP COMMAND...: quiet when it works, the output when it fails
 }
 
 echo "== the library for /usr (CMake, Release)"
-run "cmake configure" cmake -G Ninja -S "$root" -B "$work/cmake" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
+# The build tree scripts/build.sh made, configured for /usr: the prefix changes what is
+# installed where (and the pkg-config file), not what is compiled, so nothing is built twice.
+# The next scripts/build.sh configures it back.
+cmake_dir="$root/build/cmake"
+run "cmake configure" cmake -G Ninja -S "$root" -B "$cmake_dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
   -DCMAKE_INSTALL_LIBDIR="lib/$multiarch"
-run "cmake build" cmake --build "$work/cmake"
-run "cmake install" env DESTDIR="$work/root" cmake --install "$work/cmake"
+run "cmake build" cmake --build "$cmake_dir"
+run "cmake install" env DESTDIR="$work/root" cmake --install "$cmake_dir"
 echo "== the command-line tool (SwiftPM, release, Swift runtime linked in)"
 run "swift build" swift build --package-path "$root" -c release --product assetpatch-cli --static-swift-stdlib
 cli="$root/.build/release/assetpatch-cli"

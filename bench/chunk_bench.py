@@ -493,9 +493,6 @@ def main():
     print("\n".join(result_lines(json.loads(text))))
 
 
-if __name__ == "__main__":
-    main()
-
 
 def fmt(s, digits=2):
     return f"{s['min']:.{digits}f} / {s['median']:.{digits}f} / {s['max']:.{digits}f}"
@@ -621,3 +618,7 @@ def result_lines(r):
     lines += [f"| {a} | {b} | {mk(ok)} |" for a, b, ok in targets]
     lines.append("")
     return lines
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,308 @@
+/* fstrace: an LD_PRELOAD interposer that records the file-system calls a process makes under
+ * one directory, in the order they took effect, for the crash-state explorer (crashstates.py).
+ *
+ *   ASSETPATCH_FSTRACE=LOG ASSETPATCH_FSTRACE_ROOT=DIR LD_PRELOAD=fstrace.so PROGRAM...
+ *
+ * One line per call: OP<TAB>fields..., paths absolute, the bytes of every write in hex. Calls
+ * are made and logged under one lock, so the log's order is the order the kernel saw them.
+ * FICLONE (reflink) is refused under DIR so that copies appear as writes; sync_file_range is
+ * not interposed (it makes nothing durable). Only calls on paths under DIR are logged.
+ *
+ * Build: cc -shared -fPIC -O1 -o fstrace.so fstrace.c -ldl -lpthread */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#define MAX_FDS 65536
+static pthread_mutex_t lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+static char *fd_paths[MAX_FDS];
+static int log_fd = -1;
+static char root[PATH_MAX];
+static size_t root_len;
+static int ready;
+
+#define REAL(name, ret, ...) \
+    static ret (*real_##name)(__VA_ARGS__); \
+    if (!real_##name) real_##name = (ret (*)(__VA_ARGS__))dlsym(RTLD_NEXT, #name)
+
+static void setup(void) {
+    if (ready) return;
+    ready = 1;
+    const char *logp = getenv("ASSETPATCH_FSTRACE"), *r = getenv("ASSETPATCH_FSTRACE_ROOT");
+    if (!logp || !r || !realpath(r, root)) return;
+    root_len = strlen(root);
+    static int (*real_open)(const char *, int, ...);
+    if (!real_open) real_open = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
+    log_fd = real_open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+}
+
+/* An absolute, normalised path for `path` relative to `dirfd` (AT_FDCWD or a traced fd). */
+static void absolute(int dirfd, const char *path, char *out) {
+    char base[PATH_MAX];
+    if (path[0] == '/') {
+        snprintf(out, PATH_MAX, "%s", path);
+    } else {
+        if (dirfd == AT_FDCWD || dirfd < 0 || dirfd >= MAX_FDS || !fd_paths[dirfd]) {
+            if (!getcwd(base, sizeof base)) base[0] = 0;
+        } else {
+            snprintf(base, sizeof base, "%s", fd_paths[dirfd]);
+        }
+        snprintf(out, PATH_MAX, "%s/%s", base, path);
+    }
+    /* Collapse "//", "/./" and "/x/../". */
+    char tmp[PATH_MAX], *parts[PATH_MAX / 2];
+    int n = 0;
+    snprintf(tmp, sizeof tmp, "%s", out);
+    for (char *s = strtok(tmp, "/"); s; s = strtok(NULL, "/")) {
+        if (strcmp(s, ".") == 0) continue;
+        if (strcmp(s, "..") == 0) { if (n) n--; continue; }
+        parts[n++] = s;
+    }
+    size_t len = 0;
+    out[0] = 0;
+    for (int i = 0; i < n; i++) len += (size_t)snprintf(out + len, PATH_MAX - len, "/%s", parts[i]);
+    if (n == 0) snprintf(out, PATH_MAX, "/");
+}
+
+static int traced(const char *abs) {
+    return log_fd >= 0 && strncmp(abs, root, root_len) == 0 && (abs[root_len] == 0 || abs[root_len] == '/');
+}
+
+static void emit(const char *fmt, ...) {
+    char line[PATH_MAX * 3];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n > 0) (void)!write(log_fd, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+static void emit_data(const char *op, const char *path, long long offset, const void *buf, size_t len) {
+    static const char hex[] = "0123456789abcdef";
+    char head[PATH_MAX + 64];
+    int n = snprintf(head, sizeof head, "%s\t%s\t%lld\t", op, path, offset);
+    (void)!write(log_fd, head, (size_t)n);
+    char chunk[8192];
+    const unsigned char *p = buf;
+    for (size_t i = 0; i < len;) {
+        size_t k = 0;
+        for (; i < len && k + 2 <= sizeof chunk; i++) { chunk[k++] = hex[p[i] >> 4]; chunk[k++] = hex[p[i] & 15]; }
+        (void)!write(log_fd, chunk, k);
+    }
+    (void)!write(log_fd, "\n", 1);
+}
+
+static const char *fd_path(int fd) { return fd >= 0 && fd < MAX_FDS ? fd_paths[fd] : NULL; }
+
+static void remember(int fd, const char *abs) {
+    if (fd < 0 || fd >= MAX_FDS) return;
+    free(fd_paths[fd]);
+    fd_paths[fd] = strdup(abs);
+}
+
+static int do_openat(int dirfd, const char *path, int flags, mode_t mode) {
+    REAL(openat, int, int, const char *, int, ...);
+    setup();
+    pthread_mutex_lock(&lock);
+    char abs[PATH_MAX];
+    absolute(dirfd, path, abs);
+    int existed = 0;
+    if (traced(abs) && (flags & O_CREAT)) { struct stat st; existed = lstat(abs, &st) == 0; }
+    int fd = real_openat(dirfd, path, flags, mode);
+    if (fd >= 0) {
+        remember(fd, abs);
+        if (traced(abs)) {
+            if ((flags & O_CREAT) && !existed) emit("create\t%s\t%o\n", abs, mode);
+            if (flags & O_TRUNC) emit("truncate\t%s\t0\n", abs);
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return fd;
+}
+
+int open(const char *path, int flags, ...) {
+    mode_t mode = 0;
+    if (flags & (O_CREAT | O_TMPFILE)) { va_list ap; va_start(ap, flags); mode = va_arg(ap, mode_t); va_end(ap); }
+    return do_openat(AT_FDCWD, path, flags, mode);
+}
+int open64(const char *path, int flags, ...) __attribute__((alias("open")));
+int openat(int dirfd, const char *path, int flags, ...) {
+    mode_t mode = 0;
+    if (flags & (O_CREAT | O_TMPFILE)) { va_list ap; va_start(ap, flags); mode = va_arg(ap, mode_t); va_end(ap); }
+    return do_openat(dirfd, path, flags, mode);
+}
+int openat64(int dirfd, const char *path, int flags, ...) __attribute__((alias("openat")));
+int creat(const char *path, mode_t mode) { return do_openat(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode); }
+
+int close(int fd) {
+    REAL(close, int, int);
+    setup();
+    pthread_mutex_lock(&lock);
+    int r = real_close(fd);
+    if (fd >= 0 && fd < MAX_FDS) { free(fd_paths[fd]); fd_paths[fd] = NULL; }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+ssize_t write(int fd, const void *buf, size_t len) {
+    REAL(write, ssize_t, int, const void *, size_t);
+    setup();
+    if (fd == log_fd) return real_write(fd, buf, len);
+    pthread_mutex_lock(&lock);
+    const char *p = fd_path(fd);
+    off_t at = p && traced(p) ? lseek(fd, 0, SEEK_CUR) : -1;
+    ssize_t r = real_write(fd, buf, len);
+    if (r > 0 && p && traced(p)) emit_data("write", p, (long long)at, buf, (size_t)r);
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+ssize_t pwrite(int fd, const void *buf, size_t len, off_t offset) {
+    REAL(pwrite, ssize_t, int, const void *, size_t, off_t);
+    setup();
+    pthread_mutex_lock(&lock);
+    ssize_t r = real_pwrite(fd, buf, len, offset);
+    const char *p = fd_path(fd);
+    if (r > 0 && p && traced(p)) emit_data("write", p, (long long)offset, buf, (size_t)r);
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+ssize_t pwrite64(int fd, const void *buf, size_t len, off_t offset) __attribute__((alias("pwrite")));
+
+int ftruncate(int fd, off_t length) {
+    REAL(ftruncate, int, int, off_t);
+    setup();
+    pthread_mutex_lock(&lock);
+    int r = real_ftruncate(fd, length);
+    const char *p = fd_path(fd);
+    if (r == 0 && p && traced(p)) emit("truncate\t%s\t%lld\n", p, (long long)length);
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+int ftruncate64(int fd, off_t length) __attribute__((alias("ftruncate")));
+
+int truncate(const char *path, off_t length) {
+    REAL(truncate, int, const char *, off_t);
+    setup();
+    pthread_mutex_lock(&lock);
+    char abs[PATH_MAX];
+    absolute(AT_FDCWD, path, abs);
+    int r = real_truncate(path, length);
+    if (r == 0 && traced(abs)) emit("truncate\t%s\t%lld\n", abs, (long long)length);
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+static int sync_fd(int fd, int data_only) {
+    REAL(fsync, int, int);
+    REAL(fdatasync, int, int);
+    setup();
+    pthread_mutex_lock(&lock);
+    int r = data_only ? real_fdatasync(fd) : real_fsync(fd);
+    const char *p = fd_path(fd);
+    if (r == 0 && p && traced(p)) emit("%s\t%s\n", data_only ? "fdatasync" : "fsync", p);
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+int fsync(int fd) { return sync_fd(fd, 0); }
+int fdatasync(int fd) { return sync_fd(fd, 1); }
+
+int syncfs(int fd) {
+    REAL(syncfs, int, int);
+    setup();
+    pthread_mutex_lock(&lock);
+    int r = real_syncfs(fd);
+    if (r == 0 && log_fd >= 0) emit("sync\t%s\n", root);
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+void sync(void) {
+    REAL(sync, void, void);
+    setup();
+    pthread_mutex_lock(&lock);
+    real_sync();
+    if (log_fd >= 0) emit("sync\t%s\n", root);
+    pthread_mutex_unlock(&lock);
+}
+
+int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags) {
+    REAL(renameat2, int, int, const char *, int, const char *, unsigned int);
+    setup();
+    pthread_mutex_lock(&lock);
+    char a[PATH_MAX], b[PATH_MAX];
+    absolute(olddirfd, oldpath, a);
+    absolute(newdirfd, newpath, b);
+    int r = real_renameat2(olddirfd, oldpath, newdirfd, newpath, flags);
+    if (r == 0 && (traced(a) || traced(b))) emit("rename\t%s\t%s\t%u\n", a, b, flags);
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+int renameat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath) {
+    return renameat2(olddirfd, oldpath, newdirfd, newpath, 0);
+}
+int rename(const char *oldpath, const char *newpath) { return renameat2(AT_FDCWD, oldpath, AT_FDCWD, newpath, 0); }
+
+int linkat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, int flags) {
+    REAL(linkat, int, int, const char *, int, const char *, int);
+    setup();
+    pthread_mutex_lock(&lock);
+    char a[PATH_MAX], b[PATH_MAX];
+    absolute(olddirfd, oldpath, a);
+    absolute(newdirfd, newpath, b);
+    int r = real_linkat(olddirfd, oldpath, newdirfd, newpath, flags);
+    if (r == 0 && (traced(a) || traced(b))) emit("link\t%s\t%s\n", a, b);
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+int link(const char *oldpath, const char *newpath) { return linkat(AT_FDCWD, oldpath, AT_FDCWD, newpath, 0); }
+
+int unlinkat(int dirfd, const char *path, int flags) {
+    REAL(unlinkat, int, int, const char *, int);
+    setup();
+    pthread_mutex_lock(&lock);
+    char a[PATH_MAX];
+    absolute(dirfd, path, a);
+    int r = real_unlinkat(dirfd, path, flags);
+    if (r == 0 && traced(a)) emit("%s\t%s\n", (flags & AT_REMOVEDIR) ? "rmdir" : "unlink", a);
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+int unlink(const char *path) { return unlinkat(AT_FDCWD, path, 0); }
+int rmdir(const char *path) { return unlinkat(AT_FDCWD, path, AT_REMOVEDIR); }
+
+int mkdirat(int dirfd, const char *path, mode_t mode) {
+    REAL(mkdirat, int, int, const char *, mode_t);
+    setup();
+    pthread_mutex_lock(&lock);
+    char a[PATH_MAX];
+    absolute(dirfd, path, a);
+    int r = real_mkdirat(dirfd, path, mode);
+    if (r == 0 && traced(a)) emit("mkdir\t%s\t%o\n", a, mode);
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+int mkdir(const char *path, mode_t mode) { return mkdirat(AT_FDCWD, path, mode); }
+
+int ioctl(int fd, unsigned long request, ...) {
+    REAL(ioctl, int, int, unsigned long, ...);
+    va_list ap;
+    va_start(ap, request);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    setup();
+    const char *p = fd_path(fd);
+    if (request == 0x40049409UL && p && traced(p)) { errno = EOPNOTSUPP; return -1; }  /* FICLONE */
+    return real_ioctl(fd, request, arg);
+}

@@ -50,6 +50,9 @@ echo "== faults: resume, retries, codings, real zippers, TLS, hostile servers, d
 export ASSETPATCH_LIBRARY="$root/build/prefix/lib/libassetpatch.so.1"
 "$venv/bin/python" -m pytest -q -p no:cacheprovider "$root/Tests/faults" -rs
 
+echo "== crash states: a sample of what power cuts during updates can leave (scripts/crashstates.sh: all)"
+"$venv/bin/python" "$root/Tests/crash/crashstates.py" --sample 12 --seed "$(date +%j)"
+
 echo "== packages: .debs and the wheel (scripts/package.sh), then installed in a Debian 12 root without Swift"
 package_log="$root/build/package.log"
 if ! bash "$root/scripts/package.sh" >"$package_log" 2>&1; then cat "$package_log"; echo "packaging failed"; exit 1; fi

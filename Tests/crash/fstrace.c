@@ -58,7 +58,7 @@ static void absolute(int dirfd, const char *path, char *out) {
         } else {
             snprintf(base, sizeof base, "%s", fd_paths[dirfd]);
         }
-        snprintf(out, PATH_MAX, "%s/%s", base, path);
+        if ((size_t)snprintf(out, PATH_MAX, "%s/%s", base, path) >= PATH_MAX) out[PATH_MAX - 1] = 0;
     }
     /* Collapse "//", "/./" and "/x/../". */
     char tmp[PATH_MAX], *parts[PATH_MAX / 2];
@@ -88,10 +88,12 @@ static void emit(const char *fmt, ...) {
     if (n > 0) (void)!write(log_fd, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
 
-static void emit_data(const char *op, const char *path, long long offset, const void *buf, size_t len) {
+static unsigned long long fd_ino(int fd);
+
+static void emit_data(const char *op, const char *path, unsigned long long ino, long long offset, const void *buf, size_t len) {
     static const char hex[] = "0123456789abcdef";
     char head[PATH_MAX + 64];
-    int n = snprintf(head, sizeof head, "%s\t%s\t%lld\t", op, path, offset);
+    int n = snprintf(head, sizeof head, "%s\t%s\t%llu\t%lld\t", op, path, ino, offset);
     (void)!write(log_fd, head, (size_t)n);
     char chunk[8192];
     const unsigned char *p = buf;
@@ -104,6 +106,8 @@ static void emit_data(const char *op, const char *path, long long offset, const 
 }
 
 static const char *fd_path(int fd) { return fd >= 0 && fd < MAX_FDS ? fd_paths[fd] : NULL; }
+
+static unsigned long long fd_ino(int fd) { struct stat st; return fstat(fd, &st) == 0 ? (unsigned long long)st.st_ino : 0; }
 
 static void remember(int fd, const char *abs) {
     if (fd < 0 || fd >= MAX_FDS) return;
@@ -123,8 +127,8 @@ static int do_openat(int dirfd, const char *path, int flags, mode_t mode) {
     if (fd >= 0) {
         remember(fd, abs);
         if (traced(abs)) {
-            if ((flags & O_CREAT) && !existed) emit("create\t%s\t%o\n", abs, mode);
-            if (flags & O_TRUNC) emit("truncate\t%s\t0\n", abs);
+            if ((flags & O_CREAT) && !existed) emit("create\t%s\t%llu\n", abs, fd_ino(fd));
+            if (flags & O_TRUNC) emit("truncate\t%s\t%llu\t0\n", abs, fd_ino(fd));
         }
     }
     pthread_mutex_unlock(&lock);
@@ -163,7 +167,7 @@ ssize_t write(int fd, const void *buf, size_t len) {
     const char *p = fd_path(fd);
     off_t at = p && traced(p) ? lseek(fd, 0, SEEK_CUR) : -1;
     ssize_t r = real_write(fd, buf, len);
-    if (r > 0 && p && traced(p)) emit_data("write", p, (long long)at, buf, (size_t)r);
+    if (r > 0 && p && traced(p)) emit_data("write", p, fd_ino(fd), (long long)at, buf, (size_t)r);
     pthread_mutex_unlock(&lock);
     return r;
 }
@@ -174,7 +178,7 @@ ssize_t pwrite(int fd, const void *buf, size_t len, off_t offset) {
     pthread_mutex_lock(&lock);
     ssize_t r = real_pwrite(fd, buf, len, offset);
     const char *p = fd_path(fd);
-    if (r > 0 && p && traced(p)) emit_data("write", p, (long long)offset, buf, (size_t)r);
+    if (r > 0 && p && traced(p)) emit_data("write", p, fd_ino(fd), (long long)offset, buf, (size_t)r);
     pthread_mutex_unlock(&lock);
     return r;
 }
@@ -186,7 +190,7 @@ int ftruncate(int fd, off_t length) {
     pthread_mutex_lock(&lock);
     int r = real_ftruncate(fd, length);
     const char *p = fd_path(fd);
-    if (r == 0 && p && traced(p)) emit("truncate\t%s\t%lld\n", p, (long long)length);
+    if (r == 0 && p && traced(p)) emit("truncate\t%s\t%llu\t%lld\n", p, fd_ino(fd), (long long)length);
     pthread_mutex_unlock(&lock);
     return r;
 }
@@ -199,7 +203,8 @@ int truncate(const char *path, off_t length) {
     char abs[PATH_MAX];
     absolute(AT_FDCWD, path, abs);
     int r = real_truncate(path, length);
-    if (r == 0 && traced(abs)) emit("truncate\t%s\t%lld\n", abs, (long long)length);
+    struct stat st;
+    if (r == 0 && traced(abs) && lstat(abs, &st) == 0) emit("truncate\t%s\t%llu\t%lld\n", abs, (unsigned long long)st.st_ino, (long long)length);
     pthread_mutex_unlock(&lock);
     return r;
 }
@@ -211,7 +216,7 @@ static int sync_fd(int fd, int data_only) {
     pthread_mutex_lock(&lock);
     int r = data_only ? real_fdatasync(fd) : real_fsync(fd);
     const char *p = fd_path(fd);
-    if (r == 0 && p && traced(p)) emit("%s\t%s\n", data_only ? "fdatasync" : "fsync", p);
+    if (r == 0 && p && traced(p)) emit("%s\t%s\t%llu\n", data_only ? "fdatasync" : "fsync", p, fd_ino(fd));
     pthread_mutex_unlock(&lock);
     return r;
 }

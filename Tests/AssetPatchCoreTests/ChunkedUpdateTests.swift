@@ -137,6 +137,31 @@ func publishChunked(_ files: [(String, [UInt8])], version: Int64, repo: TempDir,
         #expect(added == 2, "the root and the one file page listing the changed file are new: \(added)")
     }
 
+    /// A page damaged on disk after it was stored (a power cut on a disk that lies, a stray
+    /// write) is fetched again by the next update that needs it, not an ERR_IO.
+    @Test func aDamagedStoredPageIsFetchedAgain() throws {
+        let repo = TempDir(), data = TempDir()
+        defer { repo.cleanup(); data.cleanup() }
+        let files = (0..<600).map { ("f/\($0).txt", Array("file \($0)".utf8)) }
+        try publishChunked(files, version: 1, repo: repo)
+        let c = try Client(dataDir: data.path, bundleDir: nil)
+        defer { c.close() }
+        try c.set("manifest_url", headURL(repo))
+        #expect(try c.update(progress: nil))
+        let dir = PageStore(c.store).dir
+        let stored = try FS.list(dir).filter { Hex.isHex($0, length: 64) }
+        #expect(stored.count > 2)
+        for name in stored { try FS.writeAtomically(dir + "/" + name, Array("damaged".utf8)) }
+        var changed = files
+        changed[300].1 = Array("changed".utf8)
+        try publishChunked(changed, version: 2, repo: repo)
+        let lines = logged(c)
+        #expect(try c.update(progress: nil))
+        #expect(try FS.readFile(try c.resolve("f/300.txt")) == Array("changed".utf8))
+        #expect(try FS.readFile(try c.resolve("f/7.txt")) == Array("file 7".utf8))
+        #expect(lines().contains { $0.contains("damaged on disk; fetching it again") })
+    }
+
     @Test func wholeArchiveRoutesReadTheIndexFromTheDownload() throws {
         let repo = TempDir(), data = TempDir()
         defer { repo.cleanup(); data.cleanup() }

@@ -59,7 +59,11 @@ extension Updater {
         }
         func load(_ refs: [(PageRef, UInt64)]) throws -> [[UInt8]] {
             try prefetch(refs)
-            return try refs.map { ref, _ in
+            return try refs.map { ref, offset in
+                if let bytes = pages.load(ref) { return bytes }
+                // Damaged on disk since it was stored (`load` removed it): fetched again, once.
+                log(2, "\(pages.path(ref)): index page damaged on disk; fetching it again")
+                try prefetch([(ref, offset)])
                 guard let bytes = pages.load(ref) else { throw AssetPatchError(.io, "\(pages.path(ref)): index page missing after it was stored") }
                 return bytes
             }

@@ -1,0 +1,88 @@
+import Glibc
+
+/// The whole archive: its download (resumable), what it would transfer, the fetch with its
+/// checks, and the retry policy every transfer of an update shares.
+extension Updater {
+    // MARK: Plan
+
+    /// The download of `c`'s archive. A format-1 manifest bounds it by the archive's declared
+    /// size (more bytes: `ERR_INTEGRITY`); a legacy manifest declares none, so
+    /// `max_legacy_archive_bytes` bounds it (`ERR_ARCHIVE`).
+    func download(for c: Candidate) throws -> ArchiveDownload {
+        let shown = c.archive.shown
+        let limit: UInt64
+        let limitError: (UInt64) -> AssetPatchError
+        if let size = c.manifest.archiveSize {
+            limit = size
+            limitError = { AssetPatchError(.integrity, "\(shown): archive is longer than the \(size) bytes the manifest says (\($0) bytes or more)") }
+        } else {
+            let cap = config.maxLegacyArchiveBytes
+            limit = cap
+            limitError = { AssetPatchError(.archive, "\(shown): archive of \($0) bytes or more exceeds max_legacy_archive_bytes (\(cap))") }
+        }
+        return try ArchiveDownload(store: store, source: c.archive, digest: c.manifest.archiveDigest, algorithm: c.manifest.digestAlgorithm,
+                                   expectedSize: c.manifest.archiveSize, limit: limit, limitError: limitError,
+                                   http: http, cancel: cancel, progress: progress, log: log)
+    }
+
+    /// Bytes the download would still transfer. A legacy archive's size is learned from the
+    /// file (file://) or a HEAD request; 0 when the server does not tell.
+    func transferEstimate(_ d: ArchiveDownload) throws -> UInt64 {
+        var total = d.expectedSize
+        if total == nil {
+            switch d.source {
+            case let .file(path, _): total = FS.fileSize(path)
+            case let .http(url):
+                let head = try withRetries { try http.head(url) }
+                total = head.status == 200 ? head.contentLength : nil
+                if total == nil { log(2, "HEAD \(d.source.shown): HTTP \(head.status) without a length; the download size is unknown") }
+            }
+        }
+        guard let total else { return 0 }
+        let have = d.resumableBytes()
+        return have <= total ? total - have : total
+    }
+
+    // MARK: Fetch
+
+    /// Downloads the archive, resuming what is on disk and retrying transient failures; returns
+    /// the path of the archive, verified against the manifest's size and digest.
+    func fetch(_ c: Candidate, _ d: ArchiveDownload) throws -> String {
+        let total = c.manifest.archiveSize ?? 0
+        let resumedFrom = d.resumableBytes()
+        progress.report(Progress(phase: .download, bytesDone: d.resumableBytes(), bytesTotal: total))
+        let digestHex = d.source.isFile ? try d.attempt() : try withRetries { try d.attempt() }
+        let size = FS.fileSize(d.partPath) ?? 0
+        progress.report(Progress(phase: .download, bytesDone: size, bytesTotal: total == 0 ? size : total), final: true)
+        let shown = c.archive.shown
+        if let expected = c.manifest.archiveSize, size != expected {
+            store.discardPartial(c.manifest.archiveDigest)
+            throw AssetPatchError(.integrity, "\(shown): archive is \(size) bytes, the manifest says \(expected)")
+        }
+        if digestHex != c.manifest.archiveDigest {
+            store.discardPartial(c.manifest.archiveDigest)
+            resumedDamagedPartial = resumedFrom > 0
+            let algo = c.manifest.kind == .legacy ? "md5" : "sha256"
+            throw AssetPatchError(.integrity, "\(shown): archive \(algo) is \(digestHex), the manifest says \(c.manifest.archiveDigest)")
+        }
+        return d.partPath
+    }
+
+    /// Runs `body`, retrying transient failures (see `AssetPatchError.transient`) up to
+    /// `maxRetries` times with exponential backoff, or after the server's Retry-After.
+    func withRetries<T>(_ body: () throws -> T) throws -> T {
+        var attempt = 0
+        while true {
+            do {
+                return try body()
+            } catch let e as AssetPatchError {
+                guard e.transient, attempt < Updater.maxRetries else { throw e }
+                if let asked = e.retryAfterMs, asked > Updater.maxRetryAfterMs { throw e }
+                attempt += 1
+                let delay = max(UInt64(250) << UInt64(attempt - 1), e.retryAfterMs ?? 0)
+                log(2, "\(e.message); retry \(attempt) of \(Updater.maxRetries) in \(delay) ms")
+                try cancel.sleep(ms: delay)
+            }
+        }
+    }
+}

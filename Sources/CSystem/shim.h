@@ -18,4 +18,13 @@ static inline int csystem_start_writeback(int fd) {
     return 0;
 #endif
 }
+/* The processors this process may run on (its affinity mask, as nproc counts them); 0 when the
+   kernel does not say. */
+static inline int csystem_allowed_cpus(void) {
+    unsigned long mask[16] = {0};  /* up to 1024 processors */
+    long bytes = syscall(SYS_sched_getaffinity, 0L, sizeof mask, mask);
+    int count = 0;
+    for (long i = 0; i < bytes / (long)sizeof mask[0]; i++) count += __builtin_popcountl(mask[i]);
+    return count;
+}
 #endif

@@ -62,10 +62,16 @@ struct Publish: ParsableCommand {
     var chunkThreshold: UInt64 = Publisher.defaultChunkThreshold
     @Option(name: .customLong("chunk-size"), help: "Average chunk size: a power of two from 4096 to 1048576 (default 8192).")
     var chunkSize: Int = Publisher.defaultChunkSize
+    @Option(name: .long, help: "Threads compressing files (default: one per processor). The archive is the same whatever the number.")
+    var jobs: Int?
 
     func run() throws {
         try cli {
             var r = PublishRequest(source: source, repo: repo)
+            if let jobs {
+                guard (1...1024).contains(jobs) else { throw AssetPatchError(.argument, "--jobs \(jobs): 1 to 1024") }
+                r.jobs = jobs
+            }
             r.chunkThreshold = chunkThreshold
             r.chunkSize = chunkSize
             r.seeds = try key.map(readKeyFile)

@@ -24,6 +24,12 @@ assert "text entry is deflated" bash -c "unzip -v '$repo'/archives/*.zip | grep 
 assert "archive is named by its sha256" bash -c "cd '$repo/archives' && for f in *.zip; do [[ \$(sha256sum \$f | cut -c1-64).zip == \$f ]] || exit 1; done"
 expect "publish refuses a version not above the current" 3 "$cli" publish "$work/src" --repo "$repo" --version 1
 assert "refusal names the versions" grep -q "not above" "$work/err"
+# Entries are compressed on every core; the archive's bytes don't depend on how many.
+for jobs in 1 3; do
+  expect "publish --jobs $jobs" 0 "$cli" publish "$work/src" --repo "$work/jobs$jobs" --package demo --version 1 --jobs "$jobs"
+done
+assert "--jobs 1 and --jobs 3 write the same archive" bash -c "cmp '$work'/jobs1/archives/*.zip '$work'/jobs3/archives/*.zip"
+expect "publish refuses --jobs 0" 3 "$cli" publish "$work/src" --repo "$work/jobs0" --jobs 0
 expect "verify a good repository" 0 "$cli" verify "$repo"
 expect "inspect --json" 0 "$cli" inspect "$repo" --json
 assert "inspect --json prints the manifest" python3 -c "import json,sys; m=json.load(open('$work/out')); sys.exit(m['version']!=1 or m['package']!='demo')"

@@ -1,8 +1,9 @@
 import Glibc
 internal import CZlib
 
-/// Writes zip archives for `publish`: deterministic (fixed timestamps, given order), ZIP64 where
-/// sizes, offsets or counts need it, each entry deflated unless that saves under 5%, then stored.
+/// Writes zip archives for `publish`: deterministic (fixed timestamps, given order, the same bytes
+/// whatever the number of threads compressing), ZIP64 where sizes, offsets or counts need it,
+/// each entry deflated unless that saves under 5%, then stored (`EntryCompressor`).
 package final class ZipWriter {
     struct Written {
         var name: [UInt8]
@@ -17,7 +18,6 @@ package final class ZipWriter {
     var offset: UInt64 = 0
     var written: [Written] = []
     let level: Int32
-    let buffers = ZipBuffers(size: 1 << 20)
 
     package init(path: String, level: Int32 = 6) throws {
         out = try File.open(path, O_WRONLY | O_CREAT | O_TRUNC)
@@ -47,34 +47,18 @@ package final class ZipWriter {
 
     static func flags(_ name: [UInt8]) -> UInt16 { name.contains { $0 >= 0x80 } ? 0x0800 : 0 }
 
-    /// Adds the file at `sourcePath` as `name`; returns its size and sha256, hashed during the
-    /// same read that compresses it, and where its bytes lie in the archive.
+    /// Adds the file at `sourcePath` as `name` (see `EntryCompressor`); returns its size and
+    /// sha256, hashed during the same read that compresses it, and where its bytes lie.
     @discardableResult
     package func add(name: String, sourcePath: String) throws -> ManifestFile {
-        let nameBytes = Array(name.utf8)
-        let src = try File.openRead(sourcePath)
-        let size = try src.size()
-        let zip64 = size >= 0xFFFF_0000  // deflate may grow a little: decide before writing
-        let start = offset
-        let header = localHeader(nameBytes, method: 8, crc: 0, comp: 0, uncomp: size, zip64: zip64)
-        try out.pwrite(header, at: start)
-        let dataStart = start + UInt64(header.count)
+        try addFiles([EntrySource(name: name, path: sourcePath)], jobs: 1)[0].file
+    }
 
-        // First try deflate; if it does not save 5%, rewrite the entry stored.
-        let sha = try Digest(.sha256)
-        var (crc, comp) = try deflate(src, to: dataStart, hashing: sha)
-        var method: UInt16 = 8
-        if size == 0 || Double(comp) > Double(size) * 0.95 {
-            method = 0
-            try out.truncate(to: dataStart)
-            (crc, comp) = try store(src, to: dataStart)
-        }
-        let final = localHeader(nameBytes, method: method, crc: crc, comp: comp, uncomp: size, zip64: zip64)
-        try out.pwrite(final, at: start)
-        offset = dataStart + comp
-        written.append(Written(name: nameBytes, method: method, crc: crc, compressed: comp, uncompressed: size, offset: start))
-        return ManifestFile(path: name, size: size, sha256: sha.finalHex(),
-                            location: ArchiveLocation(headerOffset: start, dataOffset: dataStart, compressedSize: comp, method: method))
+    /// Adds a large file as a chunked entry (see `EntryCompressor`): returns the file and its
+    /// chunks in order.
+    package func addChunked(name: String, sourcePath: String, chunker: Chunker) throws -> (ManifestFile, [ChunkRecord]) {
+        let added = try addFiles([EntrySource(name: name, path: sourcePath, chunker: chunker)], jobs: 1)[0]
+        return (added.file, added.chunks)
     }
 
     /// Adds `bytes` as a stored entry `name` (the release index: its pages are compressed each
@@ -94,62 +78,6 @@ package final class ZipWriter {
         written.append(Written(name: nameBytes, method: 0, crc: crc, compressed: size, uncompressed: size, offset: start))
         return ManifestFile(path: name, size: size, sha256: Digest.sha256Hex(bytes),
                             location: ArchiveLocation(headerOffset: start, dataOffset: dataStart, compressedSize: size, method: 0))
-    }
-
-    func store(_ src: File, to at: UInt64) throws -> (UInt32, UInt64) {
-        var crc: UInt = crc32(0, nil, 0)
-        var pos = at
-        var readOffset: UInt64 = 0
-        while true {
-            let n = try src.pread(into: buffers.input, at: readOffset)
-            if n == 0 { break }
-            readOffset += UInt64(n)
-            crc = crc32(crc, buffers.input.baseAddress!.assumingMemoryBound(to: Bytef.self), UInt32(n))
-            try out.pwrite(UnsafeRawBufferPointer(rebasing: buffers.input[0..<n]), at: pos)
-            pos += UInt64(n)
-        }
-        return (UInt32(truncatingIfNeeded: crc), pos - at)
-    }
-
-    private func deflate(_ src: File, to at: UInt64, hashing sha: Digest) throws -> (UInt32, UInt64) {
-        let z = buffers.stream
-        z.initialize(to: z_stream())
-        guard czlib_deflate_init_raw(z, level) == Z_OK else { throw AssetPatchError(.internal, "deflateInit2 failed") }
-        defer { deflateEnd(z) }
-        var crc: UInt = crc32(0, nil, 0)
-        var pos = at
-        var readOffset: UInt64 = 0
-        var flush = Z_NO_FLUSH
-        while true {
-            if z.pointee.avail_in == 0 && flush == Z_NO_FLUSH {
-                let n = try src.pread(into: buffers.input, at: readOffset)
-                readOffset += UInt64(n)
-                if n == 0 { flush = Z_FINISH }
-                crc = crc32(crc, buffers.input.baseAddress!.assumingMemoryBound(to: Bytef.self), UInt32(n))
-                sha.update(UnsafeRawBufferPointer(rebasing: buffers.input[0..<n]))
-                z.pointee.next_in = buffers.input.baseAddress!.assumingMemoryBound(to: Bytef.self)
-                z.pointee.avail_in = UInt32(n)
-            }
-            if try deflateStep(flush, at: &pos) == Z_STREAM_END { break }
-        }
-        return (UInt32(truncatingIfNeeded: crc), pos - at)
-    }
-
-    /// One deflate call of the writer's stream into its output buffer, the output written at
-    /// `pos` (which advances). Returns zlib's code (Z_OK, Z_BUF_ERROR or Z_STREAM_END); any
-    /// other is an error.
-    func deflateStep(_ flush: Int32, at pos: inout UInt64) throws -> Int32 {
-        let z = buffers.stream
-        z.pointee.next_out = buffers.output.baseAddress!.assumingMemoryBound(to: Bytef.self)
-        z.pointee.avail_out = UInt32(buffers.output.count)
-        let rc = CZlib.deflate(z, flush)
-        let n = buffers.output.count - Int(z.pointee.avail_out)
-        if n > 0 {
-            try out.pwrite(UnsafeRawBufferPointer(rebasing: buffers.output[0..<n]), at: pos)
-            pos += UInt64(n)
-        }
-        guard rc == Z_OK || rc == Z_BUF_ERROR || rc == Z_STREAM_END else { throw AssetPatchError(.internal, "deflate failed (\(rc))") }
-        return rc
     }
 
     /// Writes the central directory and end records, and fsyncs.

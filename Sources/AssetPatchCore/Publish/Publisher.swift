@@ -1,4 +1,5 @@
 import Glibc
+internal import CSystem
 
 /// What a release is published from and with (`assetpatch publish`'s options, parsed).
 package struct PublishRequest {
@@ -33,6 +34,9 @@ package struct PublishRequest {
     package var chunkThreshold: UInt64 = Publisher.defaultChunkThreshold
     /// The chunks' average size (a power of two, 4 KiB to 1 MiB).
     package var chunkSize = Publisher.defaultChunkSize
+    /// Threads compressing entries (nil: one per processor this process may run on). The
+    /// archive is the same whatever the number.
+    package var jobs: Int?
 
     package init(source: String, repo: String) {
         self.source = source
@@ -64,6 +68,12 @@ package enum Publisher {
     package static let defaultChunkThreshold: UInt64 = 4 << 20
     /// 8 KiB chunks: see docs/format.md ("Choosing the chunk size") for the measurements behind it.
     package static let defaultChunkSize = 8 << 10
+
+    /// One thread per processor this process may run on (its CPU affinity, as `nproc` counts).
+    package static var defaultJobs: Int {
+        let allowed = Int(csystem_allowed_cpus())
+        return allowed > 0 ? allowed : max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+    }
 
     package static func publish(_ r: PublishRequest) throws -> PublishResult {
         let src = FS.absolute(r.source)
@@ -117,20 +127,13 @@ package enum Publisher {
 
         let tmpZip = repoDir + "/archives/.publish-\(getpid()).zip"
         let writer = try ZipWriter(path: tmpZip)
-        var files: [ManifestFile] = []
-        var indexed: [(file: ManifestFile, chunks: [ChunkRecord])] = []
-        for n in kept {
+        let sources = kept.map { n in
             let path = src + "/" + n
-            if r.chunkThreshold > 0, let size = FS.fileSize(path), size >= r.chunkThreshold {
-                let (f, chunks) = try writer.addChunked(name: n, sourcePath: path, chunker: chunker)
-                files.append(f)
-                indexed.append((f, chunks))
-            } else {
-                let f = try writer.add(name: n, sourcePath: path)
-                files.append(f)
-                indexed.append((f, []))
-            }
+            let chunked = r.chunkThreshold > 0 && (FS.fileSize(path) ?? 0) >= r.chunkThreshold
+            return EntrySource(name: n, path: path, chunker: chunked ? chunker : nil)
         }
+        let indexed = try writer.addFiles(sources, jobs: r.jobs ?? Publisher.defaultJobs)
+        let files = indexed.map(\.file)
         // The index last: it lists every file's location. Clients before 0.4 see it as one
         // more file of the format-1 manifest.
         let index = try IndexBuilder.build(indexed)

@@ -418,7 +418,9 @@ int assetpatch_last_check(assetpatch_client *c, assetpatch_check_outcome *out);
  * that component has no '.' after its first character ("a.tar.gz" -> "a.tar@2x.gz", "README" ->
  * "README@2x"). Answers from a table resolved ahead for the variants (rebuilt off the lookup
  * path when the variants or the active release change): one hash probe per call whatever the
- * variants, no system call, never blocks on a running update. Any thread.
+ * variants, no lock, no atomic read-modify-write, no system call, never blocks on a running
+ * update (the table is swapped read-copy-update style: an update waits for lookups in flight,
+ * lookups never wait). Any thread.
  * The path (NUL-terminated) is written to path; *path_len (may be NULL) gets its length without
  * the NUL, also when path_cap is too small. path == NULL with path_cap == 0 is a size query.
  * A returned path stays valid while this client serves its release, and after that while the

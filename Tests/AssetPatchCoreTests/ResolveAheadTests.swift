@@ -37,15 +37,12 @@ import Testing
                 var length = 0, variant = -1
                 var out = [UInt8](repeating: 0, count: 512)
                 let bytes = Array(name.utf8)
-                let status: Status? = bytes.withUnsafeBytes { n -> Status? in
-                    out.withUnsafeMutableBytes { o -> Status? in
-                        do {
-                            try view.resolve(n, into: o.baseAddress, capacity: o.count, length: &length, variant: &variant)
-                            return nil
-                        } catch let e as AssetPatchError { return e.status } catch { return .internal }
+                let found = bytes.withUnsafeBytes { n in
+                    out.withUnsafeMutableBytes { o in
+                        view.resolve(n, into: o.baseAddress, capacity: o.count, length: &length, variant: &variant)
                     }
                 }
-                if status == nil { got = (String(decoding: out[..<length], as: UTF8.self), variant) }
+                if found == .ok { got = (String(decoding: out[..<length], as: UTF8.self), variant) }
                 #expect(got?.0 == want?.0 && got?.1 == want?.1, "\(name) with \(variants): got \(String(describing: got)), want \(String(describing: want))")
                 if got?.0 != want?.0 { return }
             }

@@ -9,7 +9,8 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
     package let store: Store
     package let bundleDir: String?
     private let config: Locked<ClientConfig>
-    let view: Locked<ResolveView>
+    /// What resolving reads: read without a lock, replaced as a whole (`ReadMostly`).
+    let view: ReadMostly<ResolveView>
     /// What this client serves (`ServedRelease`): set with `view`, by `serve` only.
     let served = Locked<ServedRelease?>(nil)
     private let cancelToken = CancelToken()
@@ -46,7 +47,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
         }
         self.bundleDir = bundle
         config = Locked(ClientConfig())
-        view = Locked(ResolveView(release: nil, bundle: nil, variants: [[]], activeVersion: 0))
+        view = ReadMostly(ResolveView(release: nil, bundle: nil, variants: [[]], activeVersion: 0))
 
         // The launch count (and a next_open activation, and a crash-loop rollback) go through
         // the state lock, so concurrent opens never lose a count. Recovery deletes directories:
@@ -97,7 +98,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
         if state.highestVerifiedVersion == nil { try migrateTrust() }
         openMessages = messages
         let bundleIndex = try bundle.map { ResolveIndex(root: $0, names: try FS.walkFiles($0).filter(ResourceName.isValid)) }
-        view.withLock { $0 = ResolveView(release: nil, bundle: bundleIndex, variants: [[]], activeVersion: 0) }
+        view.replace { _ in ResolveView(release: nil, bundle: bundleIndex, variants: [[]], activeVersion: 0) }
         // The active release, leased; another process may have moved on since the state was
         // read (and cleaned the release up): read it again then.
         var active = state.active
@@ -139,7 +140,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
         }
         if option == "variants" {
             let variants = config.withLock { $0.variants.map { Array($0.utf8) } }
-            view.withLock { $0 = $0.with(variants: variants) }
+            view.replace { $0.with(variants: variants) }
         }
     }
 
@@ -353,7 +354,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
     // MARK: Resolving
 
     /// The active release's version; 0 when only the bundle is served.
-    package var currentVersion: Int64 { view.withLock { $0.activeVersion } }
+    package var currentVersion: Int64 { view.read { $0.activeVersion } }
 
     /// Resolves `name` (raw UTF-8) into `out` (see `ResolveView.resolve`): the resolve fast
     /// path, non-generic so that a caller in another module (the C ABI) runs specialised code.
@@ -367,8 +368,8 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
     /// variant that matched (the host learns the scale of what it loads).
     package func resolve(_ name: UnsafeRawBufferPointer, into out: UnsafeMutableRawPointer?, capacity: Int,
                         length: inout Int, variant: inout Int) throws(AssetPatchError) {
-        let v = view.withLock { $0 }
-        try v.resolve(name, into: out, capacity: capacity, length: &length, variant: &variant)
+        let found = view.read { $0.resolve(name, into: out, capacity: capacity, length: &length, variant: &variant) }
+        if found != .ok { throw ResolveView.error(found, name: name, length: length, capacity: capacity) }
     }
 
     /// The absolute path `name` resolves to. Throws `.argument` for invalid names, `.notFound`.

@@ -49,8 +49,14 @@ extension Client {
             }
         }
         let version = next?.ref.version ?? 0
-        served.withLock { $0 = next }
-        view.withLock { $0 = $0.with(release: .some(index), activeVersion: version) }
+        let previous = served.withLock { s -> ServedRelease? in
+            defer { s = next }
+            return s
+        }
+        // The previous release's lease is let go only once no resolve can still return its paths.
+        withExtendedLifetime(previous) {
+            view.replace { $0.with(release: .some(index), activeVersion: version) }
+        }
     }
 
     /// The release this client serves, nil for the bundle only.

@@ -11,7 +11,7 @@ import Glibc
 package final class ResolveIndex: @unchecked Sendable {  // immutable after init; the buffers are never written again
     /// 16 bytes, four to a cache line.
     struct Slot {
-        var hash: UInt32       // the low half of the name's FNV-1a hash
+        var hash: UInt32       // the high half of the name's hash (the low bits pick the slot)
         var name: UInt32       // offset of the name in the arena; `empty`: no entry
         var nameLength: UInt16
         var fileLength: UInt16 // the file's name follows the name in the arena; 0: the file is the name
@@ -47,9 +47,10 @@ package final class ResolveIndex: @unchecked Sendable {  // immutable after init
     private let arena: UnsafeMutableRawBufferPointer
     private let slots: UnsafeMutableBufferPointer<Slot>
     private let mask: Int
-    /// Each root's bytes with a trailing "/", back to back in `rootBytes`.
+    /// Each root's bytes with a trailing "/", back to back in `rootBytes`; `rootSpans` holds
+    /// each one's offset and length (raw memory: no array to check or retain on a lookup).
     private let rootBytes: UnsafeMutableRawBufferPointer
-    private let rootSpans: [Range<Int>]
+    private let rootSpans: UnsafeMutableBufferPointer<(offset: UInt32, length: UInt32)>
     package private(set) var count = 0
     package let root: String
 
@@ -128,14 +129,15 @@ package final class ResolveIndex: @unchecked Sendable {  // immutable after init
         }
     }
 
-    private static func packRoots(_ roots: [String]) -> (UnsafeMutableRawBufferPointer, [Range<Int>]) {
+    private static func packRoots(_ roots: [String]) -> (UnsafeMutableRawBufferPointer, UnsafeMutableBufferPointer<(offset: UInt32, length: UInt32)>) {
         var bytes: [UInt8] = []
-        var spans: [Range<Int>] = []
-        for r in roots {
+        let spans = UnsafeMutableBufferPointer<(offset: UInt32, length: UInt32)>.allocate(capacity: max(roots.count, 1))
+        spans.initialize(repeating: (0, 0))
+        for (i, r) in roots.enumerated() {
             let start = bytes.count
             bytes += r.utf8
             bytes.append(UInt8(ascii: "/"))
-            spans.append(start..<bytes.count)
+            spans[i] = (UInt32(start), UInt32(bytes.count - start))
         }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(bytes.count, 1), alignment: 8)
         bytes.withUnsafeBytes { $0.copyTo(buffer.baseAddress!) }
@@ -160,7 +162,7 @@ package final class ResolveIndex: @unchecked Sendable {  // immutable after init
         let h = ResolveIndex.hash(nameBytes)
         var i = Int(truncatingIfNeeded: h) & mask
         while slots[i].name != Slot.empty {
-            if slots[i].hash == UInt32(truncatingIfNeeded: h) && bytesEqual(Int(slots[i].name), Int(slots[i].nameLength), nameBytes) { return }
+            if slots[i].hash == UInt32(truncatingIfNeeded: h >> 32) && bytesEqual(Int(slots[i].name), Int(slots[i].nameLength), nameBytes) { return }
             i = (i + 1) & mask
         }
         let nameOffset = used
@@ -170,7 +172,7 @@ package final class ResolveIndex: @unchecked Sendable {  // immutable after init
             file.copyTo(arena.baseAddress! + used)
             used += file.count
         }
-        slots[i] = Slot(hash: UInt32(truncatingIfNeeded: h), name: UInt32(nameOffset), nameLength: UInt16(nameBytes.count),
+        slots[i] = Slot(hash: UInt32(truncatingIfNeeded: h >> 32), name: UInt32(nameOffset), nameLength: UInt16(nameBytes.count),
                         fileLength: UInt16(file?.count ?? 0), root: UInt8(root), tag: UInt8(tag))
         count += 1
     }
@@ -187,6 +189,7 @@ package final class ResolveIndex: @unchecked Sendable {  // immutable after init
         arena.deallocate()
         slots.deallocate()
         rootBytes.deallocate()
+        rootSpans.deallocate()
     }
 
     @inline(__always)
@@ -199,26 +202,50 @@ package final class ResolveIndex: @unchecked Sendable {  // immutable after init
         s.fileLength == 0 ? name : UnsafeRawBufferPointer(start: name.baseAddress! + name.count, count: Int(s.fileLength))
     }
 
-    /// FNV-1a, 64-bit.
+    /// A 64-bit hash that reads eight bytes at a time (a byte-at-a-time hash costs a multiply
+    /// per byte, as much as the rest of a lookup): each word mixed in with a multiply and a
+    /// shift, the last one to seven bytes read as overlapping pieces (as wyhash does), then a
+    /// finaliser (splitmix64's) so that the slot (low bits) and the tag (high bits) both depend
+    /// on every byte. In memory only: tables are built at each open.
     @inline(__always)
     static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
-        var h: UInt64 = 0xcbf2_9ce4_8422_2325
-        for b in bytes { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01b3 }
-        return h
+        let n = bytes.count
+        guard let p = bytes.baseAddress else { return 0 }
+        var h: UInt64 = 0x9E37_79B9_7F4A_7C15 ^ UInt64(truncatingIfNeeded: n)
+        var i = 0
+        while i + 8 <= n {
+            h = (h ^ p.loadUnaligned(fromByteOffset: i, as: UInt64.self)) &* 0xBF58_476D_1CE4_E5B9
+            h ^= h >> 31
+            i += 8
+        }
+        let rest = n - i
+        var tail: UInt64 = 0
+        if rest >= 4 {
+            tail = UInt64(p.loadUnaligned(fromByteOffset: i, as: UInt32.self)) << 32
+                | UInt64(p.loadUnaligned(fromByteOffset: n - 4, as: UInt32.self))
+        } else if rest > 0 {
+            let b = p.assumingMemoryBound(to: UInt8.self)
+            tail = UInt64(b[i]) << 16 | UInt64(b[i + rest / 2]) << 8 | UInt64(b[n - 1])
+        }
+        h = (h ^ tail ^ 0x94D0_49BB_1331_11EB) &* 0xBF58_476D_1CE4_E5B9
+        h = (h ^ (h >> 27)) &* 0x94D0_49BB_1331_11EB
+        return h ^ (h >> 31)
     }
 
     /// Where `name` resolves (root, file, tag), or nil.
     @inline(__always)
     func lookup(_ name: UnsafeRawBufferPointer) -> Hit? {
         let h = ResolveIndex.hash(name)
+        let tag = UInt32(truncatingIfNeeded: h >> 32)
+        let slots = self.slots.baseAddress!
         var i = Int(truncatingIfNeeded: h) & mask
         while true {
             let s = slots[i]
             if s.name == Slot.empty { return nil }
-            if s.hash == UInt32(truncatingIfNeeded: h) && bytesEqual(Int(s.name), Int(s.nameLength), name) {
+            if s.hash == tag && bytesEqual(Int(s.name), Int(s.nameLength), name) {
                 let stored = UnsafeRawBufferPointer(start: arena.baseAddress! + Int(s.name), count: Int(s.nameLength))
-                let r = rootSpans[Int(s.root)]
-                return Hit(root: UnsafeRawBufferPointer(start: rootBytes.baseAddress! + r.lowerBound, count: r.count),
+                let r = rootSpans.baseAddress![Int(s.root)]
+                return Hit(root: UnsafeRawBufferPointer(start: rootBytes.baseAddress! + Int(r.offset), count: Int(r.length)),
                            file: file(of: s, name: stored), tag: Int(s.tag))
             }
             i = (i + 1) & mask

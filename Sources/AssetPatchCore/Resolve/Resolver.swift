@@ -93,24 +93,34 @@ final class ResolveView: @unchecked Sendable {  // immutable after init
         return nil
     }
 
+    /// What a lookup found.
+    enum Found { case ok, notFound, range }
+
     /// Resolves `name` (raw UTF-8): for each variant in order, the release, then the bundle
     /// (looked up in the table resolved ahead). Writes the NUL-terminated absolute path into
     /// `out` when it fits; `length` gets the path's length without the NUL (also for `.range`,
     /// so a caller can size its buffer); `variant` the index of the variant that matched.
-    /// Non-generic, and allocation- and syscall-free: the hot path of every host.
+    /// Non-generic, and allocation- and syscall-free: the hot path of every host. The name is
+    /// not validated here: every name a table holds was, when it was entered, so a name found
+    /// is valid; `error` validates the names that were not.
+    @inline(__always)
     func resolve(_ name: UnsafeRawBufferPointer, into out: UnsafeMutableRawPointer?, capacity: Int,
-                 length: inout Int, variant: inout Int) throws(AssetPatchError) {
-        guard ResourceName.isValid(name) else {
-            throw AssetPatchError(.argument, "invalid resource name \"\(String(decoding: name, as: UTF8.self))\"")
-        }
-        guard let hit = lookup(name) else {
-            throw AssetPatchError(.notFound, "no resource \"\(String(decoding: name, as: UTF8.self))\" in the active release or the bundle")
-        }
+                 length: inout Int, variant: inout Int) -> Found {
+        guard let hit = lookup(name) else { return .notFound }
         length = hit.count
         variant = hit.tag
-        guard let out, capacity > hit.count else {
-            throw AssetPatchError(.range, "path of \(hit.count) bytes for \"\(String(decoding: name, as: UTF8.self))\" does not fit in \(capacity)")
-        }
+        guard let out, capacity > hit.count else { return .range }
         hit.copy(to: out)
+        return .ok
+    }
+
+    /// The error for a lookup of `name` that did not succeed: `.argument` for an invalid name,
+    /// else `.notFound`, or `.range` when the path of `length` bytes does not fit `capacity`.
+    @inline(never)
+    static func error(_ found: Found, name: UnsafeRawBufferPointer, length: Int, capacity: Int) -> AssetPatchError {
+        let text = String(decoding: name, as: UTF8.self)
+        guard ResourceName.isValid(name) else { return AssetPatchError(.argument, "invalid resource name \"\(text)\"") }
+        if found == .range { return AssetPatchError(.range, "path of \(length) bytes for \"\(text)\" does not fit in \(capacity)") }
+        return AssetPatchError(.notFound, "no resource \"\(text)\" in the active release or the bundle")
     }
 }

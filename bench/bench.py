@@ -30,6 +30,7 @@ from nginxctl import Nginx  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import chunk_bench  # noqa: E402
 import delta_bench  # noqa: E402
+import speed_bench  # noqa: E402
 
 
 def log(*a):
@@ -497,6 +498,7 @@ def write_results(path, r, args):
     ]
     lines += delta_bench.result_lines(r["differential"], fmt, fu)
     lines += chunk_bench.result_lines(json.loads(json.dumps(r["chunks"])))
+    lines += speed_bench.result_lines(r["speed"])
     lines += [
         "## Resume after a kill at ~50% of the archive",
         "",
@@ -608,6 +610,8 @@ def main():
         r["index"] = bench_resolve_and_open(tools, nginx, {"small10k": (None, small10k), "small100k": (None, small100k)}, work,
                                             100_000 if args.quick else 1_000_000, args.runs)
         r["library"] = bench_library(tools, work, args.runs)
+        log("speed: resolve, the full update pairwise, publishing on every core")
+        r["speed"] = speed_bench.run_all(tools, work, args.runs, args.quick)
         with open(os.path.join(ROOT, "build", "bench-results.json"), "w") as f:
             json.dump(r, f, indent=1, default=str)
         write_results(args.out, r, args)

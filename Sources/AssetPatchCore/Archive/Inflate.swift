@@ -24,7 +24,7 @@ final class Inflater {
     /// Output produced so far.
     private(set) var produced: UInt64 = 0
 
-    init(_ format: Format, outputBytes: Int = 256 << 10) throws {
+    init(_ format: Format, outputBytes: Int = 64 << 10) throws {
         stream = .allocate(capacity: 1)
         stream.initialize(to: z_stream())
         output = .allocate(byteCount: outputBytes, alignment: 16)

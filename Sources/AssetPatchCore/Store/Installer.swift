@@ -30,6 +30,8 @@ struct Installer {
         files.reserveCapacity(entries.count)
         var madeDirs = Set<String>()
         var durable = Set<String>()
+        /// Fetched files moved into the release: their paths in it, by sha256 (`moveFetched`).
+        var moved: [String: String] = [:]
         let buffers = ZipBuffers()
         progress.report(Progress(phase: .install, bytesDone: 0, bytesTotal: totalBytes, filesDone: 0, filesTotal: UInt64(entries.count)))
         for (i, e) in entries.enumerated() {
@@ -76,15 +78,20 @@ struct Installer {
     /// Builds the staging release of a differential update from files on disk: installed and
     /// fetched files are hard-linked (copied where a link fails), bundle files copied (cloned
     /// where the filesystem shares extents); every copy is hashed and must match. `fetched`
-    /// maps the sha256 of the files this update fetched to their paths. A local file that does
-    /// not match throws `DifferentialFallback`.
-    func assemble(_ c: Candidate, _ plan: DifferentialPlan, fetched: [String: String], chunks: [String: String] = [:]) throws -> ReleaseRecord {
+    /// maps the sha256 of the files this update fetched to their paths; with `moveFetched` they
+    /// are renamed into the release instead (the whole archive they came from is still on disk,
+    /// so a crash before the release is active costs a local extraction, not a download). A
+    /// local file that does not match throws `DifferentialFallback`.
+    func assemble(_ c: Candidate, _ plan: DifferentialPlan, fetched: [String: String], chunks: [String: String] = [:],
+                  moveFetched: Bool = false) throws -> ReleaseRecord {
         let filesDir = store.stagingFilesDir(c.releaseID)
         let totalBytes = plan.files.reduce(UInt64(0)) { $0 + $1.file.size } + plan.chunked.reduce(UInt64(0)) { $0 + $1.file.size }
         let filesTotal = UInt64(plan.files.count + plan.chunked.count)
         var bytesDone: UInt64 = 0
         var madeDirs = Set<String>()
         var durable = Set<String>()
+        /// Fetched files moved into the release: their paths in it, by sha256 (`moveFetched`).
+        var moved: [String: String] = [:]
         progress.report(Progress(phase: .install, bytesDone: 0, bytesTotal: totalBytes, filesDone: 0, filesTotal: filesTotal))
         for (i, (f, source)) in plan.files.enumerated() {
             try cancel.check()
@@ -100,7 +107,18 @@ struct Installer {
                 if !link(path, to: target, size: f.size) { try copyVerified(path, to: target, f) }
             case .archive:
                 guard let path = fetched[f.sha256] else { throw AssetPatchError(.internal, "\"\(f.path)\" was planned but not fetched") }
-                if !link(path, to: target, size: f.size) { try copyVerified(path, to: target, f) }
+                if let first = moved[f.sha256] {
+                    // Moved already for another path of the same content: linked from there.
+                    if link(filesDir + "/" + first, to: target, size: f.size) {
+                        if durable.contains(first) { durable.insert(f.path) }
+                    } else {
+                        try copyVerified(filesDir + "/" + first, to: target, f)
+                    }
+                } else if moveFetched, move(path, to: target, size: f.size) {
+                    moved[f.sha256] = f.path
+                } else if !link(path, to: target, size: f.size) {
+                    try copyVerified(path, to: target, f)
+                }
             case let .bundle(path):
                 try copyVerified(path, to: target, f)
             }
@@ -163,10 +181,18 @@ struct Installer {
     /// the archive instead) when the link fails (another filesystem, EMLINK) or the file is not
     /// the regular, read-only file of the recorded size it should be.
     func link(_ source: String, to target: String, size: UInt64) -> Bool {
+        isSealedFile(source, size: size) && Glibc.link(source, target) == 0
+    }
+
+    /// Renames a fetched file into the release (no link to remove afterwards).
+    func move(_ source: String, to target: String, size: UInt64) -> Bool {
+        isSealedFile(source, size: size) && Glibc.rename(source, target) == 0
+    }
+
+    /// A read-only regular file (not a link) of `size` bytes: what the store writes and verifies.
+    private func isSealedFile(_ path: String, size: UInt64) -> Bool {
         var st = stat()
-        guard lstat(source, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, (st.st_mode & 0o222) == 0,
-              UInt64(st.st_size) == size else { return false }
-        return Glibc.link(source, target) == 0
+        return lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG && (st.st_mode & 0o222) == 0 && UInt64(st.st_size) == size
     }
 
     /// The entries to extract, in data order. Format 1: exactly the manifest's files. Legacy:

@@ -107,7 +107,7 @@ final class ArchiveFollower {
     }
 
     /// Bytes a worker reads at a time.
-    static let readSize = 256 << 10
+    static let readSize = 128 << 10
 
     private func work(_ i: Int) {
         let outcome = outcomes[i]

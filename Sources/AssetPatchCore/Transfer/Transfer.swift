@@ -99,7 +99,7 @@ final class Transfer {
     private var list: UnsafeMutablePointer<curl_slist>?
     private let onEnd: () throws -> Void
 
-    init(_ method: String, _ url: String, settings: HTTPSettings, extraHeaders: [String], codings: ContentCodings,
+    init(_ method: String, _ url: String, settings: HTTPSettings, extraHeaders: [String], codings: ContentCodings, receiveBuffer: Int = 0,
          onHead: @escaping (ResponseHead) throws -> Void, sink: @escaping (UnsafeRawBufferPointer) throws -> Void,
          onEnd: @escaping () throws -> Void = {}) throws {
         what = "\(method) \(URLs.redacted(url))"
@@ -143,6 +143,7 @@ final class Transfer {
         case .decoded: set(ccurl_setopt_ptr(easy, CURLOPT_ACCEPT_ENCODING, ""))  // "": every coding libcurl has
         }
         if method == "HEAD" { set(ccurl_setopt_long(easy, CURLOPT_NOBODY, 1)) }
+        if receiveBuffer > 0 { set(ccurl_setopt_long(easy, CURLOPT_BUFFERSIZE, receiveBuffer)) }
         if let list { set(ccurl_setopt_ptr(easy, CURLOPT_HTTPHEADER, list)) }
         if settings.quickAck { set(ccurl_setopt_quickack_sockets(easy)) }
         set(ccurl_setopt_write(easy, writeCallback))

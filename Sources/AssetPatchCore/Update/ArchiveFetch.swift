@@ -59,13 +59,26 @@ extension Updater {
             store.discardPartial(c.manifest.archiveDigest)
             throw AssetPatchError(.integrity, "\(shown): archive is \(size) bytes, the manifest says \(expected)")
         }
-        if digestHex != c.manifest.archiveDigest {
-            store.discardPartial(c.manifest.archiveDigest)
-            resumedDamagedPartial = resumedFrom > 0
-            let algo = c.manifest.kind == .legacy ? "md5" : "sha256"
-            throw AssetPatchError(.integrity, "\(shown): archive \(algo) is \(digestHex), the manifest says \(c.manifest.archiveDigest)")
-        }
+        if d.hashing { try judgeDigest(c, digestHex, resumedFrom: resumedFrom) }
         return d.partPath
+    }
+
+    /// Hashes a complete archive downloaded without hashing (`ArchiveDownload.hashing`) and
+    /// judges it as the download would have: the update reads a file from it only then.
+    func verifyArchive(_ c: Candidate, path: String, resumedFrom: UInt64) throws {
+        let algorithm: Digest.Algorithm = c.manifest.kind == .legacy ? .md5 : .sha256
+        try judgeDigest(c, try Digest.hexOfFile(path, algorithm), resumedFrom: resumedFrom)
+    }
+
+    /// A digest other than the manifest's drops the partial download (`ERR_INTEGRITY`); when
+    /// the download had resumed bytes kept from before, the update starts over once.
+    private func judgeDigest(_ c: Candidate, _ digestHex: String, resumedFrom: UInt64) throws {
+        guard digestHex != c.manifest.archiveDigest else { return }
+        store.discardPartial(c.manifest.archiveDigest)
+        resumedDamagedPartial = resumedFrom > 0
+        let algo = c.manifest.kind == .legacy ? "md5" : "sha256"
+        let resumed = resumedFrom > 0 ? " (the bytes resumed at \(resumedFrom) do not complete the archive's digest: restarting the download from byte 0)" : ""
+        throw AssetPatchError(.integrity, "\(c.archive.shown): archive \(algo) is \(digestHex), the manifest says \(c.manifest.archiveDigest)\(resumed)")
     }
 
     /// Runs `body`, retrying transient failures (see `AssetPatchError.transient`) up to

@@ -134,7 +134,8 @@ final class Updater {
                 if resumedDamagedPartial && !startedOver {
                     startedOver = true
                     resumedDamagedPartial = false
-                    log(2, "the partial archive kept from an earlier attempt was damaged (a power cut can leave that): downloading the archive again from its start")
+                    let why = (error as? AssetPatchError)?.message ?? "\(error)"
+                    log(2, "\(why); the partial archive kept from an earlier attempt was damaged (a power cut, or a server that changed the file): downloading the archive again from its start")
                     continue
                 }
                 throw error
@@ -224,8 +225,14 @@ final class Updater {
         try FS.makeDirectories(dir)
         let follower = ArchiveFollower(path: d.partPath, entries: plan.ranges.flatMap(\.entries), workers: ArchiveFollower.workerCount(),
                                        dir: dir, shown: c.archive.shown, cancel: cancel)
-        try follower.start(available: d.resumableBytes())
+        let resumedFrom = d.resumableBytes()
+        try follower.start(available: resumedFrom)
         d.onWritten = follower.advance
+        // The workers check every file against its own sha256 as the archive arrives: hashing
+        // the archive too would be a second pass over the same bytes on the downloading thread,
+        // the one that limits the update. Its digest is taken only if a file must be read from
+        // the archive itself, or its directory disagrees with the manifest.
+        d.hashing = false
         let archive: String
         do { archive = try fetch(c, d) } catch {
             _ = follower.finish()
@@ -234,6 +241,11 @@ final class Updater {
         let (kept, stopped) = follower.finish()
         try cancel.check()
         if let why = stopped.first { log(1, "extracting behind the download stopped (\(why)); finishing from the archive") }
+        var verified = false
+        if plan.ranges.contains(where: { $0.entries.contains { kept[$0.sha256] == nil } }) {
+            try verifyArchive(c, path: archive, resumedFrom: resumedFrom)
+            verified = true
+        }
 
         // The rest from the verified archive on disk: the same receivers, read with pread.
         let rest = RangeFetch(source: .file(path: archive, url: c.archive.url), archiveSize: c.manifest.archiveSize ?? 0, dir: dir, http: http,
@@ -247,11 +259,19 @@ final class Updater {
             return try installer.install(c, archive: archive, installed: installed)
         }
         for path in rest.fetched.values { verifiedFetched.insert(path) }
-        // The central directory must describe the entries the manifest locates.
-        _ = try ZipReader(path: archive, source: c.archive.shown).fileEntries(matching: c.manifest.files)
+        // The central directory must describe the entries the manifest locates; if it does not,
+        // the archive's digest tells damaged bytes from a manifest that disagrees with its archive.
+        do {
+            _ = try ZipReader(path: archive, source: c.archive.shown).fileEntries(matching: c.manifest.files)
+        } catch {
+            if !verified { try verifyArchive(c, path: archive, resumedFrom: resumedFrom) }
+            throw error
+        }
         try cancel.check()
         try store.prepareStaging(c.releaseID)
-        return try installer.assemble(c, plan, fetched: rest.fetched)
+        // The files move from the download's directory into the release: the complete archive
+        // stays until the release is active, so a crash before that re-extracts them locally.
+        return try installer.assemble(c, plan, fetched: rest.fetched, moveFetched: true)
     }
 
     /// The files earlier attempts fetched and kept (`downloads/*.files/`), by sha256: hashed

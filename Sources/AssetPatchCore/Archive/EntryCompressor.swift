@@ -78,9 +78,7 @@ final class EntryCompressor {
         guard size >= EntryCompressor.sampleThreshold else { return false }
         let window = UInt64(EntryCompressor.sampleWindow)
         let count = UInt64(min(16, max(2, size >> 18)))
-        let z = buffers.stream
-        z.initialize(to: z_stream())
-        guard czlib_deflate_init_raw(z, level) == Z_OK else { throw AssetPatchError(.internal, "deflateInit2 failed") }
+        let z = try startDeflate()
         defer { deflateEnd(z) }
         var sampled: UInt64 = 0, compressed: UInt64 = 0
         for i in 0..<count {
@@ -101,9 +99,7 @@ final class EntryCompressor {
 
     /// The file deflated as one stream.
     private func deflate(_ src: File, size: UInt64, sha: Digest, into out: EntryOutput) throws -> CompressedEntry {
-        let z = buffers.stream
-        z.initialize(to: z_stream())
-        guard czlib_deflate_init_raw(z, level) == Z_OK else { throw AssetPatchError(.internal, "deflateInit2 failed") }
+        let z = try startDeflate()
         defer { deflateEnd(z) }
         var crc: UInt = crc32(0, nil, 0)
         var total: UInt64 = 0, written: UInt64 = 0
@@ -151,9 +147,7 @@ final class EntryCompressor {
     /// The file cut into chunks, each deflated and followed by a full flush (the last one ends
     /// the stream).
     private func deflateChunked(_ src: File, size: UInt64, chunker: Chunker, sha: Digest, into out: EntryOutput) throws -> CompressedEntry {
-        let z = buffers.stream
-        z.initialize(to: z_stream())
-        guard czlib_deflate_init_raw(z, level) == Z_OK else { throw AssetPatchError(.internal, "deflateInit2 failed") }
+        let z = try startDeflate()
         defer { deflateEnd(z) }
         var crc: UInt = crc32(0, nil, 0)
         var written: UInt64 = 0, total: UInt64 = 0
@@ -203,6 +197,14 @@ final class EntryCompressor {
         }
         return CompressedEntry(method: 0, crc: UInt32(truncatingIfNeeded: crc), compressedSize: total, size: total,
                                sha256: sha.finalHex(), chunks: chunks)
+    }
+
+    /// The compressor's stream, started for raw deflate at `level`; the caller ends it.
+    private func startDeflate() throws -> UnsafeMutablePointer<z_stream> {
+        let z = buffers.stream
+        z.initialize(to: z_stream())
+        guard czlib_deflate_init_raw(z, level) == Z_OK else { throw AssetPatchError(.internal, "deflateInit2 failed") }
+        return z
     }
 
     /// One deflate call into the output buffer, what it produced written to `out`. Returns

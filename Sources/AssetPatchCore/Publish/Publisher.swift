@@ -98,7 +98,7 @@ package enum Publisher {
                 throw AssetPatchError(.argument, "channel \(other) offers version \(newVersion) already: promote it to channel \(channel), or publish a new version")
             }
         }
-        let anyCurrent = try current ?? ChannelManifests.names(repo: repoDir).lazy.compactMap { try? ChannelManifests.read(repo: repoDir, channel: $0) }.first
+        let anyCurrent = current ?? ChannelManifests.names(repo: repoDir).lazy.compactMap { try? ChannelManifests.read(repo: repoDir, channel: $0) }.first
         let pkg = r.package ?? anyCurrent?.package ?? "default"
         guard PackageName.isValid(pkg) else { throw AssetPatchError(.argument, "package \"\(pkg)\": 1 to 256 bytes, no control characters") }
         for (option, value) in [("--min-app-version", r.minAppVersion), ("--max-app-version", r.maxAppVersion)] {

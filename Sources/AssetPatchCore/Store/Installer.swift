@@ -30,8 +30,6 @@ struct Installer {
         files.reserveCapacity(entries.count)
         var madeDirs = Set<String>()
         var durable = Set<String>()
-        /// Fetched files moved into the release: their paths in it, by sha256 (`moveFetched`).
-        var moved: [String: String] = [:]
         let buffers = ZipBuffers()
         progress.report(Progress(phase: .install, bytesDone: 0, bytesTotal: totalBytes, filesDone: 0, filesTotal: UInt64(entries.count)))
         for (i, e) in entries.enumerated() {

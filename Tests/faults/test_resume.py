@@ -246,3 +246,24 @@ def test_second_process_gets_busy_and_a_killed_updater_releases_the_lock(tmp_pat
     assert third.returncode == 0, third.stderr
     with assetpatch.Client(data) as c:
         assert_serves(c, repos["v2"])
+
+
+def test_a_fresh_download_never_truncates_its_empty_partial(tmp_path, fault, repos):
+    # ext4 takes a truncation to zero for a file about to be replaced and, when the file is
+    # closed, writes all of its new content out (auto_da_alloc): for the partial archive, deleted
+    # once the release is active, that was the whole archive written to disk for nothing. The
+    # file-system calls of a real update, recorded by the crash explorer's tracer, show whether
+    # the partial is ever truncated.
+    tracer = tmp_path / "fstrace.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", str(tracer),
+                    os.path.join(os.path.dirname(__file__), "..", "crash", "fstrace.c"), "-ldl", "-lpthread"], check=True)
+    data, log = tmp_path / "data", tmp_path / "trace.log"
+    os.makedirs(data)
+    env = dict(os.environ, LD_PRELOAD=str(tracer), ASSETPATCH_FSTRACE=str(log), ASSETPATCH_FSTRACE_ROOT=str(data))
+    subprocess.run([CLI, "update", "--data-dir", str(data), "--url", fault.url("v2")], env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+    ops = [line.split("\t") for line in open(log).read().splitlines()]
+    part = [op for op in ops if len(op) > 1 and op[1].endswith(".part") and "/downloads/" in op[1]]
+    assert any(op[0] == "write" for op in part), "the trace shows the partial archive being written"
+    assert [op for op in part if op[0] == "truncate"] == []
+    assert archive_log(fault)[0]["start"] == 0

@@ -223,21 +223,6 @@ package enum FS {
         try sync(directory: path, "fsync") { fsync($0) }
     }
 
-    /// Makes exactly these files and directories durable: fdatasync of each file, then fsync of
-    /// each directory (their entries). Unlike syncfs, what other processes left dirty on the
-    /// filesystem is not written, so the cost depends only on these files, and on how much of
-    /// them `File.startWriteback` has not already sent.
-    package static func syncFiles(_ files: [String], directories: [String]) throws {
-        for path in files {
-            let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-            if fd < 0 { throw ioError("open", path) }
-            defer { close(fd) }
-            if let e = FaultInjection.check("fdatasync") { throw ioError("fdatasync", path, e) }
-            if fdatasync(fd) != 0 { throw ioError("fdatasync", path) }
-        }
-        for path in directories { try syncDirectory(path) }
-    }
-
     /// Opens `directory` and runs the sync call `operation` on it (a fault-injection point).
     private static func sync(directory path: String, _ operation: String, _ call: (Int32) -> Int32) throws {
         let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)

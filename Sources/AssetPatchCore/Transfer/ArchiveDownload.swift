@@ -284,7 +284,11 @@ final class ArchiveDownload {
                 }
                 log(2, "\(what): restarting the download from byte 0: the server answered the range with the whole file (200)")
             }
-            try out.truncate(to: 0)
+            // Only a file with bytes in it is truncated: ext4 takes a truncation to zero for a
+            // file about to be replaced and writes the whole new content out when it is closed
+            // (auto_da_alloc), which for an archive deleted right after the update is 170 MiB of
+            // writes for nothing, competing with the release's own.
+            if try out.size() > 0 { try out.truncate(to: 0) }
             onWritten?(0)
             hash.reset()
             // An announced length is not trusted either way: the sink enforces the limit on the

@@ -206,6 +206,8 @@ package final class HTTPClient {
         let conditional = !conditions.isEmpty
         let head = try get(url, extraHeaders: conditions, codings: .decoded, onHead: { head in
             guard head.status == 200 || (conditional && head.status == 304) else { throw HTTPClient.statusError(head, what) }
+            // The announced length sizes the buffer once (a manifest is kept while the update runs).
+            if let length = head.contentLength, length <= UInt64(limit) { body.reserveCapacity(Int(length)) }
         }, sink: { chunk in
             if body.count + chunk.count > limit {
                 throw AssetPatchError(limitStatus, "\(what): response larger than the limit of \(limit) bytes")

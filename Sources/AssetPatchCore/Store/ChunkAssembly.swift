@@ -13,13 +13,13 @@ extension Installer {
     /// before it is used; one fetched now was checked as it arrived. The whole file is hashed
     /// as it is written and must match the index: bytes on disk that changed since they were
     /// installed show there and raise `DifferentialFallback` (the whole archive settles it),
-    /// never a wrong file. Memory: one run at a time.
+    /// never a wrong file. Memory: three runs (one read and written while the others are hashed).
     func rebuild(_ f: ChunkedFile, to target: String, chunks fetched: [String: String], progress: (UInt64) -> Void) throws {
         let out = try File.open(target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o444)
-        let whole = try Digest(.sha256)
         let largest = f.records.reduce(0) { max($0, Int($1.size)) }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(Installer.rebuildRunBytes, largest), alignment: 64)
-        defer { buffer.deallocate() }
+        // The whole file is hashed on another thread while the next run is read and written.
+        let whole = try BackgroundDigest(buffers: 3, size: max(Installer.rebuildRunBytes, largest))
+        defer { whole.stop() }
         var written: UInt64 = 0
         var open: [String: File] = [:]
         var usedLocal = false
@@ -36,6 +36,7 @@ extension Installer {
         /// must hash to (nil: the whole file's hash checks them).
         func copy(_ path: String, _ offset: UInt64, _ count: Int, check: ChunkRecord?) throws {
             let failing = DifferentialFallback(message: "\(path): \(count) bytes at \(offset) no longer match the chunks of \"\(f.file.path)\" they were installed as")
+            let buffer = whole.buffer()
             let chunk = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count])
             guard try file(path, failing: failing).pread(into: chunk, at: offset) == count else { throw failing }
             if let check {
@@ -44,7 +45,7 @@ extension Installer {
                 guard ChunkID(d.finalBytes()) == check.id else { throw failing }
             }
             try out.pwrite(UnsafeRawBufferPointer(chunk), at: written)
-            whole.update(UnsafeRawBufferPointer(chunk))
+            whole.submit(buffer, count: count)
             written += UInt64(count)
             if written / Installer.writebackBytes != (written - UInt64(count)) / Installer.writebackBytes {
                 out.startWriteback()  // a large file's pages go to disk as it grows, not all at the end
@@ -82,7 +83,7 @@ extension Installer {
         }
         try flush()
         out.startWriteback()
-        let sha = whole.finalHex()
+        let sha = Hex.encode(whole.finish())
         guard written == f.file.size, sha == f.file.sha256 else {
             let what = "\(target): rebuilt from its chunks, \"\(f.file.path)\" has sha256 \(sha) (\(written) bytes), the index says \(f.file.sha256) (\(f.file.size))"
             if usedLocal { throw DifferentialFallback(message: what + "; the installed bytes it copied changed") }

@@ -237,10 +237,11 @@ package enum FS {
         guard let dir = opendir(path) else { throw ioError("opendir", path) }
         defer { closedir(dir) }
         var names: [String] = []
+        // The name is read where it lies: a dirent is only as long as its name needs (d_reclen),
+        // so loading the whole struct (d_name is declared 256 bytes) can read past glibc's buffer.
+        let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
         while let entry = readdir(dir) {
-            let name = withUnsafePointer(to: entry.pointee.d_name) {
-                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
-            }
+            let name = String(cString: (UnsafeRawPointer(entry) + nameOffset).assumingMemoryBound(to: CChar.self))
             if name != "." && name != ".." { names.append(name) }
         }
         return names

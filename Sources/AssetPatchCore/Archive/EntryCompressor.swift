@@ -48,7 +48,7 @@ final class EntryCompressor {
             entry = incompressible ? try storeChunked(src, size: size, chunker: chunker, sha: sha, into: out)
                                    : try deflateChunked(src, size: size, chunker: chunker, sha: sha, into: out)
         } else if incompressible {
-            entry = try store(src, size: size, sha: sha, into: out)
+            entry = try store(src, sha: sha, into: out)
         } else {
             entry = try deflate(src, size: size, sha: sha, into: out)
         }
@@ -58,7 +58,7 @@ final class EntryCompressor {
         if entry.method == 8 && size > 0 && Double(entry.compressedSize) > Double(size) * 0.95 {
             // Deflate saved under 5%: the entry is stored, its chunks plain ranges of it.
             out.rewind()
-            let stored = try copy(src, size: size, into: out)
+            let stored = try copy(src, into: out)
             guard stored.total == size else {
                 throw AssetPatchError(.io, "\(path): changed while it was read (\(stored.total) of \(size) bytes)")
             }
@@ -89,7 +89,7 @@ final class EntryCompressor {
             z.pointee.next_in = buffers.input.baseAddress!.assumingMemoryBound(to: Bytef.self)
             z.pointee.avail_in = UInt32(n)
             z.pointee.next_out = buffers.output.baseAddress!.assumingMemoryBound(to: Bytef.self)
-            z.pointee.avail_out = UInt32(buffers.output.count)  // 1 MiB: a 64 KiB window's output fits
+            z.pointee.avail_out = UInt32(buffers.output.count)  // 1 MiB: a window's output fits
             guard CZlib.deflate(z, Z_FINISH) == Z_STREAM_END else { return false }
             sampled += UInt64(n)
             compressed += UInt64(buffers.output.count) - UInt64(z.pointee.avail_out)
@@ -122,14 +122,14 @@ final class EntryCompressor {
     }
 
     /// The file stored, hashed as it is copied.
-    private func store(_ src: File, size: UInt64, sha: Digest, into out: EntryOutput) throws -> CompressedEntry {
-        let copied = try copy(src, size: size, into: out, sha: sha)
+    private func store(_ src: File, sha: Digest, into out: EntryOutput) throws -> CompressedEntry {
+        let copied = try copy(src, into: out, sha: sha)
         return CompressedEntry(method: 0, crc: copied.crc, compressedSize: copied.total, size: copied.total,
                                sha256: sha.finalHex(), chunks: [])
     }
 
     /// Copies the file into `out` as it is; its CRC-32 (and sha256 when asked) on the way.
-    private func copy(_ src: File, size: UInt64, into out: EntryOutput, sha: Digest? = nil) throws -> (crc: UInt32, total: UInt64) {
+    private func copy(_ src: File, into out: EntryOutput, sha: Digest? = nil) throws -> (crc: UInt32, total: UInt64) {
         var crc: UInt = crc32(0, nil, 0)
         var total: UInt64 = 0
         while true {
@@ -149,8 +149,44 @@ final class EntryCompressor {
     private func deflateChunked(_ src: File, size: UInt64, chunker: Chunker, sha: Digest, into out: EntryOutput) throws -> CompressedEntry {
         let z = try startDeflate()
         defer { deflateEnd(z) }
+        var written: UInt64 = 0
+        var entry = try cut(src, size: size, chunker: chunker, sha: sha) { chunk, last in
+            let before = written
+            z.pointee.next_in = UnsafeMutablePointer(mutating: chunk.baseAddress!.assumingMemoryBound(to: Bytef.self))
+            z.pointee.avail_in = UInt32(chunk.count)
+            let flush = last ? Z_FINISH : Z_FULL_FLUSH
+            while true {
+                if try deflateStep(flush, into: out, written: &written) == Z_STREAM_END { break }
+                // Done with this chunk once all input is taken and the flush fits the buffer.
+                if z.pointee.avail_in == 0 && z.pointee.avail_out > 0 && flush == Z_FULL_FLUSH { break }
+            }
+            return UInt32(written - before)
+        }
+        z.pointee.next_in = nil
+        if size == 0 {
+            // An empty file: one empty final block, no chunk.
+            _ = try deflateStep(Z_FINISH, into: out, written: &written)
+        }
+        entry.method = 8
+        entry.compressedSize = written
+        return entry
+    }
+
+    /// A chunked file that is already compressed: stored in the same pass that cuts it.
+    private func storeChunked(_ src: File, size: UInt64, chunker: Chunker, sha: Digest, into out: EntryOutput) throws -> CompressedEntry {
+        try cut(src, size: size, chunker: chunker, sha: sha) { chunk, _ in
+            try out.write(chunk)
+            return UInt32(chunk.count)
+        }
+    }
+
+    /// Cuts the file into chunks, taking its CRC-32 and sha256 and each chunk's sha256 on the
+    /// way; `emit` writes a chunk (told whether it is the last) and returns its length in the
+    /// entry. Returns the entry as stored; a deflated one corrects method and size.
+    private func cut(_ src: File, size: UInt64, chunker: Chunker, sha: Digest,
+                     emit: (UnsafeRawBufferPointer, _ last: Bool) throws -> UInt32) throws -> CompressedEntry {
         var crc: UInt = crc32(0, nil, 0)
-        var written: UInt64 = 0, total: UInt64 = 0
+        var total: UInt64 = 0
         var chunks: [ChunkRecord] = []
         let digest = try Digest(.sha256)
         try chunker.chunks(of: src) { chunk in
@@ -160,40 +196,8 @@ final class EntryCompressor {
             sha.update(chunk)
             digest.reset()
             digest.update(chunk)
-            let before = written
-            z.pointee.next_in = UnsafeMutablePointer(mutating: chunk.baseAddress!.assumingMemoryBound(to: Bytef.self))
-            z.pointee.avail_in = UInt32(chunk.count)
-            let flush = total == size ? Z_FINISH : Z_FULL_FLUSH
-            while true {
-                if try deflateStep(flush, into: out, written: &written) == Z_STREAM_END { break }
-                // Done with this chunk once all input is taken and the flush fits the buffer.
-                if z.pointee.avail_in == 0 && z.pointee.avail_out > 0 && flush == Z_FULL_FLUSH { break }
-            }
-            chunks.append(ChunkRecord(sha256: digest.finalBytes(), size: UInt32(chunk.count), compressedSize: UInt32(written - before)))
-        }
-        z.pointee.next_in = nil
-        if size == 0 {
-            // An empty file: one empty final block, no chunk.
-            _ = try deflateStep(Z_FINISH, into: out, written: &written)
-        }
-        return CompressedEntry(method: 8, crc: UInt32(truncatingIfNeeded: crc), compressedSize: written, size: total,
-                               sha256: sha.finalHex(), chunks: chunks)
-    }
-
-    /// A chunked file that is already compressed: stored in the same pass that cuts it.
-    private func storeChunked(_ src: File, size: UInt64, chunker: Chunker, sha: Digest, into out: EntryOutput) throws -> CompressedEntry {
-        var crc: UInt = crc32(0, nil, 0)
-        var total: UInt64 = 0
-        var chunks: [ChunkRecord] = []
-        let digest = try Digest(.sha256)
-        try chunker.chunks(of: src) { chunk in
-            total += UInt64(chunk.count)
-            crc = crc32(crc, chunk.baseAddress!.assumingMemoryBound(to: Bytef.self), UInt32(chunk.count))
-            sha.update(chunk)
-            digest.reset()
-            digest.update(chunk)
-            try out.write(chunk)
-            chunks.append(ChunkRecord(sha256: digest.finalBytes(), size: UInt32(chunk.count), compressedSize: UInt32(chunk.count)))
+            let compressed = try emit(chunk, total == size)
+            chunks.append(ChunkRecord(sha256: digest.finalBytes(), size: UInt32(chunk.count), compressedSize: compressed))
         }
         return CompressedEntry(method: 0, crc: UInt32(truncatingIfNeeded: crc), compressedSize: total, size: total,
                                sha256: sha.finalHex(), chunks: chunks)

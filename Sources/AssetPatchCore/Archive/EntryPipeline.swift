@@ -40,7 +40,6 @@ extension ZipWriter {
             }
         }
         var threads: [pthread_t] = []
-        defer { for t in threads { pthread_join(t, nil) } }
         do {
             for _ in 1..<jobs { threads.append(try startThread(work)) }
         } catch {
@@ -48,7 +47,6 @@ extension ZipWriter {
         }
         work()
         for t in threads { pthread_join(t, nil) }
-        threads.removeAll()
         if let failure = order.failure { throw failure }
         return results.all()
     }
@@ -57,7 +55,7 @@ extension ZipWriter {
         guard let size = FS.fileSize(source.path) else { throw ioError("stat", source.path) }
         let name = Array(source.name.utf8)
         let zip64 = size >= 0xFFFF_0000  // deflate may grow a little: decide before writing
-        let out = EntryOutput(writer: self, order: order, index: index, headerLength: 30 + name.count + (zip64 ? 20 : 0))
+        let out = EntryOutput(writer: self, order: order, index: index, headerLength: ZipWriter.localHeaderLength(name, zip64: zip64))
         try out.begin()
         let entry = try compressor.compress(source.path, size: size, chunker: source.chunker, into: out)
         try out.finish(name: name, zip64: zip64, entry: entry, results: results)
@@ -75,7 +73,7 @@ extension ZipWriter {
 
     /// Notes an entry whose bytes are in the archive from `headerOffset` and moves the end past it.
     func record(_ name: [UInt8], _ e: CompressedEntry, zip64: Bool, headerOffset: UInt64, index: Int, results: EntryResults) {
-        let dataOffset = headerOffset + UInt64(30 + name.count + (zip64 ? 20 : 0))
+        let dataOffset = headerOffset + UInt64(ZipWriter.localHeaderLength(name, zip64: zip64))
         offset = dataOffset + e.compressedSize
         written.append(Written(name: name, method: e.method, crc: e.crc, compressed: e.compressedSize, uncompressed: e.size, offset: headerOffset))
         let location = ArchiveLocation(headerOffset: headerOffset, dataOffset: dataOffset, compressedSize: e.compressedSize, method: e.method)

@@ -24,9 +24,12 @@ package final class ZipWriter {
         self.level = level
     }
 
+    /// The length of the local header `localHeader` writes: known before the entry's sizes are.
+    static func localHeaderLength(_ name: [UInt8], zip64: Bool) -> Int { 30 + name.count + (zip64 ? 20 : 0) }
+
     func localHeader(_ name: [UInt8], method: UInt16, crc: UInt32, comp: UInt64, uncomp: UInt64, zip64: Bool) -> [UInt8] {
         var h: [UInt8] = []
-        h.reserveCapacity(30 + name.count + 20)
+        h.reserveCapacity(ZipWriter.localHeaderLength(name, zip64: zip64))
         h.put32(0x0403_4b50)
         h.put16(zip64 ? 45 : 20)
         h.put16(ZipWriter.flags(name))

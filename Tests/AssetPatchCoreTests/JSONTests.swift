@@ -39,6 +39,34 @@ import Testing
         #expect(try parse("1e3").int64 == nil)
     }
 
+    /// A release record's text as `serialize` hands it out, piece by piece.
+    func text(_ record: ReleaseRecord, pieceSize: Int = 64 << 10) -> String {
+        var all = ""
+        var pieces = 0
+        record.serialize(pieceSize: pieceSize) { all += $0; pieces += 1 }
+        #expect(pieceSize > 1 || pieces > record.files.count)
+        return all
+    }
+
+    @Test func aReleaseRecordIsWrittenAsItsTreeWouldBe() throws {
+        let sha = String(repeating: "0f", count: 32)
+        let files = [ManifestFile(path: "a \"quoted\" \\ name\u{1}\t.txt", size: 0, sha256: sha),
+                     ManifestFile(path: "ünïcödé/😀.png", size: UInt64(Int64.max), sha256: sha),
+                     ManifestFile(path: "plain", size: 12, sha256: sha)]
+        var record = ReleaseRecord(version: 7, files: files, plugins: [PluginDeclaration(name: "p", path: "p.so", entry: "e", version: "1.0")],
+                                   signatureVerified: true, archiveDigest: sha, label: "a \"label\"", created: 1_700_000_000,
+                                   notes: "line\nbreak", mandatory: true, minAppVersion: "1.2", maxAppVersion: nil)
+        #expect(text(record) == record.toJSON().serialized())
+        #expect(text(record, pieceSize: 1) == record.toJSON().serialized())
+        record.indexRoot = PageRef(sha256: Array(repeating: 0xAB, count: 32), compressedSize: 4096)
+        record.channel = "beta"
+        record.rolloutBasisPoints = 2500
+        record.files = []
+        #expect(text(record) == record.toJSON().serialized())
+        let back = try #require(ReleaseRecord.from(try parse(text(record))))
+        #expect(back.channel == "beta" && back.rolloutBasisPoints == 2500 && back.label == "a \"label\"")
+    }
+
     @Test func serialisationRoundTrips() throws {
         let v = try parse(#"{"s":"q\"b\\c\u0001","n":[1,2,{"z":false}],"e":{}}"#)
         #expect(try parse(v.serialized()) == v)

@@ -36,6 +36,14 @@ final class Inflater {
         }
     }
 
+    /// Ready for a new stream of the same format, keeping zlib's state and window and the
+    /// output buffer: a receiver decoding a thousand entries allocates them once.
+    func reset() throws {
+        guard inflateReset(stream) == Z_OK else { throw AssetPatchError(.internal, "inflateReset failed") }
+        ended = false
+        produced = 0
+    }
+
     deinit {
         inflateEnd(stream)
         stream.deallocate()
@@ -92,10 +100,19 @@ final class EntryDecoder {
     private var storedBytes: UInt64 = 0
     private var crc: UInt = crc32(0, nil, 0)
 
-    init(method: UInt16, size: UInt64) throws {
+    /// `reusing`: a raw-deflate inflater to reset and use for a deflated entry, instead of a
+    /// new one; it must not be decoding another entry at the same time.
+    init(method: UInt16, size: UInt64, reusing: Inflater? = nil) throws {
         self.method = method
         self.size = size
-        inflater = method == 8 ? try Inflater(.raw) : nil
+        if method != 8 {
+            inflater = nil
+        } else if let reusing {
+            try reusing.reset()
+            inflater = reusing
+        } else {
+            inflater = try Inflater(.raw)
+        }
     }
 
     var produced: UInt64 { inflater?.produced ?? storedBytes }

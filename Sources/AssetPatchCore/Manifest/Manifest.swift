@@ -27,7 +27,8 @@ package struct Manifest: Sendable {
     package var plugins: [PluginDeclaration]
     /// True when a trusted key's signature over the payload was checked.
     package var signatureVerified: Bool
-    /// The manifest bytes (an envelope's decoded payload), stored with the release.
+    /// The manifest bytes (an envelope's decoded payload), for showing a manifest as signed.
+    /// An update drops them once decoded.
     package var payload: [UInt8]
     /// Format 2: where the release index lies and its root page.
     package var index: IndexLocation?

@@ -51,7 +51,10 @@ extension Updater {
         offeredChannel = nil
         markInForce = nil
         rolloutSeen = nil
-        let manifest = try Manifest.decode(bytes, source: source) { ref in try self.signingKeys(for: ref, manifestURL: finalURL) }
+        var manifest = try Manifest.decode(bytes, source: source) { ref in try self.signingKeys(for: ref, manifestURL: finalURL) }
+        // An update keeps what it decoded, not the text (300 KB for a 1,000-file manifest, held
+        // through the download and the install otherwise).
+        manifest.payload = []
         offered = manifest.isLegacy ? 0 : manifest.version
         try cancel.check()
 

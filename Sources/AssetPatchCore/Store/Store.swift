@@ -137,10 +137,13 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
         var names: [UInt8] = []
         for f in info.files { names += f.path.utf8; names.append(0) }
         var paths: [String] = []
-        for (name, bytes) in [(Store.recordName, Array(info.toJSON().serialized().utf8)), (Store.namesName, names)] {
-            try File.open(stage + "/" + name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o444).write(bytes)
+        func create(_ name: String) throws -> File {
             paths.append(stage + "/" + name)
+            return try File.open(stage + "/" + name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o444)
         }
+        let record = try create(Store.recordName)
+        try info.serialize { text in try text.withUTF8 { try record.write(UnsafeRawBufferPointer($0)) } }
+        try create(Store.namesName).write(names)
         var dirs = Set<String>()
         for f in info.files {
             if !durable.contains(f.path) { paths.append(filesDir + "/" + f.path) }

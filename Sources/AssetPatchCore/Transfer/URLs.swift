@@ -131,9 +131,11 @@ package enum URLs {
     package static func redacted(_ url: String) -> String {
         var s = Substring(url)
         if let cut = s.firstIndex(where: { $0 == "?" || $0 == "#" }) { s = s[..<cut] }
-        if let schemeEnd = s.firstRange(of: "://"), let at = s[schemeEnd.upperBound...].firstIndex(of: "@"),
-           !s[schemeEnd.upperBound..<at].contains("/") {
-            return String(s[..<schemeEnd.upperBound]) + String(s[s.index(after: at)...])
+        if let colon = s.firstIndex(of: ":"), s[colon...].hasPrefix("://") {
+            let host = s.index(colon, offsetBy: 3)
+            if let at = s[host...].firstIndex(of: "@"), !s[host..<at].contains("/") {
+                return String(s[..<host]) + String(s[s.index(after: at)...])
+            }
         }
         return String(s)
     }

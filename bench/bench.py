@@ -153,9 +153,9 @@ def build_tools(work):
     flags = subprocess.run(["pkg-config", "--cflags", "--libs", "assetpatch"], env=env, capture_output=True, text=True,
                            check=True).stdout.split()
     tools = {}
-    for name in ("update_bench", "resolve_bench", "check_bench", "dlopen_bench", "measure"):
+    for name in ("update_bench", "resolve_bench", "check_bench", "dlopen_bench", "measure", "curl_floor"):
         out = os.path.join(work, name)
-        extra = ["-ldl"] if name == "dlopen_bench" else [] if name == "measure" else flags
+        extra = {"dlopen_bench": ["-ldl"], "measure": [], "curl_floor": ["-lcurl", "-lcrypto"]}.get(name, flags)
         subprocess.run(["cc", "-O2", os.path.join(ROOT, "bench", name + ".c"), *extra, "-Wl,-rpath," + os.path.join(PREFIX, "lib"),
                         "-o", out], check=True)
         tools[name] = out

@@ -36,7 +36,7 @@ let package = Package(
         .target(
             name: "AssetPatch",
             dependencies: ["AssetPatchCore", "CAssetPatchABI"],
-            exclude: ["assetpatch.map"],
+            exclude: ["assetpatch.map", "hot-symbols.txt", "layout.ld"],
             linkerSettings: [.unsafeFlags(sharedLibraryLinkerFlags)]
         ),
         .target(

@@ -30,21 +30,13 @@ static inline int csystem_allowed_cpus(void) {
 /* A compiler barrier: no memory access is moved across it; the processor may still reorder
    (readers of ReadMostly cells rely on the writer's membarrier for that). */
 static inline void csystem_compiler_barrier(void) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
-/* membarrier(2). Registering (MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 16) once lets this
-   process use MEMBARRIER_CMD_PRIVATE_EXPEDITED (8): every running thread of the process executes
-   a full memory barrier before the call returns. 0, or -1 with errno (ENOSYS, EINVAL: too old a
-   kernel; EPERM: a seccomp filter). */
-static inline int csystem_membarrier_register(void) {
+/* membarrier(2) with no flags: the command (MEMBARRIER_CMD_*); 0, or -1 with errno (ENOSYS,
+   EINVAL: too old a kernel; EPERM: a seccomp filter). */
+static inline int csystem_membarrier(int command) {
 #ifdef SYS_membarrier
-    return (int)syscall(SYS_membarrier, 16, 0U, 0);
+    return (int)syscall(SYS_membarrier, command, 0U, 0);
 #else
-    return -1;
-#endif
-}
-static inline int csystem_membarrier(void) {
-#ifdef SYS_membarrier
-    return (int)syscall(SYS_membarrier, 8, 0U, 0);
-#else
+    (void)command;
     return -1;
 #endif
 }

@@ -1,5 +1,4 @@
 import Glibc
-internal import CSystem
 
 /// What a release is published from and with (`assetpatch publish`'s options, parsed).
 package struct PublishRequest {
@@ -69,11 +68,8 @@ package enum Publisher {
     /// 8 KiB chunks: see docs/format.md ("Choosing the chunk size") for the measurements behind it.
     package static let defaultChunkSize = 8 << 10
 
-    /// One thread per processor this process may run on (its CPU affinity, as `nproc` counts).
-    package static var defaultJobs: Int {
-        let allowed = Int(csystem_allowed_cpus())
-        return allowed > 0 ? allowed : max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
-    }
+    /// One thread per processor this process may run on.
+    package static var defaultJobs: Int { availableProcessors() }
 
     package static func publish(_ r: PublishRequest) throws -> PublishResult {
         let src = FS.absolute(r.source)

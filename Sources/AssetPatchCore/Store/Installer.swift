@@ -105,17 +105,13 @@ struct Installer {
                 if !link(path, to: target, size: f.size) { try copyVerified(path, to: target, f) }
             case .archive:
                 guard let path = fetched[f.sha256] else { throw AssetPatchError(.internal, "\"\(f.path)\" was planned but not fetched") }
-                if let first = moved[f.sha256] {
-                    // Moved already for another path of the same content: linked from there.
-                    if link(filesDir + "/" + first, to: target, size: f.size) {
-                        if durable.contains(first) { durable.insert(f.path) }
-                    } else {
-                        try copyVerified(filesDir + "/" + first, to: target, f)
-                    }
-                } else if moveFetched, move(path, to: target, size: f.size) {
+                // Content moved already for another path is linked (or copied) from there.
+                let first = moved[f.sha256]
+                let source = first.map { filesDir + "/" + $0 } ?? path
+                if first == nil, moveFetched, move(source, to: target, size: f.size) {
                     moved[f.sha256] = f.path
-                } else if !link(path, to: target, size: f.size) {
-                    try copyVerified(path, to: target, f)
+                } else if !link(source, to: target, size: f.size) {
+                    try copyVerified(source, to: target, f)
                 }
             case let .bundle(path):
                 try copyVerified(path, to: target, f)

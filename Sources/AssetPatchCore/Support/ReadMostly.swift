@@ -69,6 +69,10 @@ final class Readers: @unchecked Sendable {  // `records` is guarded by `mutex` (
     let key: pthread_key_t
     /// true: writers order readers with membarrier; false: readers and writers fence.
     let expedited: Bool
+    /// membarrier(2)'s commands: registering once lets the process use the private expedited
+    /// barrier, which makes every running thread of the process execute a full memory barrier
+    /// before the call returns.
+    private static let registerPrivateExpedited: Int32 = 16, privateExpedited: Int32 = 8
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private var records: [ReaderRecord] = []
 
@@ -85,7 +89,7 @@ final class Readers: @unchecked Sendable {  // `records` is guarded by `mutex` (
         mutex = .allocate(capacity: 1)
         pthread_mutex_init(mutex, nil)
         // Registered before any cell exists, so no reader ever ran without the mode it needs.
-        expedited = membarrier && csystem_membarrier_register() == 0
+        expedited = membarrier && csystem_membarrier(Readers.registerPrivateExpedited) == 0
         // A child of fork has one thread: the others' records go (one of them could have been
         // reading at the fork, and would hold up every writer of the child).
         if membarrier {
@@ -137,7 +141,7 @@ final class Readers: @unchecked Sendable {  // `records` is guarded by `mutex` (
     /// if the barrier failed (the caller must then keep what it replaced).
     func waitForReaders() -> Bool {
         if expedited {
-            guard csystem_membarrier() == 0 else { return false }
+            guard csystem_membarrier(Readers.privateExpedited) == 0 else { return false }
         } else {
             atomicMemoryFence(ordering: .sequentiallyConsistent)
         }

@@ -1,4 +1,5 @@
 import Glibc
+internal import CSystem
 
 /// A value behind a pthread mutex on the C heap. The standard library's `Mutex` locks with
 /// futex system calls that ThreadSanitizer does not see, so it reported the client's guarded
@@ -93,4 +94,11 @@ func startThread(_ body: @escaping () -> Void) throws -> pthread_t {
 /// blocks for seconds) must not hold one of the few threads of Swift's cooperative pool.
 package func detachThread(_ body: @escaping @Sendable () -> Void) throws {
     pthread_detach(try startThread(body))
+}
+
+/// The processors this process may run on: its CPU affinity, as `nproc` counts them (a
+/// container or `taskset` can allow fewer than the machine has online).
+package func availableProcessors() -> Int {
+    let allowed = Int(csystem_allowed_cpus())
+    return allowed > 0 ? allowed : max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
 }

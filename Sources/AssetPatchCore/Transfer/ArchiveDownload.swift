@@ -6,12 +6,15 @@ import Glibc
 final class PartialHash {
     private let digest: Digest
     private(set) var count: UInt64 = 0
+    /// false: nothing is hashed (`update` and `cover` do nothing) and `finish` returns "".
+    var enabled = true
 
     init(_ algorithm: Digest.Algorithm) throws {
         digest = try Digest(algorithm)
     }
 
     func update(_ chunk: UnsafeRawBufferPointer) {
+        guard enabled else { return }
         digest.update(chunk)
         count += UInt64(chunk.count)
     }
@@ -23,7 +26,7 @@ final class PartialHash {
 
     /// Makes the digest cover exactly the first `length` bytes of `file`.
     func cover(_ file: File, length: UInt64) throws {
-        if count == length { return }
+        if !enabled || count == length { return }
         reset()
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }
@@ -38,6 +41,7 @@ final class PartialHash {
     /// The digest's hex. The digest starts over afterwards (a finalised EVP context must be
     /// re-initialised before further use).
     func finish() -> String {
+        guard enabled else { return "" }
         let hex = digest.finalHex()
         reset()
         return hex
@@ -102,7 +106,10 @@ final class ArchiveDownload {
     /// every file by its own sha256 as the archive arrives turns it off: the archive's digest
     /// is then taken only when a file must be read from the archive itself (`Updater.verifyArchive`),
     /// and `attempt` returns an empty digest.
-    var hashing = true
+    var hashing: Bool {
+        get { hash.enabled }
+        set { hash.enabled = newValue }
+    }
 
     /// libcurl's receive buffer for the archive: fewer, larger writes and follower wake-ups
     /// than one per 16 KiB (a 200 MiB archive took 11,000 of each). 256 KiB was no faster
@@ -200,7 +207,7 @@ final class ArchiveDownload {
         var have = try out.size()
         if have > sourceSize { try out.truncate(to: 0); have = 0 }
         onWritten?(have)
-        if hashing { try hash.cover(out, length: have) }
+        try hash.cover(out, length: have)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }
         var offset = have
@@ -212,12 +219,12 @@ final class ArchiveDownload {
             let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
             try checkReserve(after: n)
             try out.pwrite(chunk, at: offset)
-            if hashing { hash.update(chunk) }
+            hash.update(chunk)
             offset += UInt64(n)
             onWritten?(offset)
             progress.report(Progress(phase: .download, bytesDone: offset, bytesTotal: total))
         }
-        return hashing ? hash.finish() : ""
+        return hash.finish()
     }
 
     // MARK: http(s)
@@ -319,7 +326,7 @@ final class ArchiveDownload {
             if sink.offset + UInt64(bytes.count) > limit { throw limitError(sink.offset + UInt64(bytes.count)) }
             try checkReserve(after: bytes.count)
             try out.pwrite(bytes, at: sink.offset)
-            if hashing { hash.update(bytes) }
+            hash.update(bytes)
             sink.offset += UInt64(bytes.count)
             onWritten?(sink.offset)
         }
@@ -336,7 +343,7 @@ final class ArchiveDownload {
             onWritten?(request.from)
             // Within one update the hash carries over from the previous attempt; after a
             // process restart the kept prefix is read and hashed once.
-            if hashing { try hash.cover(out, length: request.from) }
+            try hash.cover(out, length: request.from)
             if let expected = expectedSize, request.from == expected, expected > 0 {
                 // Complete already (an earlier attempt stopped after downloading): no request.
                 if !hashing { return "" }
@@ -378,7 +385,7 @@ final class ArchiveDownload {
                 if restarts > 2 { throw AssetPatchError(.http, "\(what): \(r.reason) (range requests keep failing)") }
                 continue
             }
-            return hashing ? hash.finish() : ""
+            return hash.finish()
         }
     }
 }

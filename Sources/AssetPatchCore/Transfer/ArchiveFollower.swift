@@ -56,10 +56,10 @@ final class ArchiveFollower {
 
     deinit { _ = finish() }
 
-    /// The worker count for this machine: its online cores, at most 4 (one thread downloads;
-    /// inflating 4 streams outruns any disk).
+    /// The worker count: the processors this process may run on, at most 4 (one thread
+    /// downloads; inflating 4 streams outruns any disk).
     static func workerCount() -> Int {
-        max(1, min(4, sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+        min(4, availableProcessors())
     }
 
     /// Splits `entries` into at most `workers` ranges: each entry goes to the worker with the

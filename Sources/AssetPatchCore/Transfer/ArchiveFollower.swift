@@ -110,7 +110,7 @@ final class ArchiveFollower {
         var all: [String: String] = [:]
         all.reserveCapacity(outcomes.reduce(0) { $0 + $1.kept.count })
         for o in outcomes {
-            for sha in o.kept where all[sha] == nil { all[sha] = dir + "/" + sha }
+            for sha in o.kept { all[sha] = dir + "/" + sha }
         }
         let stopped = outcomes.compactMap(\.stopped)
         // The update goes on to install: what the workers were given and found is not needed

@@ -206,7 +206,7 @@ package final class HTTPClient {
         let conditional = !conditions.isEmpty
         let head = try get(url, extraHeaders: conditions, codings: .decoded, onHead: { head in
             guard head.status == 200 || (conditional && head.status == 304) else { throw HTTPClient.statusError(head, what) }
-            // The announced length sizes the buffer once (a manifest is kept while the update runs).
+            // The announced length sizes the buffer once, instead of its doubling up to it.
             if let length = head.contentLength, length <= UInt64(limit) { body.reserveCapacity(Int(length)) }
         }, sink: { chunk in
             if body.count + chunk.count > limit {

@@ -36,12 +36,12 @@ final class RangeReceiver: RangeConsumer {
     private var index = 0
     private var header: [UInt8] = []
     private var headerCRC: UInt32?
+    /// The entry being received (nil between entries).
     private var decoder: EntryDecoder?
-    private var digest: Digest?
     /// Made for the first entry and reset for each next one: a thousand entries cost one
     /// inflater (its window and output buffer) and one digest context.
     private var inflater: Inflater?
-    private var spareDigest: Digest?
+    private var digest: Digest?
     private var out: File?
     private var tempPath: String?
 
@@ -139,12 +139,7 @@ final class RangeReceiver: RangeConsumer {
         headerCRC = flags & 0x0008 == 0 ? le32(h, 14) : nil
         if method == 8 && inflater == nil { inflater = try Inflater(.raw) }
         decoder = try EntryDecoder(method: method, size: f.size, reusing: inflater)
-        if let spare = spareDigest {
-            spare.reset()
-            digest = spare
-        } else {
-            digest = try Digest(.sha256)
-        }
+        if let digest { digest.reset() } else { digest = try Digest(.sha256) }
         let temp = dir + "/." + f.sha256 + ".part"
         try? FS.unlink(temp)
         out = try File.open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o444)
@@ -178,8 +173,6 @@ final class RangeReceiver: RangeConsumer {
         try FS.rename(tempPath, path)
         self.tempPath = nil
         self.decoder = nil
-        spareDigest = digest
-        self.digest = nil
         try onFile(f, path)
     }
 }

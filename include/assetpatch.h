@@ -179,12 +179,14 @@ int assetpatch_client_open(const char *data_dir, const char *bundle_dir, assetpa
  *                       ERR_ARGUMENT). Manifests are then judged by it, or by the newest key
  *                       document its chain leads to, instead of by public_keys (see "Key
  *                       documents" below)
- *   channel             the release channel this host follows (docs/release-management.md): a
- *                       manifest naming another channel is ERR_MANIFEST. Setting it is also how
- *                       a host moves down: a channel whose version is lower than the release
- *                       installed from another channel installs only when this names it
- *                       (otherwise ASSETPATCH_REASON_CHANNEL_BEHIND until the channel catches
- *                       up). "" clears it
+ *   channel             the release channel this host follows (docs/release-management.md). A
+ *                       client follows one channel: this one, else the channel of the first
+ *                       manifest it accepted (kept in data_dir); a manifest naming another
+ *                       channel is ERR_MANIFEST and changes nothing, so a mirror serving another
+ *                       channel's signed head at this channel's URL moves nothing. Naming a
+ *                       channel here is how a host moves to it, up or down, at once (the data
+ *                       directory then follows it until a host names another). "" stops naming
+ *                       one (the channel followed stays)
  *   rollout_id          who this client is in staged rollouts; default a random 128-bit id
  *                       created once per data_dir (its file rollout-id). A client takes a release
  *                       with a rollout iff the first 8 bytes of
@@ -223,6 +225,11 @@ int assetpatch_client_open(const char *data_dir, const char *bundle_dir, assetpa
  *   allow_unsigned_plugins
  *                       on: plugins of releases that were not signature-verified load too
  *                       (assetpatch_plugin_load); off (default): they are refused
+ *   allow_cross_origin_keys
+ *                       on: key documents a manifest names may come from another origin
+ *                       (scheme, host, port) than the manifest's; off (default): such a manifest
+ *                       is ERR_SIGNATURE before anything is fetched from there (a forged manifest
+ *                       must not send the client to hosts it names)
  *   differential        "auto" (default, or any spelling of on): differential updates whenever
  *                       they pay off (see assetpatch_update); off: always the whole archive
  *   differential_max_percent
@@ -364,17 +371,20 @@ void assetpatch_cancel(assetpatch_client *c);
 /* Why a check or update found nothing to install. */
 typedef enum assetpatch_no_update_reason {
     ASSETPATCH_REASON_CURRENT = 1,      /* the manifest offers the release installed (active, or pending) */
-    ASSETPATCH_REASON_OLDER = 2,        /* the manifest is older than one accepted before: a cache still
-                                           serving an old manifest, or a replay; nothing older installs */
+    ASSETPATCH_REASON_OLDER = 2,        /* the manifest is older than one accepted before (a lower
+                                           version, or the same version signed before, e.g. before a
+                                           halt): a cache still serving an old manifest, or a replay;
+                                           nothing older installs */
     ASSETPATCH_REASON_BAD_VERSION = 3,  /* the manifest offers a version this client rolled back from */
     ASSETPATCH_REASON_IN_BUNDLE = 4,    /* the app's bundle carries that release or a newer one */
     ASSETPATCH_REASON_NOT_IN_ROLLOUT = 5,
                                         /* the manifest's staged rollout does not include this client
                                            (yet), or is halted (0%): see "Channels and rollouts" */
     ASSETPATCH_REASON_CHANNEL_BEHIND = 6
-                                        /* the manifest's channel offers a lower version than the
-                                           release installed from another channel; the host moves
-                                           down to it only by setting the option channel */
+                                        /* not given since 0.5 (0.4 gave it for a manifest of a
+                                           channel behind the one installed): a client follows one
+                                           channel and moves, up or down, when the host names
+                                           another (option channel) */
 } assetpatch_no_update_reason;
 
 /* What the last assetpatch_check or assetpatch_update of a client found. The caller sets `size`
@@ -489,10 +499,9 @@ int assetpatch_reset(assetpatch_client *c);
 /* Channels and rollouts (docs/release-management.md): a repository offers one manifest per
  * channel ("stable", its top-level manifest.json/head.json, and channels/NAME/ for others);
  * versions are one sequence across channels. Downgrade marks are kept per channel, so a replayed
- * older manifest of a channel stays ASSETPATCH_REASON_OLDER, while a host that changes its
- * manifest_url to a channel whose version is lower than the release installed gets
- * ASSETPATCH_REASON_CHANNEL_BEHIND until it sets the option channel to that channel (the explicit
- * move down) or the channel catches up. A manifest may carry a staged rollout: a client outside
+ * older manifest of a channel stays ASSETPATCH_REASON_OLDER. A client follows one channel (see
+ * the option channel): a manifest of another is ERR_MANIFEST, and a host moves to another
+ * channel, up or down, by naming it. A manifest may carry a staged rollout: a client outside
  * it (see the option rollout_id) gets ASSETPATCH_NO_UPDATE with ASSETPATCH_REASON_NOT_IN_ROLLOUT,
  * and assetpatch_last_check reports the share and its bucket. A halted rollout (0%) installs on
  * no new client; clients that installed the release keep it.
@@ -503,7 +512,18 @@ int assetpatch_reset(assetpatch_client *c);
  * for the first) and of its own, keeps the newest in data_dir, and requires a threshold of its
  * signing keys' signatures on every manifest from then on (ERR_SIGNATURE otherwise; a newest
  * document past its expiry is ERR_EXPIRED). A manifest naming no document, or an older one, is
- * judged by the newest document kept. */
+ * judged by the newest document kept (kept per trust anchor: clients of one data_dir pinning
+ * different keys each keep their own). Documents come from the manifest's origin (see
+ * allow_cross_origin_keys), and only once the envelope could carry a valid signature. Every
+ * manifest is judged with what was accepted before by the signing keys in force: a release or a
+ * downgrade mark that only keys since retired vouched for (a release installed with a stolen
+ * key) stops counting, so the newest kept release still vouched for is served (or the bundle)
+ * and the publisher's recovery release installs; an installed release the current keys sign
+ * again (a channel re-signed after a rotation) counts on, without a download.
+ * Manifests are ordered: the version, then the channel's "revision", which every signing of a
+ * channel raises. Every manifest seen raises its channel's mark, also one this client is outside
+ * the rollout of, so a manifest signed before a halt (from a cache, a mirror, or a 304 naming an
+ * earlier copy) is ASSETPATCH_REASON_OLDER once the halt was seen. */
 
 /* Which release assetpatch_release_get describes. */
 typedef enum assetpatch_release_which {

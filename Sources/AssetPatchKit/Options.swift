@@ -22,7 +22,8 @@ extension AssetPatchClient {
         /// ``publicKeys``, and manifests are judged by the newest document its chain leads to.
         public var keyDocument: String?
         /// The release channel this host follows: manifests of another channel are refused, and
-        /// a move to it may install a lower version than the one installed from another channel.
+        /// naming another channel moves the client to it, up or down, at once (the data directory
+        /// follows it from then on).
         public var channel: String?
         /// Who this client is in staged rollouts. Default: a random id kept in the data directory.
         public var rolloutID: String?
@@ -74,6 +75,8 @@ extension AssetPatchClient {
         public var allowUnsignedPlugins: Bool?
         /// Acknowledge each response head at once (Linux TCP_QUICKACK). Default true.
         public var tcpQuickAck: Bool?
+        /// Whether key documents may come from another origin than the manifest's. Default false.
+        public var allowCrossOriginKeys: Bool?
 
         /// Options with the given fields set; everything else stays as it is.
         public init(manifestURL: String? = nil, publicKeys: [String]? = nil, package: String? = nil, appVersion: String? = nil,
@@ -83,7 +86,8 @@ extension AssetPatchClient {
                     maxLegacyArchiveBytes: UInt64? = nil, caFile: String? = nil, headers: [String]? = nil, userAgent: String? = nil,
                     parallelDownloads: Int? = nil, differential: Bool? = nil, differentialMaxPercent: Int? = nil,
                     allowUnsignedPlugins: Bool? = nil, tcpQuickAck: Bool? = nil, keyDocument: String? = nil,
-                    channel: String? = nil, rolloutID: String? = nil) {
+                    channel: String? = nil, rolloutID: String? = nil, allowCrossOriginKeys: Bool? = nil) {
+            self.allowCrossOriginKeys = allowCrossOriginKeys
             self.keyDocument = keyDocument
             self.channel = channel
             self.rolloutID = rolloutID
@@ -147,6 +151,7 @@ extension AssetPatchClient {
             add("differential_max_percent", differentialMaxPercent.map(String.init))
             add("allow_unsigned_plugins", flag(allowUnsignedPlugins))
             add("tcp_quickack", flag(tcpQuickAck))
+            add("allow_cross_origin_keys", flag(allowCrossOriginKeys))
             return out
         }
     }

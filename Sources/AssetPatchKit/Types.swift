@@ -251,8 +251,8 @@ public struct CheckOutcome: Sendable, Equatable {
         case inBundle = 4
         /// The manifest's staged rollout does not include this client (yet), or is halted.
         case notInRollout = 5
-        /// The manifest's channel offers a lower version than the release installed from
-        /// another channel: set ``AssetPatchClient/Options/channel`` to move down to it.
+        /// Not given since 0.5: a client follows one channel and moves to another, up or down,
+        /// when the host names it (``AssetPatchClient/Options/channel``).
         case channelBehind = 6
     }
 

@@ -36,11 +36,11 @@ struct SourceOptions: ParsableArguments {
 struct TrustOptions: ParsableArguments {
     @Option(name: .customLong("public-key"), help: "Trusted base64 Ed25519 public key (repeatable).") var publicKey: [String] = []
     @Option(name: .customLong("app-version"), help: "This app's version, for min_app_version.") var appVersion: String?
-    @Option(name: .customLong("ca-file"), help: "PEM bundle of trusted CAs.") var caFile: String?
+    @Option(name: .customLong("ca-file"), help: "PEM bundle of trusted CAs (default: $ASSETPATCH_CA_FILE when set, else libcurl's own).") var caFile: String?
     @Option(name: .long, help: "The app's package: manifests of another package are refused.") var package: String?
     @Option(name: .customLong("key-document"), help: "A pinned key document (a repository's keys/N.json): trust starts from it.")
     var keyDocument: String?
-    @Option(name: .long, help: "The channel this client follows: manifests of another channel are refused, and a lower version of this channel than the one installed from another installs (the explicit move).")
+    @Option(name: .long, help: "The channel this client follows from now on (the data directory keeps it): manifests of another channel are refused; naming another channel moves the client to it, to a lower version too.")
     var channel: String?
     @Option(name: .customLong("rollout-id"), help: "Who this client is in staged rollouts (default: the data directory's random id).")
     var rolloutID: String?
@@ -52,7 +52,7 @@ struct TrustOptions: ParsableArguments {
         if let rolloutID { try client.set("rollout_id", rolloutID) }
         if let package { try client.set("package", package) }
         if let appVersion { try client.set("app_version", appVersion) }
-        if let caFile { try client.set("ca_file", caFile) }
+        if let ca = caFile ?? getenv("ASSETPATCH_CA_FILE").map({ String(cString: $0) }), !ca.isEmpty { try client.set("ca_file", ca) }
     }
 }
 
@@ -247,7 +247,7 @@ struct StatusCommand: ParsableCommand {
                     ("launches", .int(Int64(s.launches))),
                     ("max_failed_launches", .int(Int64(s.maxFailedLaunches))),
                     ("bundle_version", .int(s.bundleVersion)),
-                    ("channel", .string(s.active?.channelName ?? Channel.defaultName)),
+                    ("channel", .string(s.channelPin?.name ?? s.active?.channelName ?? Channel.defaultName)),
                     ("rollout_id", store.existingRolloutID().map { .string($0) } ?? .null),
                     ("last_rollback", s.lastRollback.map { r in
                         JSON.object([("from", .int(r.from)), ("to", .int(r.to)), ("reason", .string(r.reason)),
@@ -279,9 +279,15 @@ struct StatusCommand: ParsableCommand {
                 print("package:  \(p.name) (\(by); highest accepted version \(s.highestVersion), \(s.highestVerifiedVersion ?? 0) verified)")
             }
             if s.bundleVersion > 0 { print("bundle:   carries version \(s.bundleVersion)") }
-            if let a = s.active { print("channel:  \(a.channelName) (the active release's)") }
+            if let p = s.channelPin {
+                let by = ["option": "named by the host (option channel)", "verified_manifest": "pinned by a verified manifest",
+                          "manifest": "pinned by an unverified manifest"][p.source.rawValue] ?? ""
+                print("channel:  \(p.name) (\(by))")
+            } else if let a = s.active {
+                print("channel:  \(a.channelName) (the active release's)")
+            }
             for (name, mark) in s.channelMarks.sorted(by: { $0.key < $1.key }) where s.channelMarks.count > 1 || name != Channel.defaultName {
-                print("          channel \(name): highest accepted version \(mark.highest), \(mark.highestVerified ?? 0) verified")
+                print("          channel \(name): highest accepted \(mark.highest), \(mark.highestVerified?.description ?? "version 0") verified")
             }
             print("rollout:  id \(store.existingRolloutID() ?? "not created yet (made at the first check of a staged rollout)")")
             print("disk:     \(formatBytes(bytes)): releases \(formatBytes(usage.releases)), downloads \(formatBytes(usage.downloads))")
@@ -300,10 +306,11 @@ func noUpdateReason(_ c: Client) -> String {
     case .badVersion?: return "the manifest offers version \(o.manifestVersion), which was rolled back from"
     case .inBundle?: return "the app's bundle carries version \(o.manifestVersion) or newer"
     case .notInRollout?:
+        if o.rollout?.basisPoints == 0 { return "version \(o.manifestVersion) is halted (its rollout is at 0%): no client that lacks it takes it" }
         let share = o.rollout.map { "\(Double($0.basisPoints) / 100)%" } ?? "?"
         return "version \(o.manifestVersion) is rolled out to \(share) of clients; this client's bucket \(o.rollout?.bucket ?? -1) of 10000 is not among them"
     case .channelBehind?:
-        return "channel \(o.channel ?? "?") offers version \(o.manifestVersion), lower than the release installed from another channel (give --channel \(o.channel ?? "?") to move to it)"
+        return "channel \(o.channel ?? "?") offers version \(o.manifestVersion), lower than the release installed from another channel"
     case .current?, nil: return "version \(c.currentVersion) is current"
     }
 }

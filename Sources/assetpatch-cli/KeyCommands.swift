@@ -56,19 +56,41 @@ struct Keys: ParsableCommand {
 
     struct Sign: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Add one root key's signature to a staged key document (each holder on their own machine).")
+            abstract: "Show a staged key document, then add one root key's signature to it (each holder on their own machine).")
 
         @Argument(help: "The staged key document.") var document: String
         @Option(name: .long, help: "The private key file.") var key: String
-        @Option(name: .long, help: "The repository, to report what the document still needs.") var repo: String?
+        @Flag(name: .customLong("allow-readable-key"), help: "Use a private key file other users can read.") var allowReadableKey = false
+        @Option(name: .long, help: "The repository: show what changes from its newest document, and what the document still needs.")
+        var repo: String?
+        @Option(name: .long, help: "The document this one follows (keys/N.json), when the repository is not at hand: show what changes.")
+        var previous: String?
+        @Flag(name: .long, help: "Sign without asking (when the standard input is a terminal, the tool asks).") var yes = false
 
         func run() throws {
             try cli {
                 var doc = try KeyDocument.decode(try FS.readFile(document, limit: KeyDocument.maxBytes, limitStatus: .argument), source: document)
-                try doc.sign(seed: try readKeyFile(key))
+                let seed = try readPrivateKey(key, allowReadable: allowReadableKey)
+                var before: KeyDocument?
+                if let previous {
+                    before = try KeyDocument.decode(try FS.readFile(previous, limit: KeyDocument.maxBytes, limitStatus: .argument), source: previous)
+                } else if let repo, doc.version > 1 {
+                    before = try? KeyDocuments.load(repo: FS.absolute(repo), version: doc.version - 1)
+                }
+                for line in KeyDocuments.describe(doc, previous: before) { print(line) }
+                if before == nil && doc.version > 1 {
+                    print("  (give --repo or --previous to see what changes from document \(doc.version - 1))")
+                }
+                if !yes && isatty(0) == 1 {
+                    print("sign key document \(doc.version) with \(Ed25519.keyID(try Ed25519.publicKey(fromSeed: seed)))? [y/N] ", terminator: "")
+                    guard let answer = readLine(), answer.lowercased() == "y" || answer.lowercased() == "yes" else {
+                        throw AssetPatchError(.argument, "not signed")
+                    }
+                }
+                try doc.sign(seed: seed)
                 try FS.writeAtomically(document, doc.serialized())
                 let missing = KeyDocuments.missing(doc, repo: repo.map(FS.absolute))
-                print("\(document): signed by \(Ed25519.keyID(try Ed25519.publicKey(fromSeed: try readKeyFile(key))))"
+                print("\(document): signed by \(Ed25519.keyID(try Ed25519.publicKey(fromSeed: seed)))"
                       + (missing.isEmpty ? "; its thresholds are met" : "; still needs " + missing.joined(separator: "; ")))
             }
         }
@@ -83,17 +105,23 @@ struct Keys: ParsableCommand {
         @Argument(help: "The staged document (default REPO/keys/staged.json).") var document: String?
         @Option(name: .customLong("pinned-key"), help: "For the first document: a key clients pin in public_keys (repeatable); one of them must have signed it.")
         var pinnedKey: [String] = []
+        @Flag(name: .customLong("no-pinned-key"),
+              help: "The first document for clients that pin a key document (option key_document), not public_keys: no pinned key signed it.")
+        var noPinnedKey = false
 
         func run() throws {
             try cli {
                 let dir = FS.absolute(repo)
                 let path = document ?? dir + "/\(KeyDocuments.directoryName)/staged.json"
                 let doc = try KeyDocument.decode(try FS.readFile(path, limit: KeyDocument.maxBytes, limitStatus: .argument), source: path)
+                if doc.version == 1 && KeyDocuments.versions(repo: dir).isEmpty && pinnedKey.isEmpty && !noPinnedKey {
+                    throw AssetPatchError(.argument, "key document 1 follows the keys clients pin: give them with --pinned-key (one must have signed it), or --no-pinned-key when clients pin this document itself (option key_document)")
+                }
                 let written = try KeyDocuments.publish(doc, repo: dir, pinned: try pinnedKey.map(readPublicKey))
                 if document == nil { try? FS.unlink(path) }
                 print("\(written): key document \(doc.version) published; re-sign every channel (assetpatch resign) with \(doc.signing.described)")
                 if doc.version == 1 && pinnedKey.isEmpty {
-                    print("note: clients that pin public_keys accept document 1 only if one of their pinned keys signed it")
+                    print("note: clients that pin public_keys accept document 1 only if one of their pinned keys signed it; it was published for clients that pin it (key_document)")
                 }
             }
         }

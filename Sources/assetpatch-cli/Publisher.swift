@@ -33,8 +33,7 @@ struct Publish: ParsableCommand {
 
     @Argument(help: "The directory holding the release's resources.") var source: String
     @Option(name: .long, help: "The release repository (created if missing).") var repo: String
-    @Option(name: .long, help: "Private key file: sign the manifest (DSSE envelope); repeatable for a threshold of several keys.")
-    var key: [String] = []
+    @OptionGroup var signing: SigningOptions
     @Option(name: .long, help: "Publish to this channel (channels/NAME/ in the repository; default: the top-level manifest, channel \"stable\").")
     var channel: String?
     @Option(name: .long, help: "Offer the release to this share of clients only (0 to 100, fractions allowed; 0 publishes it halted).")
@@ -47,7 +46,6 @@ struct Publish: ParsableCommand {
     @Option(name: .long, help: "The app's shipped bundle: leave out files identical to it.") var base: String?
     @Option(name: .customLong("min-app-version"), help: "Oldest app version this release works with.") var minAppVersion: String?
     @Option(name: .customLong("max-app-version"), help: "Newest app version this release is built for.") var maxAppVersion: String?
-    @Option(name: .long, help: "RFC 3339 time after which clients refuse the manifest.") var expires: String?
     @Option(name: .long, help: "Plugin declaration NAME=PATH:ENTRY (repeatable): a shared object of the release and its entry symbol.")
     var plugin: [String] = []
     @Option(name: .customLong("plugin-version"), help: "NAME=VERSION: a declared plugin's own version (repeatable).") var pluginVersion: [String] = []
@@ -74,7 +72,8 @@ struct Publish: ParsableCommand {
             }
             r.chunkThreshold = chunkThreshold
             r.chunkSize = chunkSize
-            r.seeds = try key.map(readKeyFile)
+            r.seeds = try signing.seeds()
+            r.expiry = try signing.expiry(default: .standard)
             r.channel = channel
             r.rollout = try parseRollout(percent: rollout, schedule: rolloutSchedule, halt: false)
             r.package = package
@@ -85,10 +84,6 @@ struct Publish: ParsableCommand {
             r.maxAppVersion = maxAppVersion
             r.mandatory = mandatory
             r.archiveURLBase = archiveURLBase
-            if let expires {
-                guard let t = RFC3339.parse(expires) else { throw AssetPatchError(.argument, "--expires: not an RFC 3339 time: \(expires)") }
-                r.expires = t
-            }
             if let notes {
                 let bytes = try FS.readFile(notes, limit: 65536, limitStatus: .argument)
                 guard let text = String(validating: bytes, as: UTF8.self) else {
@@ -253,7 +248,8 @@ struct Inspect: ParsableCommand {
             print("package:  \(m.package ?? "default")")
             print("version:  \(m.version)\(m.label.map { " (\($0))" } ?? "")")
             if let c = m.created { print("created:  \(RFC3339.format(c))") }
-            if let e = m.expires { print("expires:  \(RFC3339.format(e))") }
+            if let s = m.signed { print("signed:   \(RFC3339.format(s)) (revision \(m.revision) of the channel)") }
+            print("expires:  \(expiryLine(m.expires))")
             if let v = m.minAppVersion { print("min app:  \(v)") }
             if let v = m.maxAppVersion { print("max app:  \(v)") }
             print("archive:  \(m.archiveURL) (\(m.archiveSize ?? 0) bytes, sha256 \(m.archiveDigest))")
@@ -312,4 +308,13 @@ struct StampBundle: ParsableCommand {
             print("\(bundle)/\(BundleMarker.fileName): package \(pkg), version \(ver)")
         }
     }
+}
+
+/// A manifest's expiry for people: when, and a warning when it is near or past.
+func expiryLine(_ expires: Int64?) -> String {
+    guard let expires else { return "never (a copy of it, replayed, stays valid; publish with --expires to change that)" }
+    let left = expires - unixTime()
+    if left <= 0 { return "\(RFC3339.format(expires)) EXPIRED: clients refuse it; sign the channel again (assetpatch resign)" }
+    if left < 14 * 86400 { return "\(RFC3339.format(expires)), in \(left / 3600) hours: sign the channel again before (assetpatch resign)" }
+    return "\(RFC3339.format(expires)) (in \(left / 86400) days)"
 }

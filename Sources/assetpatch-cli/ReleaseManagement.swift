@@ -57,7 +57,7 @@ struct Promote: ParsableCommand {
     @Option(name: .long, help: "The channel whose release is promoted.") var from: String
     @Option(name: .long, help: "The channel that will offer it.") var to: String
     @Option(name: .long, help: "Promote this earlier version of --from instead of its current one.") var version: Int64?
-    @Option(name: .long, help: "Private key file (repeatable).") var key: [String] = []
+    @OptionGroup var signing: SigningOptions
     @Option(name: .long, help: "Offer it to this share of --to's clients only.") var rollout: String?
     @Option(name: .customLong("rollout-schedule"), help: "WHEN=PERCENT,... as for publish.") var rolloutSchedule: String?
 
@@ -66,8 +66,8 @@ struct Promote: ParsableCommand {
             for c in [from, to] where !Channel.isValid(c) { throw AssetPatchError(.argument, "\(c): not a channel name") }
             let r = try ChannelManifests.promote(repo: FS.absolute(repo), from: from, to: to, version: version,
                                                  rollout: try parseRollout(percent: rollout, schedule: rolloutSchedule, halt: false),
-                                                 seeds: try key.map(readKeyFile))
-            print("channel \(to) offers \(r.package) version \(r.version) (archive \(r.archiveSHA.prefix(16))…) from channel \(from)\(key.isEmpty ? "" : ", signed")")
+                                                 expiry: try signing.expiry(default: .keep), seeds: try signing.seeds())
+            print("channel \(to) offers \(r.package) version \(r.version) (archive \(r.archiveSHA.prefix(16))…) from channel \(from)\(signing.key.isEmpty ? "" : ", signed")")
         }
     }
 }
@@ -83,7 +83,7 @@ struct RolloutCommand: ParsableCommand {
     var percent: String?
     @Option(name: .long, help: "WHEN=PERCENT,... raising the share over time (WHEN: 30m, 12h, 2d, or an RFC 3339 time).") var schedule: String?
     @Flag(name: .long, help: "Stop offering the release to clients that don't have it (share 0).") var halt = false
-    @Option(name: .long, help: "Private key file (repeatable).") var key: [String] = []
+    @OptionGroup var signing: SigningOptions
 
     func run() throws {
         try cli {
@@ -92,26 +92,26 @@ struct RolloutCommand: ParsableCommand {
             var rollout = try parseRollout(percent: percent, schedule: schedule, halt: halt)
             if let r = rollout, r.percent == 100, r.schedule.isEmpty { rollout = nil }
             let release = try ChannelManifests.rewrite(repo: FS.absolute(repo), channel: channel, rollout: rollout, keepRollout: false,
-                                                       seeds: try key.map(readKeyFile))
-            print("channel \(channel): version \(release.version) offered to \(rollout?.summary ?? "every client")\(key.isEmpty ? "" : ", signed")")
+                                                       expiry: try signing.expiry(default: .keep), seeds: try signing.seeds())
+            print("channel \(channel): version \(release.version) offered to \(rollout?.summary ?? "every client")\(signing.key.isEmpty ? "" : ", signed")")
         }
     }
 }
 
 struct Resign: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Sign a channel's manifests again, unchanged but for the newest key document (after a key rotation).")
+        abstract: "Sign a channel's manifests again, unchanged but for the newest key document and a new expiry (after a key rotation, or to renew them before they expire).")
 
     @Option(name: .long, help: "The release repository.") var repo: String
     @Option(name: .long, help: "The channel (default: every channel).") var channel: String?
-    @Option(name: .long, help: "Private key file (repeatable).") var key: [String] = []
+    @OptionGroup var signing: SigningOptions
 
     func run() throws {
         try cli {
             let dir = FS.absolute(repo)
-            let seeds = try key.map(readKeyFile)
+            let seeds = try signing.seeds(), expiry = try signing.expiry(default: .keep)
             for name in channel.map({ [$0] }) ?? ChannelManifests.names(repo: dir) {
-                let r = try ChannelManifests.rewrite(repo: dir, channel: name, rollout: nil, keepRollout: true, seeds: seeds)
+                let r = try ChannelManifests.rewrite(repo: dir, channel: name, rollout: nil, keepRollout: true, expiry: expiry, seeds: seeds)
                 print("channel \(name): version \(r.version) signed anew")
             }
         }

@@ -90,8 +90,9 @@ private func rolloutID(package: String, version: Int64, inside: Bool, basisPoint
         #expect(o.status == .noUpdate && o.reason == .notInRollout && o.manifestVersion == 2)
         #expect(o.rollout?.basisPoints == 3000 && o.rollout?.bucket == Rollout.bucket(package: "game", version: 2, rolloutID: outsideID))
         #expect(try outside.check() == nil && outside.release(.candidate) == nil)
-        // Not taking a release accepts nothing: the marks stay where they were.
-        #expect(try outside.state().highestVersion == 0)
+        // Not taking a release pins nothing, but the channel's mark rises to what was seen: a
+        // copy signed before it (before a halt) is older from now on.
+        #expect(try outside.state().highestVersion == 2 && outside.state().channelPin == nil)
 
         // The halt: the installed client keeps version 2, the other still gets nothing.
         _ = try ChannelManifests.rewrite(repo: r.repo.path, channel: Channel.defaultName, rollout: Rollout(percent: 0), keepRollout: false, seeds: [])
@@ -139,9 +140,9 @@ private func rolloutID(package: String, version: Int64, inside: Bool, basisPoint
 }
 
 @Suite struct ChannelTests {
-    /// beta runs ahead; a client moved to stable by its URL alone waits for stable to pass
-    /// the installed version; naming the channel moves it down at once; a replayed older
-    /// stable manifest stays refused; moving back to beta serves the kept release again.
+    /// beta runs ahead; a client follows the channel its first manifest named, so stable's
+    /// manifest at its URL alone is refused (a mirror can't move it); naming the channel moves
+    /// it down at once; a replayed older stable manifest stays refused.
     @Test func movingBetweenChannels() throws {
         let r = ChannelRepo(), data = TempDir()
         defer { r.cleanup(); data.cleanup() }
@@ -158,10 +159,10 @@ private func rolloutID(package: String, version: Int64, inside: Bool, basisPoint
         #expect(try c.update(progress: nil) && served(c) == "beta 2")
         #expect(try c.release(.active)?.channel == "beta")
 
-        // Back to stable by URL: version 1 < 2 installed from beta.
+        // Back to stable by URL alone: another channel's manifest, refused, and nothing changes.
         try c.set("manifest_url", r.url())
-        #expect(try !c.update(progress: nil))
-        #expect(c.lastCheck?.reason == .channelBehind && c.lastCheck?.channel == "stable")
+        #expect(statusOf { _ = try c.update(progress: nil) } == .manifest)
+        #expect(try c.lastCheck?.channel == "stable" && c.state().channelPin == ChannelPin(name: "beta", source: .verifiedManifest))
         #expect(try served(c) == "beta 2")
 
         // The explicit move.

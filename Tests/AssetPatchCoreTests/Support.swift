@@ -50,6 +50,7 @@ func publishRelease(_ files: [(String, [UInt8])], version: Int64, repo: TempDir,
     // Tests publish what a publisher refuses (older versions, broken manifests), so the
     // repository's previous manifest does not constrain this one.
     try? FS.unlink(repo.path + "/manifest.json")
+    try? FS.removeTree(repo.path + "/history/\(version)")
     var request = PublishRequest(source: staging.path, repo: repo.path)
     request.package = package
     request.version = version

@@ -64,6 +64,19 @@ def test_https_over_http2_with_the_ca_file_verifies_and_updates(tmp_path, nginx,
     assert archive_lines and all('HTTP/2.0"' in line for line in archive_lines), archive_lines
 
 
+def test_the_cli_takes_its_ca_bundle_from_the_environment(tmp_path, nginx):
+    """What `python -m assetpatch` sets where the system keeps its CA bundle elsewhere than the
+    wheel's libcurl looks: the tool verifies with it, and without it refuses the server."""
+    from conftest import CLI
+    url = f"https://127.0.0.1:{nginx['good']}/v1/manifest.json"
+    env = {k: v for k, v in os.environ.items() if k != "ASSETPATCH_CA_FILE"}
+    r = subprocess.run([CLI, "update", "--data-dir", tmp_path / "a", "--url", url], env=env, capture_output=True, text=True)
+    assert r.returncode == 3 and "certificate" in r.stderr.lower(), r.stderr
+    env["ASSETPATCH_CA_FILE"] = nginx["ca"]
+    r = subprocess.run([CLI, "update", "--data-dir", tmp_path / "b", "--url", url], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
 def test_https_with_an_unknown_ca_is_refused_at_once(tmp_path, nginx, caplog):
     caplog.set_level(logging.DEBUG, logger="assetpatch")
     with client(tmp_path, f"https://127.0.0.1:{nginx['good']}/v1/manifest.json") as c:

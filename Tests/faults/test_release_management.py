@@ -56,7 +56,9 @@ def test_the_key_chain_is_followed_over_http_once(tmp_path):
             assert c.update() is False
     uris = [u for u, _ in requests(work)]
     assert [u for u in uris if "/keys/" in u] == ["/repo/keys/1.json", "/repo/keys/2.json"], uris
-    kept = json.load(open(tmp_path / "data" / "key-document.json"))
+    kept_dir = tmp_path / "data" / "key-documents"
+    assert len(os.listdir(kept_dir)) == 1  # one anchor, one document followed from it
+    kept = json.load(open(kept_dir / os.listdir(kept_dir)[0]))
     assert json.loads(base64.b64decode(kept["document"]["payload"]))["version"] == 2
 
 
@@ -82,6 +84,11 @@ def test_a_remote_manifest_may_not_name_local_key_documents(tmp_path):
     os.makedirs(work)
     with Nginx(str(tmp_path), str(work)) as n:
         with assetpatch.Client(tmp_path / "data", manifest_url=n.url("repo/head.json"), public_keys=[pinned]) as c:
+            # Another origin than the manifest's: refused before anything is fetched.
+            with pytest.raises(assetpatch.SignatureError, match="not on its own origin"):
+                c.update()
+            # Even where the host allows other origins, never a local file.
+            c.set("allow_cross_origin_keys", True)
             with pytest.raises(assetpatch.ManifestError, match="file:// key documents"):
                 c.update()
             assert c.current_version == 0
@@ -117,6 +124,7 @@ def test_channels_over_http_and_a_lying_rollout(tmp_path):
         with assetpatch.Client(tmp_path / "data", manifest_url=n.url("repo/head.json"), public_keys=[pub]) as c:
             assert c.update() is True and c.current_version == 1
             c.set("manifest_url", n.url("repo/channels/beta/head.json"))
+            c.set("channel", "beta")
             assert c.update() is False and c.last_check.reason is assetpatch.NoUpdateReason.NOT_IN_ROLLOUT
             assert c.last_check.rollout_percent == 0.0
     # A server that rewrites the share in the payload (signature kept): refused, nothing moves.
@@ -126,7 +134,8 @@ def test_channels_over_http_and_a_lying_rollout(tmp_path):
     env["payload"] = base64.b64encode(payload).decode()
     (repo / "channels" / "beta" / "head.json").write_text(json.dumps(env))
     with Nginx(str(tmp_path), str(work)) as n:
-        with assetpatch.Client(tmp_path / "data", manifest_url=n.url("repo/channels/beta/head.json"), public_keys=[pub]) as c:
+        with assetpatch.Client(tmp_path / "data", manifest_url=n.url("repo/channels/beta/head.json"), public_keys=[pub],
+                               channel="beta") as c:
             with pytest.raises(assetpatch.SignatureError):
                 c.update()
             assert c.current_version == 1 and open(c.resolve("a.txt")).read() == "one"

@@ -130,7 +130,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
         if option == "package", let name = configuration.package {
             try pinPackage(name)
         }
-        if option == "public_keys" {
+        if option == "public_keys" || option == "key_document" {
             try judgeUnverifiedReleases()
         }
         if option == "max_failed_launches" {
@@ -178,7 +178,10 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
             let before = state
             mark = before.downgradeMarkAnyChannel(verifying: updater.config.verifies)
             let found = try updater.preview(&state)
-            if recordAcceptance { persistAcceptance(before, state) }
+            if recordAcceptance && state != before {
+                try? Updater.recordAcceptance(state, judgement: updater.judgement, in: store)
+                if updater.judgement != nil { try serveJudged() }
+            }
             lastCandidate.withLock { $0 = found?.candidate }
             record(updater, found == nil ? .noUpdate : .ok, mark: mark)
             return found
@@ -202,13 +205,6 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
     /// What the last check or update of this client found, and why it found nothing to install;
     /// nil before the first.
     package var lastCheck: CheckOutcome? { lastOutcome.withLock { $0 } }
-
-    /// The package pin and downgrade mark move when a manifest is accepted, also by a check.
-    private func persistAcceptance(_ before: StoreState, _ after: StoreState) {
-        guard after.pin != before.pin || after.highestVersion != before.highestVersion
-                || after.highestVerifiedVersion != before.highestVerifiedVersion || after.channelMarks != before.channelMarks else { return }
-        try? Updater.recordAcceptance(after, in: store)
-    }
 
     private func makeUpdater(progress: ProgressHandler?) -> Updater {
         Updater(store: store, config: configuration, bundleDir: bundleDir, cancel: cancelToken, progress: progress) { [weak self] level, message in
@@ -243,12 +239,11 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
             record(updater, { if case .noUpdate = outcome { return .noUpdate } else { return .ok } }(), mark: mark)
             switch outcome {
             case .noUpdate:
+                if updater.judgement != nil { try serveJudged() }
                 return false
             case let .installed(candidate, info):
                 if configuration.apply == .immediate {
-                    try serve(ReleaseRef(id: candidate.releaseID, version: candidate.version, verified: candidate.manifest.signatureVerified,
-                                         channel: candidate.manifest.channelName),
-                              record: info)
+                    try serve(candidate.ref, record: info)
                     // The release this client served until now may have been kept from the
                     // clean-up by its own lease (keep_versions=0): it can go now.
                     _ = try? store.collectGarbage(try store.loadState())

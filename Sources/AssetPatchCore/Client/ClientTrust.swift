@@ -34,26 +34,31 @@ extension Client {
         }
     }
 
-    /// With `public_keys` set, a release installed without signature verification is not
-    /// served: the newest kept release that was verified is, or the bundle. Its plugins never
-    /// loaded (unless allow_unsigned_plugins), and its version stops counting as installed, so
-    /// the genuine signed release of that version installs.
+    /// With keys set (`public_keys` or `key_document`), a release installed without signature
+    /// verification is not served: the newest kept release that was verified is, or the bundle.
+    /// Its plugins never loaded (unless allow_unsigned_plugins), and its version stops counting
+    /// as installed, so the genuine signed release of that version installs. (Which keys vouch
+    /// for what is judged when a manifest is: only then is the newest key document known.)
     func judgeUnverifiedReleases() throws {
         guard configuration.verifies else { return }
         let current = try store.loadState()
-        var verified: [String: Bool] = [:]
-        for ref in [current.active, current.pending].compactMap({ $0 }) + current.kept {
-            verified[ref.id] = ref.verified ?? (try? store.loadRelease(ref.id))?.signatureVerified ?? false
-        }
-        guard verified.values.contains(false) else { return }
+        let before = store.verifiedBefore(current)
         let (message, state) = try store.modifyState { s in
-            s.supersede(keeping: { verified[$0.id] ?? true }, reason: "public_keys is set and it was installed without a verified signature",
-                        now: unixTime())
+            s.supersede(keeping: { $0.verified ?? before[$0.id] ?? false },
+                        reason: "keys are set and it was installed without a verified signature", now: unixTime())
         }
         if let message {
             try serve(state.active)
             log(2, message)
         }
+    }
+
+    /// After an update or check judged the state by the keys in force: a release this client
+    /// serves that no longer counts is served no longer.
+    func serveJudged() throws {
+        let state = try store.loadState()
+        guard let mine = servedRelease?.ref, !state.liveReleaseIDs.contains(mine.id) else { return }
+        try serve(state.active)
     }
 
     /// A state written before 0.4 does not say which of its marks came from verified manifests.
@@ -71,7 +76,7 @@ extension Client {
             guard s.highestVerifiedVersion == nil else { return }
             s.highestVerifiedVersion = highest
             if var mark = s.channelMarks[Channel.defaultName], mark.highestVerified == nil {
-                mark.highestVerified = highest
+                mark.highestVerified = ManifestOrder(version: highest)
                 s.channelMarks[Channel.defaultName] = mark
             }
             if highest > 0, let pin = s.pin, pin.source == .manifest { s.pin = PackagePin(name: pin.name, source: .verifiedManifest) }

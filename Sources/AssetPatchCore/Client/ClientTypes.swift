@@ -89,8 +89,8 @@ package enum NoUpdateReason: Int32, Sendable {
     case inBundle = 4
     /// The manifest's staged rollout does not include this client (yet), or is halted.
     case notInRollout = 5
-    /// The manifest's channel offers a lower version than the release installed from another
-    /// channel; the host moves down to it only by naming the channel (option `channel`).
+    /// Not given since 0.5 (kept for the ABI): a client follows one channel, and moves to
+    /// another, up or down, only when the host names it (option `channel`), at once.
     case channelBehind = 6
 }
 

@@ -20,6 +20,8 @@ package struct ClientConfig: Sendable {
     package var maxLegacyArchiveBytes: UInt64 = 5 << 30
     /// Plugins of releases whose manifest was not signature-verified may load.
     package var allowUnsignedPlugins = false
+    /// Key documents may come from another origin than the manifest's.
+    package var allowCrossOriginKeys = false
     /// Concurrent range requests of a differential update.
     package var parallelDownloads = 4
     /// false: always download the whole archive.
@@ -128,12 +130,13 @@ package struct ClientConfig: Sendable {
             // "auto" is the documented spelling of on: ranges are used when they pay off.
             differential = value.lowercased() == "auto" ? true : try ClientConfig.boolean(option, value)
         case "allow_unsigned_plugins": allowUnsignedPlugins = try ClientConfig.boolean(option, value)
+        case "allow_cross_origin_keys": allowCrossOriginKeys = try ClientConfig.boolean(option, value)
         case "differential_max_percent": differentialMaxPercent = Int(try ClientConfig.number(option, value, 1...100))
         case "tcp_quickack": http.quickAck = try ClientConfig.boolean(option, value)
         case "channel":
             if value.isEmpty { channel = nil; return }
             guard Channel.isValid(value) else {
-                throw AssetPatchError(.argument, "option channel: \"\(value)\" is not a channel name (1 to 64 letters, digits, '.', '_' or '-')")
+                throw AssetPatchError(.argument, "option channel: \"\(value)\" is not a channel name (1 to 63 letters, digits, '.', '_' or '-')")
             }
             channel = value
         case "rollout_id":

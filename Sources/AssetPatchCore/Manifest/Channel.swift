@@ -9,11 +9,14 @@ package enum Channel {
     /// The name of the channel whose manifest is the repository's top-level one.
     package static let defaultName = "stable"
 
-    /// 1 to 64 bytes of ASCII letters, digits, '.', '_' and '-', starting with a letter or digit:
+    /// The longest name: the C ABI's `channel` fields hold it with its NUL (`char[64]`).
+    package static let maxLength = 63
+
+    /// 1 to 63 bytes of ASCII letters, digits, '.', '_' and '-', starting with a letter or digit:
     /// it is a directory name on the host and in URLs.
     package static func isValid(_ name: String) -> Bool {
         let bytes = Array(name.utf8)
-        guard (1...64).contains(bytes.count), isAlphanumeric(bytes[0]) else { return false }
+        guard (1...maxLength).contains(bytes.count), isAlphanumeric(bytes[0]) else { return false }
         return bytes.allSatisfy { isAlphanumeric($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-") }
     }
 

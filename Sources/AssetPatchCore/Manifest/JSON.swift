@@ -338,3 +338,18 @@ extension JSON {
         out += "\""
     }
 }
+
+extension JSON {
+    /// The object with `key` set to `value` (in place when present, appended otherwise).
+    package func setting(_ key: String, _ value: JSON) -> JSON {
+        guard case var .object(pairs) = self else { return self }
+        if let i = pairs.firstIndex(where: { $0.0 == key }) { pairs[i].1 = value } else { pairs.append((key, value)) }
+        return .object(pairs)
+    }
+
+    /// The object without `key`.
+    package func removing(_ key: String) -> JSON {
+        guard case let .object(pairs) = self else { return self }
+        return .object(pairs.filter { $0.0 != key })
+    }
+}

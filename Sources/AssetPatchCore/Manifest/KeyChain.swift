@@ -22,6 +22,11 @@ extension Updater {
                 throw AssetPatchError(.signature, "the manifest names key document \(ref.version), \(steps) after version \(current.version) this client trusts (at most 1000 are followed)")
             }
             let base = URLs.resolve(ref.url, against: manifestURL)
+            // A forged manifest must not send the client to any host it names before its
+            // signature can be checked: key documents come from the manifest's origin.
+            if !config.allowCrossOriginKeys, URLs.origin(base) != URLs.origin(manifestURL) {
+                throw AssetPatchError(.signature, "the manifest names key documents at \(URLs.redacted(base)), not on its own origin \(URLs.origin(manifestURL).map(URLs.redacted) ?? "?") (option allow_cross_origin_keys allows it)")
+            }
             for v in (current.version + 1)...ref.version {
                 try cancel.check()
                 let url = base + "\(v).json"
@@ -35,7 +40,7 @@ extension Updater {
                 log(1, "\(shown): key document \(v) accepted: manifests need \(next.signing.described); the next document needs \(next.root.described)")
                 current = next
             }
-            store.keepKeyDocument(current, anchor: anchor)
+            try store.keepKeyDocument(current, anchor: anchor)
         }
         if let expires = current.expires, expires <= unixTime() {
             throw AssetPatchError(.expired, "key document \(current.version) expired at \(RFC3339.format(expires)); the publisher must publish a newer one")

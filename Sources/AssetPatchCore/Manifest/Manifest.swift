@@ -38,6 +38,15 @@ package struct Manifest: Sendable {
     package var rollout: Rollout?
     /// The key document the signatures are made under, and where the documents are.
     package var keys: KeyDocumentRef?
+    /// How often the channel was signed (see `ManifestOrder`); 0 when the manifest does not say.
+    package var revision: Int64 = 0
+    /// When the channel was last signed (optional, for people).
+    package var signed: Int64?
+    /// The trusted keys whose signatures were valid (empty when nothing was verified).
+    package var signers: [[UInt8]] = []
+    /// What the release is, apart from how its channel signed it (`contentDigest`); "" for a
+    /// legacy manifest.
+    package var contentDigest = ""
 
     /// The channel, the default one when the manifest names none.
     package var channelName: String { channel ?? Channel.defaultName }
@@ -83,8 +92,11 @@ package struct Manifest: Sendable {
 
     /// Decodes manifest or envelope bytes, asking `signingKeys` which keys must sign (given the
     /// key document the manifest names, if it names one): nil accepts an unsigned manifest;
-    /// otherwise only an envelope signed by a threshold of them is (`ERR_SIGNATURE`).
-    package static func decode(_ bytes: [UInt8], source: String, signingKeys: (KeyDocumentRef?) throws -> KeySet?) throws -> Manifest {
+    /// otherwise only an envelope signed by a threshold of them is (`ERR_SIGNATURE`). `verifies`:
+    /// the caller will need a signature, so an envelope that cannot carry one is refused before
+    /// `signingKeys` is asked (which may fetch key documents).
+    package static func decode(_ bytes: [UInt8], source: String, verifies: Bool = false,
+                               signingKeys: (KeyDocumentRef?) throws -> KeySet?) throws -> Manifest {
         let json: JSON
         do { json = try JSONParser.parse(bytes) } catch {
             throw fail("\(source): not valid JSON: \(JSONParser.describe(error))")
@@ -105,17 +117,21 @@ package struct Manifest: Sendable {
             // The key document a manifest names is read before its signature is checked: it
             // only says which document to judge by, and a document is trusted only by its chain.
             let ref = try inner["keys"].flatMap { $0 == .null ? nil : try KeyDocumentRef.decode($0, source: source) }
-            var verified = false
+            // What can be checked without keys is checked before the chain of key documents
+            // is followed: a forged envelope must not make the client fetch anything.
+            if verifies { try checkShape(json, type: type, source: source) }
+            var signers: [[UInt8]] = []
             if let keys = try signingKeys(ref) {
-                try checkSignatures(json, type: type, payload: payload, keys: keys, source: source)
-                verified = true
+                signers = try checkSignatures(json, type: type, payload: payload, keys: keys, source: source)
             }
             var m = try decodeFormat1(inner, source: source)
             m.payload = payload
-            m.signatureVerified = verified
+            m.signatureVerified = !signers.isEmpty
+            m.signers = signers
+            m.contentDigest = contentDigest(inner)
             return m
         }
-        if try signingKeys(nil) != nil {
+        if try verifies || signingKeys(nil) != nil {
             throw AssetPatchError(.signature, "\(source): manifest is not signed, but public_keys are set")
         }
         if json["format"] == nil, json["url"] != nil || json["md5"] != nil {
@@ -123,22 +139,36 @@ package struct Manifest: Sendable {
         }
         var m = try decodeFormat1(json, source: source)
         m.payload = bytes
+        m.contentDigest = contentDigest(json)
         return m
     }
 
-    /// An envelope's signatures must include a threshold of `keys` (distinct keys).
-    static func checkSignatures(_ json: JSON, type: String, payload: [UInt8], keys: KeySet, source: String) throws {
+    /// What an envelope that carries a signature looks like: the manifest payload type, and at
+    /// least one signature of an Ed25519 signature's length.
+    static func checkShape(_ json: JSON, type: String, source: String) throws {
         guard type == DSSE.payloadType else {
             throw AssetPatchError(.signature, "\(source): envelope payloadType is \"\(type)\", expected \"\(DSSE.payloadType)\"")
         }
         guard let signatures = json["signatures"]?.array, !signatures.isEmpty else {
             throw AssetPatchError(.signature, "\(source): envelope has no signatures")
         }
-        let valid = keys.signers(payloadType: type, payload: payload, signatures: signatures).count
+        guard signatures.prefix(32).contains(where: { $0["sig"]?.string.flatMap(Base64.decode)?.count == Ed25519.signatureLength }) else {
+            throw AssetPatchError(.signature, "\(source): envelope has no signature of an Ed25519 signature's length")
+        }
+    }
+
+    /// An envelope's signatures must include a threshold of `keys` (distinct keys): returns the
+    /// keys whose signatures are valid.
+    @discardableResult
+    static func checkSignatures(_ json: JSON, type: String, payload: [UInt8], keys: KeySet, source: String) throws -> [[UInt8]] {
+        try checkShape(json, type: type, source: source)
+        let found = keys.signers(payloadType: type, payload: payload, signatures: json["signatures"]?.array ?? [])
+        let valid = found.count
         guard valid >= keys.threshold else {
             if keys.threshold == 1 { throw AssetPatchError(.signature, "\(source): no valid signature by a trusted key") }
             throw AssetPatchError(.signature, "\(source): \(valid) valid signature\(valid == 1 ? "" : "s") by distinct trusted keys; \(keys.threshold) needed")
         }
+        return found.sorted().map { keys.keys[$0] }
     }
 
     static func decodeLegacy(_ json: JSON, bytes: [UInt8], source: String) throws -> Manifest {
@@ -214,10 +244,11 @@ package struct Manifest: Sendable {
 
         let channel = try string("channel", required: false)
         if let channel, !Channel.isValid(channel) {
-            throw fail("\(source): \"channel\" must be 1 to 64 letters, digits, '.', '_' or '-'")
+            throw fail("\(source): \"channel\" must be 1 to 63 letters, digits, '.', '_' or '-'")
         }
         let rollout = try json["rollout"].flatMap { $0 == .null ? nil : try Rollout.decode($0, source: source) }
         let keys = try json["keys"].flatMap { $0 == .null ? nil : try KeyDocumentRef.decode($0, source: source) }
+        let signing = try decodeSigning(json, source: source)
 
         guard let archive = json["archive"] else { throw fail("\(source): missing field \"archive\"") }
         guard archive.isObject else { throw fail("\(source): \"archive\" must be an object") }
@@ -237,6 +268,7 @@ package struct Manifest: Sendable {
             m.mandatory = mandatory
             m.maxAppVersion = maxApp
             (m.channel, m.rollout, m.keys) = (channel, rollout, keys)
+            (m.revision, m.signed) = signing
             return m
         }
 
@@ -280,6 +312,7 @@ package struct Manifest: Sendable {
         m.mandatory = mandatory
         m.maxAppVersion = maxApp
         (m.channel, m.rollout, m.keys) = (channel, rollout, keys)
+        (m.revision, m.signed) = signing
         return m
     }
 
@@ -351,6 +384,8 @@ package struct Manifest: Sendable {
         if let channel { pairs.append(("channel", .string(channel))) }
         if let rollout { pairs.append(("rollout", rollout.toJSON())) }
         if let keys { pairs.append(("keys", keys.toJSON())) }
+        if revision > 0 { pairs.append(("revision", .int(revision))) }
+        if let signed { pairs.append(("signed", .string(RFC3339.format(signed)))) }
         pairs.append(("archive", .object([("url", .string(archiveURL)), ("size", .int(Int64(archiveSize ?? 0))), ("sha256", .string(archiveDigest))])))
         if let index { pairs.append(("index", index.toJSON())) } else { pairs.append(("files", .array(files.map { $0.toJSON() }))) }
         if !plugins.isEmpty {

@@ -42,7 +42,8 @@ extension Updater {
     }
 
     /// Fetches and judges the manifest. nil: nothing to do (`ASSETPATCH_NO_UPDATE`).
-    /// Accepting it pins the package and moves the downgrade mark in `state`.
+    /// Accepting it pins the package and channel and moves the downgrade mark in `state`; with
+    /// keys, what the keys in force no longer vouch for stops counting (`StoreState.judge`).
     func evaluate(_ state: inout StoreState) throws -> Candidate? {
         let (bytes, finalURL) = try fetchManifest()
         let source = URLs.redacted(finalURL)
@@ -51,7 +52,12 @@ extension Updater {
         offeredChannel = nil
         markInForce = nil
         rolloutSeen = nil
-        var manifest = try Manifest.decode(bytes, source: source) { ref in try self.signingKeys(for: ref, manifestURL: finalURL) }
+        judgement = nil
+        var keysInForce: KeySet?
+        var manifest = try Manifest.decode(bytes, source: source, verifies: config.verifies) { ref in
+            keysInForce = try self.signingKeys(for: ref, manifestURL: finalURL)
+            return keysInForce
+        }
         // An update keeps what it decoded, not the text (300 KB for a 1,000-file manifest, held
         // through the download and the install otherwise).
         manifest.payload = []
@@ -77,10 +83,11 @@ extension Updater {
                              releaseID: Store.releaseID(version: version, digest: manifest.archiveDigest))
         }
 
-        // The order matters: the signature (checked by decoding), then the package, then the
-        // expiry, then the version rules. A manifest of another package changes nothing, and an
-        // expired one is an error even when its version is the one installed (a replayed or
-        // 304-kept manifest must not hide that the publisher's manifest went stale).
+        // The order matters: the signature (checked by decoding), then the package and the
+        // channel, then the expiry, then the version rules. A manifest of another package or
+        // channel changes nothing, and an expired one is an error even when its version is the
+        // one installed (a replayed or 304-kept manifest must not hide that the publisher's
+        // manifest went stale).
         let package = manifest.package ?? "default"
         let verifying = config.verifies
         if let expected = state.expectedPackage(verifying: verifying), expected.name != package {
@@ -94,25 +101,42 @@ extension Updater {
         }
         let channel = manifest.channelName
         offeredChannel = channel
-        if let want = config.channel, want != channel {
-            throw AssetPatchError(.manifest, "\(source): a manifest of channel \"\(channel)\"; this client follows channel \"\(want)\" (option channel)")
+        if let want = config.channel ?? state.expectedChannel(verifying: verifying)?.name, want != channel {
+            let who = config.channel != nil ? "option channel" : "pinned by the first manifest accepted; a host moves it by setting option channel"
+            throw AssetPatchError(.manifest, "\(source): a manifest of channel \"\(channel)\"; this client follows channel \"\(want)\" (\(who))")
         }
-        let v = manifest.version
-        if let expires = manifest.expires, expires <= unixTime() {
+        let v = manifest.version, order = manifest.order
+        let now = unixTime()
+        if let expires = manifest.expires, expires <= now {
             throw AssetPatchError(.expired, "\(source): version \(v) expired at \(RFC3339.format(expires))")
         }
+        if let expires = manifest.expires, expires - now < Updater.expiryWarning {
+            log(2, "\(source): version \(v) expires at \(RFC3339.format(expires)), in \((expires - now) / 3600) hours; once it has, this client refuses it until the publisher signs the channel again")
+        }
+        let releaseID = Store.releaseID(version: v, digest: manifest.archiveDigest)
+        if verifying, let keys = keysInForce {
+            let j = Judgement(keys: keys, vouch: Vouch(releaseID: releaseID, content: manifest.contentDigest, signers: manifest.signers),
+                              verifiedBefore: store.verifiedBefore(state))
+            judgement = j
+            if let message = state.judge(under: j.keys, vouch: j.vouch, verifiedBefore: j.verifiedBefore, now: now) {
+                log(2, message)
+            }
+        }
         var accepted = state
-        accepted.accept(package: package, version: v, verified: manifest.signatureVerified, channel: channel)
+        accepted.accept(package: package, order: order, verified: manifest.signatureVerified, signers: manifest.signers,
+                        channel: channel, channelByHost: config.channel != nil)
         let mark = state.downgradeMark(verifying: verifying, channel: channel)
-        markInForce = mark
+        markInForce = mark.version
         if state.bundlePackage == package && v <= state.bundleVersion {
             // The app's bundle already carries this release (or a newer one).
             state = accepted
             noUpdate = (.inBundle, v)
             return nil
         }
-        let activeIsFormat1 = state.activeLegacyDigest == nil
-        if (activeIsFormat1 && v == state.active?.version) || (state.pendingLegacyDigest == nil && v == state.pending?.version) {
+        // A verifying client compares what is offered only with what was verified: a release of
+        // that version installed by a client that verifies nothing is not this one.
+        func isThis(_ r: ReleaseRef?) -> Bool { r?.version == v && (!verifying || r?.verified == true) }
+        if (state.activeLegacyDigest == nil && isThis(state.active)) || (state.pendingLegacyDigest == nil && isThis(state.pending)) {
             state = accepted
             noUpdate = (.current, v)
             return nil
@@ -122,15 +146,25 @@ extension Updater {
             noUpdate = (.badVersion, v)
             return nil
         }
-        if v < mark {
+        if order < mark {
             // Nothing older is ever installed. Not an error: every multi-tier CDN serves an older
             // manifest from some edge for up to its max-age times its tiers, and a replay gains
             // nothing. The warning says what happened; the host reads the reason.
-            log(2, "\(source): version \(v) is older than version \(mark) accepted before (a cache still serving an old manifest, or a replay); nothing to install")
+            let what = v == mark.version
+                ? "is \(order), signed before \(mark) accepted before (a copy from before a halt or a rollout change: a cache, or a replay)"
+                : "is older than \(mark) accepted before (a cache still serving an old manifest, or a replay)"
+            log(2, "\(source): version \(v) \(what); nothing to install")
             noUpdate = (.older, v)
             return nil
         }
-        if try !movesAcrossChannels(manifest, state: state, source: source) || !isInRollout(manifest, source: source) {
+        if let installed = [state.active, state.pending].compactMap({ $0 }).max(by: { $0.version < $1.version }),
+           state.activeLegacyDigest == nil, v < installed.version, installed.channelName != channel {
+            // Only a channel the host named gets here (the channel is pinned otherwise).
+            log(1, "moving to channel \(channel): its version \(v) replaces version \(installed.version) of channel \(installed.channelName)")
+        }
+        if try !isInRollout(manifest, source: source) {
+            // Seen, not taken: the mark rises, so a copy signed before this one is older.
+            state.note(order: order, verified: manifest.signatureVerified, signers: manifest.signers, channel: channel)
             return nil
         }
         if let have = config.appVersion, !AppVersion.fits(have, min: manifest.minAppVersion, max: manifest.maxAppVersion) {
@@ -142,26 +176,7 @@ extension Updater {
             throw AssetPatchError(.archive, "\(source): release of \(manifest.releaseBytes) bytes exceeds max_release_bytes (\(config.maxReleaseBytes))")
         }
         state = accepted
-        return Candidate(manifest: manifest, archive: archive, version: v,
-                         releaseID: Store.releaseID(version: v, digest: manifest.archiveDigest))
-    }
-
-    /// A release of another channel than the one installed, at a lower version: installed only
-    /// when the host names that channel (option `channel`), the explicit move down. Otherwise
-    /// the client waits (`NoUpdateReason.channelBehind`) until the channel passes the installed
-    /// version.
-    private func movesAcrossChannels(_ manifest: Manifest, state: StoreState, source: String) throws -> Bool {
-        let channel = manifest.channelName, v = manifest.version
-        guard state.activeLegacyDigest == nil,
-              let installed = [state.active, state.pending].compactMap({ $0 }).max(by: { $0.version < $1.version }),
-              v < installed.version, installed.channelName != channel else { return true }
-        guard config.channel == channel else {
-            noUpdate = (.channelBehind, v)
-            log(2, "\(source): channel \(channel) offers version \(v), lower than version \(installed.version) installed from channel \(installed.channelName); set option channel to \"\(channel)\" to move to it now")
-            return false
-        }
-        log(1, "moving to channel \(channel): its version \(v) replaces version \(installed.version) of channel \(installed.channelName)")
-        return true
+        return Candidate(manifest: manifest, archive: archive, version: v, releaseID: releaseID)
     }
 
     /// A staged rollout offers the release to a share of clients, each deciding by its bucket.

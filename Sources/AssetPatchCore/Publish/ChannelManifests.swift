@@ -78,35 +78,49 @@ package enum ChannelManifests {
         return v
     }
 
-    /// Records a published release (channel, rollout and keys stripped: they are the channel's).
+    /// Records a published release (the fields a channel's signing sets stripped: they are the
+    /// channel's). A version the history holds is never published again, whichever channel.
     static func recordHistory(repo: String, _ r: ChannelRelease) throws {
         let dir = repo + "/history/\(r.version)"
+        guard !FS.exists(dir + "/manifest.json") else {
+            throw AssetPatchError(.argument, "version \(r.version) was published before (\(dir)): a version names one archive, whichever channel offers it; promote it, or publish a new version")
+        }
         try FS.makeDirectories(dir)
-        let plain = r.map { $0.removing("channel").removing("rollout").removing("keys") }
+        let plain = r.map { json in Manifest.signingFields.reduce(json) { $0.removing($1) } }
         try FS.writeAtomically(dir + "/manifest.json", Array((plain.manifest.serialized(indent: 2) + "\n").utf8))
         if let head = plain.head { try FS.writeAtomically(dir + "/head.json", Array((head.serialized(indent: 2) + "\n").utf8)) }
     }
 
     /// Makes `channel` offer `release`: names the channel (the default one is not named, as
     /// before channels existed), sets or clears the rollout, names the newest key document,
-    /// writes URLs relative to the channel's directory, signs with `seeds` (a threshold of the
-    /// newest key document's signing keys when the repository has key documents) and writes
-    /// `manifest.json`, then `head.json`, each with a modification time after the one it
-    /// replaces (`MutableFile`).
-    package static func write(_ release: ChannelRelease, repo: String, channel: String, rollout: Rollout?, seeds: [[UInt8]]) throws {
+    /// raises the channel's revision (every signing of a channel is newer than the one before:
+    /// `ManifestOrder`), sets when it was signed and when it expires (`expiry`), writes URLs
+    /// relative to the channel's directory, signs with `seeds` (a threshold of the newest key
+    /// document's signing keys when the repository has key documents), records in the history
+    /// that the channel offered the version, and writes `manifest.json`, then `head.json`, each
+    /// with a modification time after the one it replaces (`MutableFile`).
+    package static func write(_ release: ChannelRelease, repo: String, channel: String, rollout: Rollout?, expiry: Expiry = .keep,
+                              seeds: [[UInt8]]) throws {
         let keys = try KeyDocuments.newest(repo: repo)
         if let keys { try KeyDocuments.checkSigners(seeds, against: keys) }
+        let current = try read(repo: repo, channel: channel)
+        let now = unixTime()
+        let expires = try expiry.time(now: now, current: current?.manifest)
+        let revision = (current?.manifest["revision"]?.int64 ?? 0) + 1
         let prefix = Channel.relativeToChannel(channel, "")
         let out = release.map { json in
-            var j = json.removing("channel").removing("rollout").removing("keys")
+            var j = Manifest.signingFields.reduce(json) { $0.removing($1) }
             if let url = j["archive"]?["url"]?.string, URLs.scheme(url) == nil {
                 j = j.setting("archive", j["archive"]!.setting("url", .string(prefix + url)))
             }
             if channel != Channel.defaultName { j = j.setting("channel", .string(channel)) }
             if let rollout { j = j.setting("rollout", rollout.toJSON()) }
             if let keys { j = j.setting("keys", KeyDocumentRef(version: keys.version, url: prefix + KeyDocuments.directoryName + "/").toJSON()) }
+            j = j.setting("revision", .int(revision)).setting("signed", .string(RFC3339.format(now)))
+            if let expires { j = j.setting("expires", .string(RFC3339.format(expires))) }
             return j
         }
+        try recordOffer(repo: repo, version: release.version, channel: channel)
         let dir = directory(repo: repo, channel: channel)
         try FS.makeDirectories(dir)
         for (name, json) in [("manifest.json", out.manifest), ("head.json", out.head)] {
@@ -117,11 +131,29 @@ package enum ChannelManifests {
         }
     }
 
+    /// The channels that offered `version` (`history/<version>/channels.json`), in the order they
+    /// did; nil when the history does not say (releases published before 0.5).
+    package static func offeredBy(repo: String, version: Int64) -> [String]? {
+        guard let bytes = try? FS.readFile(repo + "/history/\(version)/channels.json", limit: 1 << 20),
+              let items = (try? JSONParser.parse(bytes))?["channels"]?.array else { return nil }
+        return items.compactMap(\.string)
+    }
+
+    static func recordOffer(repo: String, version: Int64, channel: String) throws {
+        let dir = repo + "/history/\(version)"
+        guard FS.exists(dir) else { return }
+        var channels = offeredBy(repo: repo, version: version) ?? []
+        guard !channels.contains(channel) else { return }
+        channels.append(channel)
+        try FS.writeAtomically(dir + "/channels.json",
+                               Array((JSON.object([("channels", .array(channels.map { .string($0) }))]).serialized(indent: 2) + "\n").utf8))
+    }
+
     /// Makes channel `to` offer what channel `from` offers (or the release published as
     /// `version`, which `from` must have offered at some point: the history says which archive
     /// it is): the same archive, nothing uploaded again, signed anew. The target's versions only
     /// go up.
-    package static func promote(repo: String, from: String, to: String, version: Int64?, rollout: Rollout?,
+    package static func promote(repo: String, from: String, to: String, version: Int64?, rollout: Rollout?, expiry: Expiry = .keep,
                                 seeds: [[UInt8]]) throws -> ChannelRelease {
         guard from != to else { throw AssetPatchError(.argument, "--from and --to name the same channel \"\(from)\"") }
         guard let source = try read(repo: repo, channel: from) else {
@@ -135,6 +167,12 @@ package enum ChannelManifests {
             guard version < source.version else {
                 throw AssetPatchError(.argument, "channel \"\(from)\" offers version \(source.version); it never offered version \(version)")
             }
+            guard let offered = offeredBy(repo: repo, version: version) else {
+                throw AssetPatchError(.argument, "\(repo)/history/\(version) does not say which channels offered version \(version) (published before 0.5): promote it from the channel that offers it now, or publish it again as a new version")
+            }
+            guard offered.contains(from) else {
+                throw AssetPatchError(.argument, "channel \"\(from)\" never offered version \(version) (offered by: \(offered.joined(separator: ", ")))")
+            }
             release = old
         }
         if let current = try read(repo: repo, channel: to) {
@@ -145,17 +183,18 @@ package enum ChannelManifests {
                 throw AssetPatchError(.argument, "channel \"\(to)\" offers package \"\(current.package)\", channel \"\(from)\" package \"\(release.package)\"")
             }
         }
-        try write(release, repo: repo, channel: to, rollout: rollout, seeds: seeds)
+        try write(release, repo: repo, channel: to, rollout: rollout, expiry: expiry, seeds: seeds)
         return release
     }
 
     /// Re-signs `channel`'s manifests with a new rollout (nil: every client), or, with
     /// `keepRollout`, with the rollout it has (a re-signing, e.g. after a key rotation).
-    package static func rewrite(repo: String, channel: String, rollout: Rollout?, keepRollout: Bool, seeds: [[UInt8]]) throws -> ChannelRelease {
+    package static func rewrite(repo: String, channel: String, rollout: Rollout?, keepRollout: Bool, expiry: Expiry = .keep,
+                                seeds: [[UInt8]]) throws -> ChannelRelease {
         guard let current = try read(repo: repo, channel: channel) else {
             throw AssetPatchError(.argument, "channel \"\(channel)\" has no manifest in \(repo)")
         }
-        try write(current, repo: repo, channel: channel, rollout: keepRollout ? current.rollout : rollout, seeds: seeds)
+        try write(current, repo: repo, channel: channel, rollout: keepRollout ? current.rollout : rollout, expiry: expiry, seeds: seeds)
         return current
     }
 
@@ -171,20 +210,5 @@ package enum ChannelManifests {
             throw AssetPatchError(.manifest, "\(path): the envelope's payload is not base64 JSON")
         }
         return inner
-    }
-}
-
-extension JSON {
-    /// The object with `key` set to `value` (in place when present, appended otherwise).
-    package func setting(_ key: String, _ value: JSON) -> JSON {
-        guard case var .object(pairs) = self else { return self }
-        if let i = pairs.firstIndex(where: { $0.0 == key }) { pairs[i].1 = value } else { pairs.append((key, value)) }
-        return .object(pairs)
-    }
-
-    /// The object without `key`.
-    package func removing(_ key: String) -> JSON {
-        guard case let .object(pairs) = self else { return self }
-        return .object(pairs.filter { $0.0 != key })
     }
 }

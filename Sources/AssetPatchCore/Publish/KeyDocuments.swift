@@ -82,3 +82,28 @@ package enum KeyDocuments {
         return out
     }
 }
+
+extension KeyDocuments {
+    /// A document as a root-key holder must see it before signing: its version and expiry, each
+    /// role's keys (by id) and threshold, and what changes from `previous`.
+    package static func describe(_ doc: KeyDocument, previous: KeyDocument?) -> [String] {
+        func ids(_ set: KeySet) -> String { set.keys.map(Ed25519.keyID).joined(separator: ", ") }
+        var lines = ["key document \(doc.version), expires \(doc.expires.map(RFC3339.format) ?? "never")",
+                     "  root keys (\(doc.root.threshold) of \(doc.root.keys.count) needed): \(ids(doc.root))",
+                     "  signing keys (\(doc.signing.threshold) of \(doc.signing.keys.count) needed): \(ids(doc.signing))"]
+        guard let previous else {
+            lines.append("  follows: the keys clients pin (public_keys), or nothing for clients that pin this document itself")
+            return lines
+        }
+        var changes: [String] = []
+        for (role, old, new) in [("root", previous.root, doc.root), ("signing", previous.signing, doc.signing)] {
+            for k in new.keys where !old.keys.contains(k) { changes.append("\(role) key \(Ed25519.keyID(k)) added") }
+            for k in old.keys where !new.keys.contains(k) { changes.append("\(role) key \(Ed25519.keyID(k)) removed") }
+            if old.threshold != new.threshold {
+                changes.append("\(role) threshold \(old.threshold) -> \(new.threshold)\(new.threshold < old.threshold ? " (LOWERED)" : "")")
+            }
+        }
+        lines.append("  changes from document \(previous.version): " + (changes.isEmpty ? "none but the expiry" : changes.joined(separator: "; ")))
+        return lines
+    }
+}

@@ -21,8 +21,8 @@ package struct PublishRequest {
     package var base: String?
     package var minAppVersion: String?
     package var maxAppVersion: String?
-    /// Unix seconds.
-    package var expires: Int64?
+    /// When the channel's manifests expire (default: 90 days after the publish).
+    package var expiry: Expiry = .standard
     /// Declared plugins (name, path in the release, entry symbol, optional version and ABI tag).
     package var plugins: [PluginDeclaration] = []
     package var notes: String?
@@ -77,7 +77,7 @@ package enum Publisher {
         let repoDir = FS.absolute(r.repo)
         let channel = r.channel ?? Channel.defaultName
         guard Channel.isValid(channel) else {
-            throw AssetPatchError(.argument, "--channel \(channel): 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit")
+            throw AssetPatchError(.argument, "--channel \(channel): 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit")
         }
         try FS.makeDirectories(repoDir + "/archives")
         // Versions are one sequence across channels: a version names one archive wherever it
@@ -89,6 +89,9 @@ package enum Publisher {
             throw AssetPatchError(.argument, "version \(newVersion) is not above channel \(channel)'s current version \(currentVersion)")
         }
         if newVersion < 1 { throw AssetPatchError(.argument, "version must be >= 1") }
+        if FS.exists(repoDir + "/history/\(newVersion)") {
+            throw AssetPatchError(.argument, "version \(newVersion) was published before (history/\(newVersion)): a version names one archive, whichever channel offers it; promote it, or publish a new version")
+        }
         for other in ChannelManifests.names(repo: repoDir) where other != channel {
             if let offered = try ChannelManifests.read(repo: repoDir, channel: other), offered.version == newVersion {
                 throw AssetPatchError(.argument, "channel \(other) offers version \(newVersion) already: promote it to channel \(channel), or publish a new version")
@@ -142,7 +145,7 @@ package enum Publisher {
         try FS.syncDirectory(repoDir + "/archives")
 
         var manifest = Manifest(kind: .format1, package: pkg, version: newVersion, label: r.label, created: unixTime(),
-                                expires: r.expires, minAppVersion: r.minAppVersion,
+                                expires: nil, minAppVersion: r.minAppVersion,
                                 archiveURL: urlBase.map { $0 + "\(zipSHA).zip" } ?? archiveName,
                                 archiveSize: zipSize, archiveDigest: zipSHA, files: files, plugins: r.plugins,
                                 signatureVerified: false, payload: [])
@@ -160,7 +163,7 @@ package enum Publisher {
         manifest.files.append(indexFile)
         let release = ChannelRelease(manifest: manifest.toJSON(), head: head.toJSON())
         try ChannelManifests.recordHistory(repo: repoDir, release)
-        try ChannelManifests.write(release, repo: repoDir, channel: channel, rollout: r.rollout, seeds: r.seeds)
+        try ChannelManifests.write(release, repo: repoDir, channel: channel, rollout: r.rollout, expiry: r.expiry, seeds: r.seeds)
         manifest.payload = Array((manifest.toJSON().serialized(indent: 2) + "\n").utf8)
         head.payload = Array((head.toJSON().serialized(indent: 2) + "\n").utf8)
         return PublishResult(manifest: manifest, head: head, chunkedFiles: indexed.filter { !$0.chunks.isEmpty }.count,

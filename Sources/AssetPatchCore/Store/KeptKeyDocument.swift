@@ -1,21 +1,33 @@
 extension Store {
-    var keptKeyDocumentPath: String { root + "/key-document.json" }
+    /// The newest key document followed from each trust anchor, one file per anchor: clients
+    /// of one data directory that pin different anchors (two builds of an app) each keep what
+    /// they followed, so neither makes the other forget a key it saw retired.
+    var keyDocumentsDir: String { root + "/key-documents" }
+    func keptKeyDocumentPath(anchor: KeyDocument) -> String { keyDocumentsDir + "/" + anchor.identity + ".json" }
+    /// Where 0.4 kept the one document it followed (with the anchor's identity inside).
+    var legacyKeptKeyDocumentPath: String { root + "/key-document.json" }
 
-    /// The newest key document this client followed a chain to, if it was followed from
-    /// `anchor` (the document or keys the host pins now; a host that pins something else starts
-    /// over from it).
+    /// The newest key document this client followed a chain to from `anchor` (the document or
+    /// keys the host pins now).
     func keptKeyDocument(anchor: KeyDocument) -> KeyDocument? {
-        guard let bytes = try? FS.readFile(keptKeyDocumentPath, limit: KeyDocument.maxBytes + 4096, followLinks: false),
+        read(keptKeyDocumentPath(anchor: anchor), anchor: anchor) ?? read(legacyKeptKeyDocumentPath, anchor: anchor)
+    }
+
+    private func read(_ path: String, anchor: KeyDocument) -> KeyDocument? {
+        guard let bytes = try? FS.readFile(path, limit: KeyDocument.maxBytes + 4096, followLinks: false),
               let json = try? JSONParser.parse(bytes), json["anchor"]?.string == anchor.identity,
-              let envelope = json["document"], let doc = try? KeyDocument.decode(Array(envelope.serialized(indent: 0).utf8), source: keptKeyDocumentPath)
+              let envelope = json["document"], let doc = try? KeyDocument.decode(Array(envelope.serialized(indent: 0).utf8), source: path)
         else { return nil }
         return doc
     }
 
-    /// Keeps `doc` as the newest followed from `anchor`. Losing it only costs following the
-    /// chain again.
-    func keepKeyDocument(_ doc: KeyDocument, anchor: KeyDocument) {
+    /// Keeps `doc` as the newest followed from `anchor`, durably: a client that lost it would
+    /// follow the chain again only as far as the manifest it reads names, and a manifest signed
+    /// by a key retired since, naming an older document, would pass.
+    func keepKeyDocument(_ doc: KeyDocument, anchor: KeyDocument) throws {
         let json = JSON.object([("anchor", .string(anchor.identity)), ("document", doc.envelope())])
-        try? FS.writeAtomically(keptKeyDocumentPath, Array((json.serialized(indent: 2) + "\n").utf8))
+        try FS.makeDirectories(keyDocumentsDir)
+        try FS.writeAtomically(keptKeyDocumentPath(anchor: anchor), Array((json.serialized(indent: 2) + "\n").utf8))
+        try FS.syncDirectory(keyDocumentsDir)
     }
 }

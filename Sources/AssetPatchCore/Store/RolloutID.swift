@@ -13,7 +13,7 @@ extension Store {
         let bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &rng) }
         let id = Hex.encode(bytes)
         let tmp = rolloutIDPath + ".\(getpid()).tmp"
-        try FS.writeAtomically(tmp, Array((id + "\n").utf8))
+        try FS.writeAtomically(tmp, Array((id + "\n").utf8), mode: 0o600)
         // link(2) fails when the name exists: the first writer's id stays.
         let linked = link(tmp, rolloutIDPath) == 0
         _ = unlink(tmp)

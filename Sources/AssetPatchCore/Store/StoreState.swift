@@ -10,26 +10,40 @@ package struct ReleaseRef: Sendable, Equatable {
     /// The channel it was installed from; nil: the default channel (and every release
     /// installed before 0.4).
     package var channel: String?
+    /// The trusted keys whose signatures vouched for it; nil when not recorded (installed
+    /// before 0.5, or unverified).
+    package var signers: [[UInt8]]?
+    /// Its manifest's `contentDigest` (nil before 0.5): a later signing of the same release
+    /// vouches for it again.
+    package var content: String?
 
-    package init(id: String, version: Int64, verified: Bool? = nil, channel: String? = nil) {
+    package init(id: String, version: Int64, verified: Bool? = nil, channel: String? = nil,
+                 signers: [[UInt8]]? = nil, content: String? = nil) {
         self.id = id
         self.version = version
         self.verified = verified
         self.channel = channel == Channel.defaultName ? nil : channel
+        self.signers = signers
+        self.content = content
     }
 
     package var channelName: String { channel ?? Channel.defaultName }
 }
 
-/// The versions accepted from one channel.
+/// The manifests accepted from one channel: the newest of all, and the newest whose signature
+/// was verified (the mark in force once keys are set).
 package struct ChannelMark: Sendable, Equatable {
-    package var highest: Int64 = 0
-    /// With verified signatures; nil when not known yet (a state written before 0.4).
-    package var highestVerified: Int64? = 0
+    package var highest: ManifestOrder = .zero
+    /// nil when not known yet (a state written before 0.4).
+    package var highestVerified: ManifestOrder? = .zero
+    /// The keys whose signatures vouched for `highestVerified`; nil when not recorded (accepted
+    /// before 0.5). A key document that retires them ends the mark (`StoreState.judge`).
+    package var verifiedSigners: [[UInt8]]?
 
-    package init(highest: Int64 = 0, highestVerified: Int64? = 0) {
+    package init(highest: ManifestOrder = .zero, highestVerified: ManifestOrder? = .zero, verifiedSigners: [[UInt8]]? = nil) {
         self.highest = highest
         self.highestVerified = highestVerified
+        self.verifiedSigners = verifiedSigners
     }
 }
 
@@ -63,6 +77,12 @@ package struct StoreState: Sendable, Equatable {
     package var highestInstalled: Int64 = 0
     /// The package manifests must name, and who named it (see `PackagePin`).
     package var pin: PackagePin?
+    /// The channel manifests must name, and who named it (see `ChannelPin`); nil in states
+    /// written before 0.5 (the active release's channel is then in force).
+    package var channelPin: ChannelPin?
+    /// The signing keys in force when this state was first judged by key documents: what is
+    /// assumed of marks and releases accepted before signers were recorded (`judge`).
+    package var legacySigning: KeySet?
     /// The package the bundle marker names (its `bundleVersion` is of that package).
     package var bundlePackage: String?
     /// Versions rolled back from; never re-installed.
@@ -160,6 +180,8 @@ package struct StoreState: Sendable, Equatable {
             var pairs: [(String, JSON)] = [("id", .string(r.id)), ("version", .int(r.version))]
             if let verified = r.verified { pairs.append(("verified", .bool(verified))) }
             if let channel = r.channel { pairs.append(("channel", .string(channel))) }
+            if let signers = r.signers { pairs.append(("signers", keyList(signers))) }
+            if let content = r.content { pairs.append(("content", .string(content))) }
             return .object(pairs)
         }
         func string(_ v: String?) -> JSON { v.map { JSON.string($0) } ?? .null }
@@ -177,12 +199,24 @@ package struct StoreState: Sendable, Equatable {
         pairs += [("good", .array(good.map { .string($0) })), ("launches", .int(Int64(launches))),
                   ("max_failed_launches", .int(Int64(maxFailedLaunches)))]
         pairs.append(("channels", .object(channelMarks.sorted { $0.key < $1.key }.map { name, mark in
-            (name, .object([("highest_version", .int(mark.highest)),
-                            ("highest_verified_version", mark.highestVerified.map { .int($0) } ?? .null)]))
+            var fields: [(String, JSON)] = [("highest_version", .int(mark.highest.version)), ("highest_revision", .int(mark.highest.revision)),
+                                            ("highest_verified_version", mark.highestVerified.map { .int($0.version) } ?? .null),
+                                            ("highest_verified_revision", .int(mark.highestVerified?.revision ?? 0))]
+            if let signers = mark.verifiedSigners { fields.append(("verified_signers", keyList(signers))) }
+            return (name, .object(fields))
         })))
+        if let p = channelPin { pairs.append(("channel_pin", .object([("name", .string(p.name)), ("source", .string(p.source.rawValue))]))) }
+        if let legacySigning { pairs.append(("legacy_signing", legacySigning.toJSON())) }
         pairs += [("bundle_version", .int(bundleVersion)), ("bundle_fingerprint", string(bundleFingerprint)),
                   ("last_rollback", rollback)]
         return .object(pairs)
+    }
+
+    private func keyList(_ keys: [[UInt8]]) -> JSON { .array(keys.map { .string(Base64.encode($0)) }) }
+
+    private static func keyList(_ j: JSON?) -> [[UInt8]]? {
+        guard let items = j?.array else { return nil }
+        return items.compactMap { $0.string.flatMap(Base64.decode).flatMap { $0.count == Ed25519.keyLength ? $0 : nil } }
     }
 
     static func from(_ json: JSON) -> StoreState? {
@@ -191,7 +225,8 @@ package struct StoreState: Sendable, Equatable {
             guard let id = j["id"]?.string, Store.isReleaseID(id), let v = j["version"]?.int64 else { return nil }
             let verified: Bool? = j["verified"] == .bool(true) ? true : j["verified"] == .bool(false) ? false : nil
             let channel = j["channel"]?.string.flatMap { Channel.isValid($0) ? $0 : nil }
-            return .some(ReleaseRef(id: id, version: v, verified: verified, channel: channel))
+            return .some(ReleaseRef(id: id, version: v, verified: verified, channel: channel,
+                                    signers: keyList(j["signers"]), content: j["content"]?.string))
         }
         guard json["format"]?.int64 == 1 else { return nil }
         var s = StoreState()
@@ -213,13 +248,23 @@ package struct StoreState: Sendable, Equatable {
         s.bad = (json["bad"]?.array ?? []).compactMap { $0.int64 }
         if let channels = json["channels"]?.objectPairs {
             for (name, mark) in channels where Channel.isValid(name) {
-                s.channelMarks[name] = ChannelMark(highest: mark["highest_version"]?.int64 ?? 0,
-                                                   highestVerified: mark["highest_verified_version"]?.int64)
+                s.channelMarks[name] = ChannelMark(
+                    highest: ManifestOrder(version: mark["highest_version"]?.int64 ?? 0, revision: mark["highest_revision"]?.int64 ?? 0),
+                    highestVerified: mark["highest_verified_version"]?.int64.map {
+                        ManifestOrder(version: $0, revision: mark["highest_verified_revision"]?.int64 ?? 0)
+                    },
+                    verifiedSigners: keyList(mark["verified_signers"]))
             }
         } else if s.highestVersion > 0 || s.highestVerifiedVersion ?? 0 > 0 {
             // Before 0.4 every manifest was of the default channel.
-            s.channelMarks[Channel.defaultName] = ChannelMark(highest: s.highestVersion, highestVerified: s.highestVerifiedVersion)
+            s.channelMarks[Channel.defaultName] = ChannelMark(highest: ManifestOrder(version: s.highestVersion),
+                                                              highestVerified: s.highestVerifiedVersion.map { ManifestOrder(version: $0) })
         }
+        if let p = json["channel_pin"], let name = p["name"]?.string, Channel.isValid(name),
+           let source = p["source"]?.string.flatMap(ChannelPin.Source.init) {
+            s.channelPin = ChannelPin(name: name, source: source)
+        }
+        if let k = json["legacy_signing"] { s.legacySigning = try? KeySet.decode(k, "legacy_signing", source: "state") }
         s.activeLegacyDigest = json["active_legacy_md5"]?.string
         s.pendingLegacyDigest = json["pending_legacy_md5"]?.string
         s.good = (json["good"]?.array ?? []).compactMap { $0.string }.filter(Store.isReleaseID)

@@ -127,6 +127,27 @@ package enum URLs {
         return joined.hasPrefix("/") || joined.isEmpty ? joined : "/" + joined
     }
 
+    /// The origin (RFC 6454): scheme, host and port, lowercased, the default port written out
+    /// ("https://cdn.example:443"); "file://" for every local file. nil for a URL without a
+    /// scheme this library reads.
+    package static func origin(_ url: String) -> String? {
+        guard let scheme = rawScheme(url), let kind = URLs.scheme(url) else { return nil }
+        if kind == .file { return "file://" }
+        var rest = Substring(url.dropFirst(scheme.count + 1))
+        guard rest.hasPrefix("//") else { return nil }
+        rest = rest.dropFirst(2)
+        var authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+        var host = authority, port = kind == .https ? "443" : "80"
+        // The port follows the last ':' outside an IPv6 literal's brackets.
+        if let colon = authority.lastIndex(of: ":"), !authority[colon...].contains("]") {
+            host = authority[..<colon]
+            let p = authority[authority.index(after: colon)...]
+            if !p.isEmpty { port = String(p.drop { $0 == "0" }.isEmpty ? "0" : p.drop { $0 == "0" }) }
+        }
+        return "\(scheme)://\(host.lowercased()):\(port)"
+    }
+
     /// The URL without user information, query or fragment, for messages and logs.
     package static func redacted(_ url: String) -> String {
         var s = Substring(url)

@@ -85,19 +85,16 @@ extension Updater {
         }
     }
 
-    /// Writes what accepting a manifest changed in `accepted` (the package pin and the
-    /// downgrade marks) into the current state.
-    static func recordAcceptance(_ accepted: StoreState, in store: Store) throws {
+    /// Writes what accepting a manifest changed in `accepted` (the pins and the downgrade
+    /// marks) into the current state, and judges it again by the keys in force when the
+    /// evaluation did (what it superseded must stay superseded whatever changed meanwhile).
+    /// Returns the message of that judgement, and the state written.
+    @discardableResult
+    static func recordAcceptance(_ accepted: StoreState, judgement: Judgement?, in store: Store) throws -> (String?, StoreState) {
         try store.modifyState { s in
-            if let pin = accepted.pin, s.pin == nil || (s.pin?.source == .manifest && pin.source == .verifiedManifest) { s.pin = pin }
-            s.highestVersion = max(s.highestVersion, accepted.highestVersion)
-            s.highestVerifiedVersion = max(s.highestVerifiedVersion ?? 0, accepted.highestVerifiedVersion ?? 0)
-            for (name, mark) in accepted.channelMarks {
-                var merged = s.channelMarks[name] ?? ChannelMark()
-                merged.highest = max(merged.highest, mark.highest)
-                if let v = mark.highestVerified { merged.highestVerified = max(merged.highestVerified ?? 0, v) }
-                s.channelMarks[name] = merged
-            }
+            s.merge(acceptance: accepted)
+            guard let j = judgement else { return nil }
+            return s.judge(under: j.keys, vouch: j.vouch, verifiedBefore: j.verifiedBefore, now: unixTime())
         }
     }
 

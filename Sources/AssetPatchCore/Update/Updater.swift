@@ -10,6 +10,15 @@ struct Candidate {
     var index: ResolvedIndex?
 }
 
+extension Candidate {
+    /// The release as the state records it once installed.
+    var ref: ReleaseRef {
+        ReleaseRef(id: releaseID, version: version, verified: manifest.signatureVerified, channel: manifest.channelName,
+                   signers: manifest.signatureVerified ? manifest.signers : nil,
+                   content: manifest.contentDigest.isEmpty ? nil : manifest.contentDigest)
+    }
+}
+
 /// What an update did.
 enum UpdateOutcome {
     case noUpdate
@@ -36,6 +45,11 @@ final class Updater {
     var markInForce: Int64?
     /// Its rollout's share in force (basis points) and this client's bucket, when it has one.
     var rolloutSeen: (basisPoints: Int32, bucket: Int)?
+    /// The keys in force the manifest was judged by, when the client verifies: what was
+    /// accepted before is judged by them too (`StoreState.judge`).
+    var judgement: Judgement?
+    /// A manifest that expires sooner than this is accepted with a warning (seconds).
+    static let expiryWarning: Int64 = 14 * 86400
     /// The last archive download resumed a partial file and its digest failed.
     var resumedDamagedPartial = false
     /// Fetched files verified by this updater (its retries trust them without hashing again).
@@ -75,7 +89,7 @@ final class Updater {
         let before = state
         progress.report(Progress(phase: .check))
         guard var candidate = try evaluate(&state) else {
-            if state != before { try Updater.recordAcceptance(state, in: store) }
+            if state != before { try Updater.recordAcceptance(state, judgement: judgement, in: store) }
             progress.report(Progress(phase: .check), final: true)
             progress.report(Progress(phase: .done), final: true)
             let why: String
@@ -84,13 +98,12 @@ final class Updater {
             case .badVersion?: why = "version \(noUpdate!.version) was rolled back from"
             case .inBundle?: why = "the bundle carries version \(noUpdate!.version) or newer"
             case .notInRollout?: why = "version \(noUpdate!.version) is not rolled out to this client yet"
-            case .channelBehind?: why = "the channel's version \(noUpdate!.version) is lower than the release installed from another channel"
             default: why = "version \(state.active?.version ?? 0) is current"
             }
             log(1, "no update: \(why)")
             return .noUpdate
         }
-        if state != before { try Updater.recordAcceptance(state, in: store) }
+        if state != before { try Updater.recordAcceptance(state, judgement: judgement, in: store) }
         progress.report(Progress(phase: .check), final: true)
         log(1, "updating to version \(candidate.version) from \(candidate.archive.shown)")
 
@@ -308,7 +321,7 @@ final class Updater {
         progress.report(Progress(phase: .activate))
         if !inPlace { try store.moveStagingIntoPlace(c.releaseID, state: state) }
 
-        let ref = ReleaseRef(id: c.releaseID, version: c.version, verified: c.manifest.signatureVerified, channel: c.manifest.channelName)
+        let ref = c.ref
         let legacyDigest = c.manifest.kind == .legacy ? c.manifest.archiveDigest : nil
         let apply = config.apply, keep = config.keepVersions
         // Applied to the state as it is now: opens, mark_good or a rollback may have changed it

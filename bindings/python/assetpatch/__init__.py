@@ -133,7 +133,7 @@ class NoUpdateReason(enum.IntEnum):
     BAD_VERSION = 3  # a version this client rolled back from
     IN_BUNDLE = 4    # the app's bundle carries it or a newer one
     NOT_IN_ROLLOUT = 5   # the manifest's staged rollout does not include this client (yet), or is halted
-    CHANNEL_BEHIND = 6   # the channel offers a lower version than the release installed from another channel
+    CHANNEL_BEHIND = 6   # not given since 0.5: a client moves to another channel when its host names it
 
 
 @dataclass(frozen=True)
@@ -274,7 +274,7 @@ class Client:
     max_failed_launches, connect_timeout_ms, stall_timeout_ms, low_speed_limit, low_speed_time_ms,
     max_manifest_bytes, max_release_bytes, max_legacy_archive_bytes, ca_file, headers, user_agent,
     parallel_downloads, differential, differential_max_percent, allow_unsigned_plugins,
-    tcp_quickack. On/off options take Python booleans.
+    allow_cross_origin_keys, tcp_quickack. On/off options take Python booleans.
     """
 
     def __init__(self, data_dir: str, bundle_dir: Optional[str] = None, *, manifest_url: Optional[str] = None,

@@ -3,6 +3,18 @@ command-line tool. A wheel carries it in `_native/`; otherwise the one on PATH r
 import os
 import shutil
 import sys
+from typing import Dict
+
+
+def ca_environment() -> Dict[str, str]:
+    """What the wheel's tool needs in its environment: its libcurl looks for the CA bundle where
+    Debian keeps it, so elsewhere it is pointed at the system's own (ASSETPATCH_CA_FILE), as the
+    Python client is. Nothing when the caller set it already."""
+    if "ASSETPATCH_CA_FILE" in os.environ:
+        return {}
+    from . import _system_ca_bundle
+    ca = _system_ca_bundle()
+    return {} if ca is None else {"ASSETPATCH_CA_FILE": ca}
 
 
 def main() -> int:
@@ -16,6 +28,8 @@ def main() -> int:
         print("assetpatch: the command-line tool is not installed (the wheel carries it; or install the "
               "Debian package assetpatch)", file=sys.stderr)
         return 127
+    if exe == bundled:
+        os.environ.update(ca_environment())
     os.execv(exe, ["assetpatch", *sys.argv[1:]])
     return 0  # not reached
 

@@ -133,6 +133,20 @@ def test_closed_client_is_poisoned_and_close_is_idempotent(tmp_path):
         c.resolve("x")
 
 
+def test_the_wheels_cli_gets_the_systems_ca_bundle(tmp_path, monkeypatch):
+    import assetpatch.__main__ as launcher
+    elsewhere = tmp_path / "tls-ca-bundle.pem"
+    elsewhere.write_text("")
+    monkeypatch.delenv("ASSETPATCH_CA_FILE", raising=False)
+    monkeypatch.setattr(assetpatch, "_CA_BUNDLES", (str(tmp_path / "missing.crt"), str(elsewhere)))
+    assert launcher.ca_environment() == {"ASSETPATCH_CA_FILE": str(elsewhere)}
+    monkeypatch.setattr(assetpatch, "_CA_BUNDLES", (str(elsewhere),))
+    assert launcher.ca_environment() == {}  # where libcurl looks: nothing to say
+    monkeypatch.setenv("ASSETPATCH_CA_FILE", "/chosen.pem")
+    monkeypatch.setattr(assetpatch, "_CA_BUNDLES", (str(tmp_path / "missing.crt"), str(elsewhere)))
+    assert launcher.ca_environment() == {}
+
+
 def test_library_discovery_names_what_it_tried(tmp_path):
     code = "import assetpatch\ntry:\n    assetpatch.library_version()\nexcept assetpatch.LibraryNotFound as e:\n    print(e)\n"
     env = dict(os.environ, ASSETPATCH_LIBRARY=str(tmp_path / "nope.so"), PKG_CONFIG_PATH=str(tmp_path), LD_LIBRARY_PATH="")
@@ -324,7 +338,8 @@ def test_rollouts_and_channels_through_python(tmp_path):
         assert c.update() is True and c.current_version == 3 and c.release_info().channel == "beta"
         c.set("manifest_url", url)
         c.set("rollout_id", inside)
-        assert c.update() is False and c.last_check.reason is assetpatch.NoUpdateReason.CHANNEL_BEHIND
+        with pytest.raises(assetpatch.ManifestError, match="follows channel"):
+            c.update()  # the client follows beta until its host names another channel
         c.set("channel", "stable")
         assert c.update() is True and c.current_version == 2
         with open(c.resolve("a.txt")) as f:

@@ -225,6 +225,7 @@ struct StatusCommand: ParsableCommand {
             var next: UpdatePreview?
             var checked = false
             var why = ""
+            var lastOutcome: CheckOutcome?
             if let url {
                 let c = try Client(dataDir: dataDir, bundleDir: bundleDir, countsLaunch: false)
                 defer { c.close() }
@@ -232,6 +233,7 @@ struct StatusCommand: ParsableCommand {
                 try trust.configure(c)
                 next = try c.preview(recordAcceptance: false)
                 why = noUpdateReason(c)
+                lastOutcome = c.lastCheck
                 checked = true
             }
             if json {
@@ -256,6 +258,7 @@ struct StatusCommand: ParsableCommand {
                 ]
                 if checked {
                     pairs.append(("next", next.map(previewJSON) ?? .null))
+                    pairs.append(("offered_expires", lastOutcome?.manifestExpires.map { .string(RFC3339.format($0)) } ?? .null))
                     if next == nil { pairs.append(("no_update", .string(why))) }
                 }
                 print(JSON.object(pairs).serialized())
@@ -292,6 +295,7 @@ struct StatusCommand: ParsableCommand {
             print("rollout:  id \(store.existingRolloutID() ?? "not created yet (made at the first check of a staged rollout)")")
             print("disk:     \(formatBytes(bytes)): releases \(formatBytes(usage.releases)), downloads \(formatBytes(usage.downloads))")
             if checked {
+                if let o = lastOutcome, o.manifestVersion > 0 { print("offered:  version \(o.manifestVersion), expires \(expiryLine(o.manifestExpires))") }
                 if let next { printPreview(next) } else { print("next:     no update: \(why)") }
             }
         }

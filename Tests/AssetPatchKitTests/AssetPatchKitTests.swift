@@ -263,13 +263,13 @@ private final class Recorder<T: Sendable>: Sendable {
                                            stallTimeoutMs: 1000, lowSpeedLimit: 10, lowSpeedTimeMs: 2000, maxManifestBytes: 1000, maxReleaseBytes: 1000, maxLegacyArchiveBytes: 1000,
                                            caFile: "/ca.pem", headers: ["X-A: b"], userAgent: "kit", parallelDownloads: 2,
                                            differential: false, differentialMaxPercent: 50, allowUnsignedPlugins: true, tcpQuickAck: false,
-                                           keyDocument: dir.path + "/keys.json", channel: "beta", rolloutID: "kit-client")
+                                           keyDocument: dir.path + "/keys.json", channel: "beta", rolloutID: "kit-client", allowCrossOriginKeys: true)
         let spelled = Set(all.settings.map(\.name))
         #expect(spelled == documented, "the header documents \(documented.subtracting(spelled)); Options also spells \(spelled.subtracting(documented))")
         // Applied through the core's one parser: the configuration equals the C API's.
         var viaStrings = ClientConfig()
         for (name, value) in all.settings { try viaStrings.set(name, value) }
-        #expect(viaStrings.package == "kit" && viaStrings.http.lowSpeedLimit == 10 && viaStrings.http.lowSpeedTimeMs == 2000)
+        #expect(viaStrings.package == "kit" && viaStrings.http.lowSpeedLimit == 10 && viaStrings.http.lowSpeedTimeMs == 2000 && viaStrings.allowCrossOriginKeys)
         #expect(viaStrings.parallelDownloads == 2 && viaStrings.differential == false && viaStrings.http.headers == ["X-A: b"]
                 && viaStrings.variants == ["@2x", ""] && viaStrings.apply == .nextOpen && viaStrings.allowUnsignedPlugins)
         #expect(viaStrings.channel == "beta" && viaStrings.rolloutID == "kit-client" && viaStrings.keyDocument?.version == 1)

@@ -123,6 +123,11 @@ def test_manifests_expire_unless_told_and_every_signing_renews_them(tmp_path):
     assert "expires" not in payload(repo / "head.json")
     out = cli("inspect", repo).stdout
     assert re.search(r"expires:\s+never", out), out
+    out = cli("status", "--data-dir", tmp_path / "data", "--url", f"file://{repo}/head.json").stdout
+    assert "offered:  version 2, expires never" in out, out
+    cli("rollout", "--repo", repo, "--percent", "100", "--key", key, "--expires", "2d")
+    out = cli("status", "--data-dir", tmp_path / "data", "--url", f"file://{repo}/head.json").stdout
+    assert re.search(r"offered:  version 2, expires \S+, in (47|48) hours: sign the channel again", out), out
 
 
 def test_the_rollout_id_is_private(tmp_path):

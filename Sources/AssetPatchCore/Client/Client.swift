@@ -198,6 +198,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
         var outcome = CheckOutcome(status: status, reason: reason, manifestVersion: updater.noUpdate?.version ?? updater.offered,
                                    acceptedVersion: updater.markInForce ?? mark)
         outcome.channel = updater.offeredChannel
+        outcome.manifestExpires = updater.offeredExpires
         outcome.rollout = updater.rolloutSeen
         lastOutcome.withLock { $0 = outcome }
     }

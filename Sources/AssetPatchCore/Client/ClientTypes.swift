@@ -108,6 +108,8 @@ package struct CheckOutcome: Sendable, Equatable {
     package var channel: String?
     /// The manifest's rollout: the share in force (basis points) and this client's bucket.
     package var rollout: (basisPoints: Int32, bucket: Int)?
+    /// When the manifest expires (Unix seconds); nil when it never does or none was read.
+    package var manifestExpires: Int64?
 
     package static func == (a: CheckOutcome, b: CheckOutcome) -> Bool {
         a.status == b.status && a.reason == b.reason && a.manifestVersion == b.manifestVersion && a.acceptedVersion == b.acceptedVersion

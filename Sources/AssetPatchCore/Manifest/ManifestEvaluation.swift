@@ -50,6 +50,7 @@ extension Updater {
         noUpdate = nil
         offered = 0
         offeredChannel = nil
+        offeredExpires = nil
         markInForce = nil
         rolloutSeen = nil
         judgement = nil
@@ -107,6 +108,7 @@ extension Updater {
         }
         let v = manifest.version, order = manifest.order
         let now = unixTime()
+        offeredExpires = manifest.expires
         if let expires = manifest.expires, expires <= now {
             throw AssetPatchError(.expired, "\(source): version \(v) expired at \(RFC3339.format(expires))")
         }

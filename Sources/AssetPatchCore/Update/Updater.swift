@@ -40,8 +40,9 @@ final class Updater {
     var noUpdate: (reason: NoUpdateReason, version: Int64)?
     /// The version the last manifest evaluated offered (0: none was read).
     var offered: Int64 = 0
-    /// Its channel, and the downgrade mark in force for it before it was accepted.
+    /// Its channel and expiry, and the downgrade mark in force for it before it was accepted.
     var offeredChannel: String?
+    var offeredExpires: Int64?
     var markInForce: Int64?
     /// Its rollout's share in force (basis points) and this client's bucket, when it has one.
     var rolloutSeen: (basisPoints: Int32, bucket: Int)?

@@ -514,12 +514,15 @@ int assetpatch_reset(assetpatch_client *c);
  * document past its expiry is ERR_EXPIRED). A manifest naming no document, or an older one, is
  * judged by the newest document kept (kept per trust anchor: clients of one data_dir pinning
  * different keys each keep their own). Documents come from the manifest's origin (see
- * allow_cross_origin_keys), and only once the envelope could carry a valid signature. Every
- * manifest is judged with what was accepted before by the signing keys in force: a release or a
- * downgrade mark that only keys since retired vouched for (a release installed with a stolen
+ * allow_cross_origin_keys; their requests follow no redirect), only once the envelope could
+ * carry a valid signature, and a document followed is kept only once its manifest is accepted.
+ * Every manifest is judged with what was accepted before by the signing keys in force: a release
+ * or a downgrade mark that only keys since retired vouched for (a release installed with a stolen
  * key) stops counting, so the newest kept release still vouched for is served (or the bundle)
  * and the publisher's recovery release installs; an installed release the current keys sign
- * again (a channel re-signed after a rotation) counts on, without a download.
+ * again for this client (a channel re-signed after a rotation) counts on, without a download
+ * (releases installed before 0.5, whose signers were not recorded: see
+ * docs/release-management.md).
  * Manifests are ordered: the version, then the channel's "revision", which every signing of a
  * channel raises. Every manifest seen raises its channel's mark, also one this client is outside
  * the rollout of, so a manifest signed before a halt (from a cache, a mirror, or a 304 naming an

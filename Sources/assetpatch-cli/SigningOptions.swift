@@ -24,14 +24,30 @@ struct SigningOptions: ParsableArguments {
     }
 }
 
-/// Reads a private key file, refusing one that users other than its owner can read or write
-/// (as ssh refuses them): a signing key others can copy signs for them too.
+/// Reads a private key file, refusing one that users other than its owner can read or write,
+/// or that another user owns (as ssh refuses them): a signing key others can copy signs for them
+/// too. The checks are made on the file opened, not on its name.
 func readPrivateKey(_ path: String, allowReadable: Bool) throws -> [UInt8] {
+    let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+    guard fd >= 0 else { throw AssetPatchError(.argument, "\(path): \(String(cString: strerror(errno)))") }
+    defer { close(fd) }
     var st = stat()
-    guard stat(path, &st) == 0 else { throw AssetPatchError(.argument, "\(path): \(String(cString: strerror(errno)))") }
+    guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { throw AssetPatchError(.argument, "\(path): not a regular file") }
     let mode = st.st_mode & 0o777
-    if mode & 0o077 != 0 && !allowReadable {
-        throw AssetPatchError(.argument, "\(path): this private key is readable by other users (mode \(String(mode, radix: 8))): chmod 600 it, or pass --allow-readable-key")
+    if !allowReadable {
+        if mode & 0o077 != 0 {
+            throw AssetPatchError(.argument, "\(path): this private key is readable by other users (mode \(String(mode, radix: 8))): chmod 600 it, or pass --allow-readable-key")
+        }
+        if st.st_uid != geteuid() && st.st_uid != 0 {
+            throw AssetPatchError(.argument, "\(path): this private key belongs to another user (uid \(st.st_uid)); pass --allow-readable-key to use it anyway")
+        }
     }
-    return try readKeyFile(path)
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    let n = read(fd, &buffer, buffer.count)
+    guard n > 0 else { throw AssetPatchError(.argument, "\(path): empty or unreadable") }
+    let text = String(decoding: buffer[..<n], as: UTF8.self).trimmingCharacters(in: " \t\r\n")
+    guard let key = Base64.decode(text), key.count == Ed25519.keyLength else {
+        throw AssetPatchError(.argument, "\(path): not a base64 Ed25519 key")
+    }
+    return key
 }

@@ -141,3 +141,20 @@ def test_a_forged_manifest_fetches_no_key_document_from_another_host(tmp_path, s
     finally:
         listener.close()
     assert listener.connections == 0
+
+
+def test_a_key_document_request_is_not_redirected_to_another_host(tmp_path):
+    repo, _, keys = chained_repo(tmp_path)
+    listener = Listener()
+    work = tmp_path / "nginx"
+    os.makedirs(work)
+    locations = "location /repo/keys/ {{ return 302 http://127.0.0.1:%d/keys/1.json; }}" % listener.port
+    try:
+        with Nginx(str(tmp_path), str(work), locations=locations) as n, \
+                assetpatch.Client(tmp_path / "data", manifest_url=n.url("repo/head.json"), public_keys=[keys["pinned"]]) as c:
+            with pytest.raises(assetpatch.HTTPError, match="302"):
+                c.update()
+            assert c.current_version == 0
+    finally:
+        listener.close()
+    assert listener.connections == 0

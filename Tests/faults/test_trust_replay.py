@@ -3,6 +3,8 @@ fast-forward attacks), black-box through the C ABI: a halt that a replay of the 
 before it must not undo, over file:// and as a 304 naming a copy kept from before the halt; a
 release installed with a stolen key that the key's retirement must end; a mirror that serves
 another channel's signed head."""
+import base64
+import json
 import os
 import shutil
 import time
@@ -188,3 +190,61 @@ def test_a_mirror_cannot_move_a_client_to_another_channel(tmp_path):
             c.update()
         c.set("channel", "stable")
         assert c.update() is True and served(c) == "stable three"
+
+
+def test_a_forged_manifest_naming_a_newer_key_document_changes_nothing(tmp_path):
+    """Key document 2 retires k1, which signed the halt. An edge serves a forged envelope that
+    names document 2: refused, and the client must not have kept document 2 (judging by it, the
+    halt would stop counting), so the copy signed before the halt stays older."""
+    repo, edge, src = tmp_path / "repo", tmp_path / "edge", tmp_path / "src"
+    keys = {n: keygen(tmp_path / f"{n}.key") for n in ("pinned", "root", "k1", "k2")}
+    publish(src, repo, "one", "--package", "forged", "--key", tmp_path / "pinned.key")
+    cli("keys", "create", "--repo", repo, "--root-key", tmp_path / "root.key.pub", "--signing-key", tmp_path / "k1.key.pub",
+        "--signing-key", tmp_path / "k2.key.pub")
+    for signer in ("pinned", "root"):
+        cli("keys", "sign", repo / "keys" / "staged.json", "--key", tmp_path / f"{signer}.key")
+    cli("keys", "publish", "--repo", repo, "--pinned-key", tmp_path / "pinned.key.pub")
+    cli("resign", "--repo", repo, "--key", tmp_path / "k1.key")
+    sync(repo, edge)
+    data = tmp_path / "data"
+    with assetpatch.Client(data, manifest_url=f"file://{edge}/head.json", public_keys=[keys["pinned"]]) as c:
+        assert c.update() is True and served(c) == "one"
+        publish(src, repo, "two", "--key", tmp_path / "k2.key")
+        before = (repo / "head.json").read_bytes()
+        cli("rollout", "--repo", repo, "--halt", "--key", tmp_path / "k1.key")
+        sync(repo, edge)
+        assert c.update() is False and c.last_check.reason is assetpatch.NoUpdateReason.NOT_IN_ROLLOUT
+        cli("keys", "create", "--repo", repo, "--root-key", tmp_path / "root.key.pub", "--signing-key", tmp_path / "k2.key.pub")
+        cli("keys", "sign", repo / "keys" / "staged.json", "--key", tmp_path / "root.key")
+        cli("keys", "publish", "--repo", repo)
+        sync(repo, edge)
+        forged = json.loads(before)
+        body = base64.b64decode(forged["payload"]).replace(b'"version": 1,\n    "url"', b'"version": 2,\n    "url"')
+        assert b'"version": 2,\n    "url"' in body
+        forged["payload"] = base64.b64encode(body).decode()
+        (edge / "head.json").write_text(json.dumps(forged))
+        with pytest.raises(assetpatch.SignatureError):
+            c.update()
+        (edge / "head.json").write_bytes(before)
+        assert c.update() is False and c.last_check.reason is assetpatch.NoUpdateReason.OLDER
+        assert served(c) == "one"
+
+
+def test_a_retirement_holds_when_the_recovery_manifest_is_refused_later(tmp_path):
+    """The manifest that leads the client to the retirement is refused after it was judged (it
+    needs a newer app): what the retired key alone vouched for stays ended."""
+    repo, src, keys = rotation_repo(tmp_path)
+    stolen = tmp_path / "stolen"
+    shutil.copytree(repo, stolen)
+    publish(tmp_path / "evil-src", stolen, "evil", "--version", "1000", "--key", tmp_path / "s1.key")
+    data = tmp_path / "data"
+    with assetpatch.Client(data, manifest_url=f"file://{stolen}/head.json", public_keys=[keys["pinned"]], app_version="1.0") as c:
+        assert c.update() is True and served(c) == "evil"
+        retire_s1(tmp_path, repo)
+        publish(src, repo, "four", "--key", tmp_path / "s2.key", "--min-app-version", "2.0")
+        c.set("manifest_url", f"file://{repo}/head.json")
+        with pytest.raises(assetpatch.IncompatibleError):
+            c.update()
+        assert served(c) != "evil"
+    with assetpatch.Client(data, public_keys=[keys["pinned"]]) as c:
+        assert served(c) != "evil"

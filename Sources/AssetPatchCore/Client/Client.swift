@@ -177,10 +177,11 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
             var state = try store.loadState()
             let before = state
             mark = before.downgradeMarkAnyChannel(verifying: updater.config.verifies)
+            updater.readOnly = !recordAcceptance
+            defer { if updater.trustChanged && recordAcceptance { try? serveJudged() } }
             let found = try updater.preview(&state)
             if recordAcceptance && state != before {
-                try? Updater.recordAcceptance(state, judgement: updater.judgement, in: store)
-                if updater.judgement != nil { try serveJudged() }
+                try? Updater.recordAcceptance(state, before: before, judgement: updater.judgement, in: store)
             }
             lastCandidate.withLock { $0 = found?.candidate }
             record(updater, found == nil ? .noUpdate : .ok, mark: mark)
@@ -236,11 +237,11 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
             defer { _ = lock }
             var state = try store.loadState()
             mark = state.downgradeMarkAnyChannel(verifying: updater.config.verifies)
+            defer { if updater.trustChanged { try? serveJudged() } }
             let outcome = try updater.run(&state)
             record(updater, { if case .noUpdate = outcome { return .noUpdate } else { return .ok } }(), mark: mark)
             switch outcome {
             case .noUpdate:
-                if updater.judgement != nil { try serveJudged() }
                 return false
             case let .installed(candidate, info):
                 if configuration.apply == .immediate {

@@ -8,14 +8,20 @@ extension Updater {
     ///
     /// Each document `v` is fetched from `<ref.url>v.json` (relative to the manifest) and must
     /// say version `v` and carry signatures of a threshold of the previous document's root keys
-    /// and of its own. The newest document followed is kept in the data directory, so a manifest
-    /// naming an older document (or none) is still judged by the newest, and a signing key rotated
-    /// out is refused by every client that has seen the document without it. The newest document
-    /// must not have expired (`ERR_EXPIRED`); those before it may have.
+    /// and of its own. The newest document followed is kept in the data directory once the
+    /// manifest is accepted (`Store.commit`), so a manifest naming an older document (or none) is
+    /// still judged by the newest, and a signing key rotated out is refused by every client that
+    /// has seen the document without it. The newest document must not have expired
+    /// (`ERR_EXPIRED`); those before it may have. `chain` records what was followed.
     func signingKeys(for ref: KeyDocumentRef?, manifestURL: String) throws -> KeySet? {
         guard let anchor = config.trustAnchor else { return nil }
         var current = anchor
-        if let kept = store.keptKeyDocument(anchor: anchor), kept.version > current.version { current = kept }
+        let kept = store.keptKeyDocument(anchor: anchor)
+        if let kept, kept.version > current.version { current = kept }
+        // Before 0.5 no signers were recorded: they were a threshold of the anchor's keys when
+        // this data directory had followed no document, and are unknown otherwise.
+        chain = KeyChainFollowed(anchor: anchor, document: current, followed: nil,
+                                 legacy: current.version == anchor.version ? .keys(anchor.signing) : .unknown)
         if let ref, ref.version > current.version {
             let steps = ref.version - current.version
             guard steps <= 1000 else {
@@ -40,7 +46,8 @@ extension Updater {
                 log(1, "\(shown): key document \(v) accepted: manifests need \(next.signing.described); the next document needs \(next.root.described)")
                 current = next
             }
-            try store.keepKeyDocument(current, anchor: anchor)
+            chain?.document = current
+            chain?.followed = current
         }
         if let expires = current.expires, expires <= unixTime() {
             throw AssetPatchError(.expired, "key document \(current.version) expired at \(RFC3339.format(expires)); the publisher must publish a newer one")
@@ -60,7 +67,21 @@ extension Updater {
             }
             return try FS.readFile(path, limit: KeyDocument.maxBytes, limitStatus: .signature)
         case .http:
-            return try withRetries { try http.fetch(url, limit: KeyDocument.maxBytes, limitStatus: .signature).body }
+            // Not redirected either: a forged manifest must not send the client to another host.
+            var settings = config.http
+            settings.followRedirects = false
+            let direct = HTTPClient(settings: settings, cancel: cancel)
+            return try withRetries { try direct.fetch(url, limit: KeyDocument.maxBytes, limitStatus: .signature).body }
         }
     }
+}
+
+/// The chain of key documents an evaluation followed: the anchor, the document in force, the
+/// document newly followed (kept once the manifest is accepted), and what to assume of what was
+/// accepted before signers were recorded.
+struct KeyChainFollowed {
+    var anchor: KeyDocument
+    var document: KeyDocument
+    var followed: KeyDocument?
+    var legacy: LegacyTrust
 }

@@ -54,10 +54,9 @@ extension Updater {
         markInForce = nil
         rolloutSeen = nil
         judgement = nil
-        var keysInForce: KeySet?
+        chain = nil
         var manifest = try Manifest.decode(bytes, source: source, verifies: config.verifies) { ref in
-            keysInForce = try self.signingKeys(for: ref, manifestURL: finalURL)
-            return keysInForce
+            try self.signingKeys(for: ref, manifestURL: finalURL)
         }
         // An update keeps what it decoded, not the text (300 KB for a 1,000-file manifest, held
         // through the download and the install otherwise).
@@ -102,7 +101,8 @@ extension Updater {
         }
         let channel = manifest.channelName
         offeredChannel = channel
-        if let want = config.channel ?? state.expectedChannel(verifying: verifying)?.name, want != channel {
+        let verifiedBefore = verifying ? store.verifiedBefore(state) : [:]
+        if let want = config.channel ?? state.expectedChannel(verifying: verifying, verifiedBefore: verifiedBefore)?.name, want != channel {
             let who = config.channel != nil ? "option channel" : "pinned by the first manifest accepted; a host moves it by setting option channel"
             throw AssetPatchError(.manifest, "\(source): a manifest of channel \"\(channel)\"; this client follows channel \"\(want)\" (\(who))")
         }
@@ -116,12 +116,23 @@ extension Updater {
             log(2, "\(source): version \(v) expires at \(RFC3339.format(expires)), in \((expires - now) / 3600) hours; once it has, this client refuses it until the publisher signs the channel again")
         }
         let releaseID = Store.releaseID(version: v, digest: manifest.archiveDigest)
-        if verifying, let keys = keysInForce {
-            let j = Judgement(keys: keys, vouch: Vouch(releaseID: releaseID, content: manifest.contentDigest, signers: manifest.signers),
-                              verifiedBefore: store.verifiedBefore(state))
+        if verifying, let chain {
+            // Accepted so far: the document followed is kept, and what was accepted before is
+            // judged by the keys in force, at once (an error later must not undo it).
+            let vouch = try rolloutIncludes(manifest)
+                ? Vouch(releaseID: releaseID, content: manifest.contentDigest, signers: manifest.signers) : nil
+            let j = Judgement(anchor: chain.anchor, document: chain.document, followed: chain.followed, vouch: vouch,
+                              legacy: chain.legacy, verifiedBefore: verifiedBefore)
             judgement = j
-            if let message = state.judge(under: j.keys, vouch: j.vouch, verifiedBefore: j.verifiedBefore, now: now) {
+            let message: String?
+            if readOnly {
+                message = state.judge(under: j.document.signing, vouch: j.vouch, legacy: j.legacy, verifiedBefore: verifiedBefore, now: now)
+            } else {
+                (message, state) = try store.commit(j)
+            }
+            if let message {
                 log(2, message)
+                trustChanged = true
             }
         }
         var accepted = state
@@ -137,7 +148,10 @@ extension Updater {
         }
         // A verifying client compares what is offered only with what was verified: a release of
         // that version installed by a client that verifies nothing is not this one.
-        func isThis(_ r: ReleaseRef?) -> Bool { r?.version == v && (!verifying || r?.verified == true) }
+        func isThis(_ r: ReleaseRef?) -> Bool {
+            guard let r, r.version == v else { return false }
+            return !verifying || (r.verified ?? verifiedBefore[r.id] ?? false)
+        }
         if (state.activeLegacyDigest == nil && isThis(state.active)) || (state.pendingLegacyDigest == nil && isThis(state.pending)) {
             state = accepted
             noUpdate = (.current, v)
@@ -179,6 +193,14 @@ extension Updater {
         }
         state = accepted
         return Candidate(manifest: manifest, archive: archive, version: v, releaseID: releaseID)
+    }
+
+    /// Whether the manifest's rollout (if any) includes this client now.
+    private func rolloutIncludes(_ manifest: Manifest) throws -> Bool {
+        guard let rollout = manifest.rollout else { return true }
+        let id = try config.rolloutID ?? store.rolloutID()
+        let bucket = Rollout.bucket(package: manifest.package ?? "default", version: manifest.version, rolloutID: id)
+        return Rollout.takes(bucket: bucket, percent: rollout.percent(at: unixTime()))
     }
 
     /// A staged rollout offers the release to a share of clients, each deciding by its bucket.

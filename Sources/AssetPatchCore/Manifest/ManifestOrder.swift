@@ -29,11 +29,14 @@ extension Manifest {
     /// The manifest's place in its channel.
     package var order: ManifestOrder { ManifestOrder(version: version, revision: revision) }
 
-    /// sha256 of the payload without `signingFields`: the same for every signing of one release
-    /// (a halt, a promotion, a re-signing after a key rotation), different for anything else.
+    /// sha256 of the payload without `signingFields` and the archive's URL (relative to each
+    /// channel's directory; the archive's size and sha256 name it): the same for every signing
+    /// of one release (a halt, a promotion, a re-signing after a key rotation), different for
+    /// anything else.
     static func contentDigest(_ payload: JSON) -> String {
         var j = payload
         for field in signingFields { j = j.removing(field) }
+        if let archive = j["archive"] { j = j.setting("archive", archive.removing("url")) }
         return Digest.sha256Hex(Array(j.serialized(indent: 0).utf8))
     }
 

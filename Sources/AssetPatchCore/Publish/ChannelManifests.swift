@@ -89,6 +89,7 @@ package enum ChannelManifests {
         let plain = r.map { json in Manifest.signingFields.reduce(json) { $0.removing($1) } }
         try FS.writeAtomically(dir + "/manifest.json", Array((plain.manifest.serialized(indent: 2) + "\n").utf8))
         if let head = plain.head { try FS.writeAtomically(dir + "/head.json", Array((head.serialized(indent: 2) + "\n").utf8)) }
+        try writeOffers(repo: repo, version: r.version, [])
     }
 
     /// Makes `channel` offer `release`: names the channel (the default one is not named, as
@@ -120,7 +121,6 @@ package enum ChannelManifests {
             if let expires { j = j.setting("expires", .string(RFC3339.format(expires))) }
             return j
         }
-        try recordOffer(repo: repo, version: release.version, channel: channel)
         let dir = directory(repo: repo, channel: channel)
         try FS.makeDirectories(dir)
         for (name, json) in [("manifest.json", out.manifest), ("head.json", out.head)] {
@@ -129,6 +129,7 @@ package enum ChannelManifests {
             let bytes = seeds.isEmpty ? payload : Array((try DSSE.seal(payload, seeds: seeds).serialized(indent: 2) + "\n").utf8)
             try MutableFile.write(dir + "/" + name, bytes)
         }
+        try recordOffer(repo: repo, version: release.version, channel: channel)
     }
 
     /// The channels that offered `version` (`history/<version>/channels.json`), in the order they
@@ -139,13 +140,17 @@ package enum ChannelManifests {
         return items.compactMap(\.string)
     }
 
+    /// Adds `channel` to the channels that offered `version`, once it does. A release published
+    /// before 0.5 has no record, and gets none: a partial one would refuse a promotion from the
+    /// channel that really offered it.
     static func recordOffer(repo: String, version: Int64, channel: String) throws {
-        let dir = repo + "/history/\(version)"
-        guard FS.exists(dir) else { return }
-        var channels = offeredBy(repo: repo, version: version) ?? []
-        guard !channels.contains(channel) else { return }
+        guard var channels = offeredBy(repo: repo, version: version), !channels.contains(channel) else { return }
         channels.append(channel)
-        try FS.writeAtomically(dir + "/channels.json",
+        try writeOffers(repo: repo, version: version, channels)
+    }
+
+    private static func writeOffers(repo: String, version: Int64, _ channels: [String]) throws {
+        try FS.writeAtomically(repo + "/history/\(version)/channels.json",
                                Array((JSON.object([("channels", .array(channels.map { .string($0) }))]).serialized(indent: 2) + "\n").utf8))
     }
 

@@ -6,7 +6,8 @@ package enum Expiry: Sendable, Equatable {
     /// 90 days after the signing: what `publish` writes unless told otherwise.
     case standard
     /// The channel's current lifetime (its `expires` minus when it was signed), counted from
-    /// now; never when its manifest has no expiry; `standard` for a channel without one yet.
+    /// now; never when a 0.5 publisher signed it without expiry (`--expires never`); `standard`
+    /// for a channel without a manifest yet, or one signed before 0.5 without expiry.
     case keep
     /// This long after the signing (seconds).
     case after(Int64)
@@ -43,7 +44,9 @@ package enum Expiry: Sendable, Equatable {
         case .never: return nil
         case .keep:
             guard let current else { return now + Expiry.standardLifetime }
-            guard let expires = current["expires"]?.string.flatMap(RFC3339.parse) else { return nil }
+            guard let expires = current["expires"]?.string.flatMap(RFC3339.parse) else {
+                return current["signed"] == nil ? now + Expiry.standardLifetime : nil
+            }
             let since = (current["signed"] ?? current["created"])?.string.flatMap(RFC3339.parse)
             guard let since, expires > since else { return now + Expiry.standardLifetime }
             return now + (expires - since)

@@ -21,10 +21,12 @@ extension Store {
         return doc
     }
 
-    /// Keeps `doc` as the newest followed from `anchor`, durably: a client that lost it would
-    /// follow the chain again only as far as the manifest it reads names, and a manifest signed
-    /// by a key retired since, naming an older document, would pass.
-    func keepKeyDocument(_ doc: KeyDocument, anchor: KeyDocument) throws {
+    /// Keeps `doc` as the newest followed from `anchor`, durably, unless a newer one is kept
+    /// already (another process followed further). A client that lost it would follow the
+    /// chain again only as far as the manifest it reads names, and a manifest signed by a key
+    /// retired since, naming an older document, would pass. Called under the state lock.
+    func keepKeyDocumentIfNewer(_ doc: KeyDocument, anchor: KeyDocument) throws {
+        if let kept = keptKeyDocument(anchor: anchor), kept.version >= doc.version { return }
         let json = JSON.object([("anchor", .string(anchor.identity)), ("document", doc.envelope())])
         try FS.makeDirectories(keyDocumentsDir)
         try FS.writeAtomically(keptKeyDocumentPath(anchor: anchor), Array((json.serialized(indent: 2) + "\n").utf8))

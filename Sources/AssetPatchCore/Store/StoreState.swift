@@ -39,6 +39,9 @@ package struct ChannelMark: Sendable, Equatable {
     /// The keys whose signatures vouched for `highestVerified`; nil when not recorded (accepted
     /// before 0.5). A key document that retires them ends the mark (`StoreState.judge`).
     package var verifiedSigners: [[UInt8]]?
+    /// Each signing key's own highest verified manifest: where the mark falls back to when the
+    /// keys that vouched for it are retired (what the keys still in force signed).
+    package var bySigner: [[UInt8]: ManifestOrder] = [:]
 
     package init(highest: ManifestOrder = .zero, highestVerified: ManifestOrder? = .zero, verifiedSigners: [[UInt8]]? = nil) {
         self.highest = highest
@@ -80,9 +83,9 @@ package struct StoreState: Sendable, Equatable {
     /// The channel manifests must name, and who named it (see `ChannelPin`); nil in states
     /// written before 0.5 (the active release's channel is then in force).
     package var channelPin: ChannelPin?
-    /// The signing keys in force when this state was first judged by key documents: what is
-    /// assumed of marks and releases accepted before signers were recorded (`judge`).
-    package var legacySigning: KeySet?
+    /// What is assumed of marks and releases accepted before signers were recorded, set when
+    /// the state is first judged by the keys in force (`judge`).
+    package var legacyTrust: LegacyTrust?
     /// The package the bundle marker names (its `bundleVersion` is of that package).
     package var bundlePackage: String?
     /// Versions rolled back from; never re-installed.
@@ -203,10 +206,19 @@ package struct StoreState: Sendable, Equatable {
                                             ("highest_verified_version", mark.highestVerified.map { .int($0.version) } ?? .null),
                                             ("highest_verified_revision", .int(mark.highestVerified?.revision ?? 0))]
             if let signers = mark.verifiedSigners { fields.append(("verified_signers", keyList(signers))) }
+            if !mark.bySigner.isEmpty {
+                fields.append(("by_signer", .array(mark.bySigner.sorted { $0.key.lexicographicallyPrecedes($1.key) }.map { key, order in
+                    .object([("key", .string(Base64.encode(key))), ("version", .int(order.version)), ("revision", .int(order.revision))])
+                })))
+            }
             return (name, .object(fields))
         })))
         if let p = channelPin { pairs.append(("channel_pin", .object([("name", .string(p.name)), ("source", .string(p.source.rawValue))]))) }
-        if let legacySigning { pairs.append(("legacy_signing", legacySigning.toJSON())) }
+        switch legacyTrust {
+        case let .keys(k)?: pairs.append(("legacy_signing", k.toJSON()))
+        case .unknown?: pairs.append(("legacy_signing", .string("unknown")))
+        case nil: break
+        }
         pairs += [("bundle_version", .int(bundleVersion)), ("bundle_fingerprint", string(bundleFingerprint)),
                   ("last_rollback", rollback)]
         return .object(pairs)
@@ -254,6 +266,11 @@ package struct StoreState: Sendable, Equatable {
                         ManifestOrder(version: $0, revision: mark["highest_verified_revision"]?.int64 ?? 0)
                     },
                     verifiedSigners: keyList(mark["verified_signers"]))
+                for item in mark["by_signer"]?.array ?? [] {
+                    guard let key = item["key"]?.string.flatMap(Base64.decode), key.count == Ed25519.keyLength,
+                          let v = item["version"]?.int64 else { continue }
+                    s.channelMarks[name]!.bySigner[key] = ManifestOrder(version: v, revision: item["revision"]?.int64 ?? 0)
+                }
             }
         } else if s.highestVersion > 0 || s.highestVerifiedVersion ?? 0 > 0 {
             // Before 0.4 every manifest was of the default channel.
@@ -264,7 +281,9 @@ package struct StoreState: Sendable, Equatable {
            let source = p["source"]?.string.flatMap(ChannelPin.Source.init) {
             s.channelPin = ChannelPin(name: name, source: source)
         }
-        if let k = json["legacy_signing"] { s.legacySigning = try? KeySet.decode(k, "legacy_signing", source: "state") }
+        if let k = json["legacy_signing"] {
+            s.legacyTrust = k.string == "unknown" ? .unknown : (try? KeySet.decode(k, "legacy_signing", source: "state")).map { .keys($0) }
+        }
         s.activeLegacyDigest = json["active_legacy_md5"]?.string
         s.pendingLegacyDigest = json["pending_legacy_md5"]?.string
         s.good = (json["good"]?.array ?? []).compactMap { $0.string }.filter(Store.isReleaseID)

@@ -10,10 +10,13 @@ extension StoreState {
 
     /// The channel a manifest must name, or nil when nothing constrains it yet. A state written
     /// before 0.5 pinned none: the channel of the release it serves is in force.
-    func expectedChannel(verifying: Bool) -> ChannelPin? {
+    /// `verifiedBefore`: what release records say of refs written before 0.4.
+    func expectedChannel(verifying: Bool, verifiedBefore: [String: Bool] = [:]) -> ChannelPin? {
         if let channelPin { return channelPin.counts(verifying: verifying) ? channelPin : nil }
-        guard let a = active, activeLegacyDigest == nil, !verifying || a.verified == true else { return nil }
-        return ChannelPin(name: a.channelName, source: a.verified == true ? .verifiedManifest : .manifest)
+        guard let a = active, activeLegacyDigest == nil else { return nil }
+        let verified = a.verified ?? verifiedBefore[a.id] ?? false
+        guard !verifying || verified else { return nil }
+        return ChannelPin(name: a.channelName, source: verified ? .verifiedManifest : .manifest)
     }
 
     /// The downgrade mark in force for a channel: with keys set, only manifests accepted with a
@@ -59,19 +62,21 @@ extension StoreState {
                 mark.highestVerified = order
                 mark.verifiedSigners = signers
             }
+            for key in signers { mark.raise(key, to: order) }
         }
         channelMarks[channel] = mark
     }
 
-    /// What another state accepted, merged into this one (the state as it is now, under the
-    /// lock): pins it made, and marks, each rising to the higher of the two.
-    mutating func merge(acceptance accepted: StoreState) {
-        if let p = accepted.pin, pin == nil || (pin?.source == .manifest && p.source == .verifiedManifest) { pin = p }
-        if let c = accepted.channelPin, c != channelPin,
+    /// What an evaluation accepted (`accepted`, made from the snapshot `before`), merged into
+    /// this state (as it is now, under the lock): the pins it changed, and the marks, each
+    /// rising to the higher of the two.
+    mutating func merge(acceptance accepted: StoreState, before: StoreState) {
+        if let p = accepted.pin, p != before.pin, pin == nil || (pin?.source == .manifest && p.source == .verifiedManifest) { pin = p }
+        if let c = accepted.channelPin, c != before.channelPin, c != channelPin,
            c.source == .option || channelPin == nil || (channelPin?.source == .manifest && c.source == .verifiedManifest) {
             channelPin = c
         }
-        if legacySigning == nil { legacySigning = accepted.legacySigning }
+        if legacyTrust == nil { legacyTrust = accepted.legacyTrust }
         highestVersion = max(highestVersion, accepted.highestVersion)
         highestVerifiedVersion = max(highestVerifiedVersion ?? 0, accepted.highestVerifiedVersion ?? 0)
         for (name, mark) in accepted.channelMarks {
@@ -81,6 +86,7 @@ extension StoreState {
                 merged.highestVerified = v
                 merged.verifiedSigners = mark.verifiedSigners
             }
+            for (key, order) in mark.bySigner { merged.raise(key, to: order) }
             channelMarks[name] = merged
         }
     }
@@ -110,95 +116,5 @@ extension StoreState {
         var message = supersede(keeping: { _ in false }, reason: reason, now: now)
         if message == nil { message = "package \"\(name)\" pinned instead of \"\(before.name)\": \(reason)" }
         return message
-    }
-}
-
-/// A manifest that the keys in force vouch for now: it vouches again for an installed release
-/// that is the same release (same id, same content), whatever keys signed it before.
-package struct Vouch: Sendable, Equatable {
-    package var releaseID: String
-    package var content: String
-    package var signers: [[UInt8]]
-}
-
-extension KeySet {
-    /// Whether signatures by `signers` meet this set's threshold.
-    func isMet(bySigners signers: [[UInt8]]) -> Bool {
-        signers.reduce(into: Set<[UInt8]>()) { if keys.contains($1) { $0.insert($1) } }.count >= threshold
-    }
-
-    /// Whether any threshold of `earlier`'s keys is sure to meet this set: all that is known of
-    /// a manifest accepted under `earlier` whose signers were not recorded.
-    func isMet(byAnyThresholdOf earlier: KeySet) -> Bool {
-        let gone = earlier.keys.filter { !keys.contains($0) }.count
-        return max(0, earlier.threshold - gone) >= threshold
-    }
-}
-
-extension StoreState {
-    /// Judges what was accepted by the signing keys in force now (TUF drops trusted metadata
-    /// once the keys that signed it are rotated out). A release or mark vouched for only by keys
-    /// these no longer count (a retired key, a raised threshold) stops counting: the release is
-    /// no longer served (the newest kept release still vouched for is, or the bundle), and the
-    /// channel's mark falls back to the newest such release, so the publisher's recovery release
-    /// installs. Releases never verified stop being served too (a verifying client). `vouch`: a
-    /// manifest accepted now, which vouches for the same release installed. `verifiedBefore`:
-    /// what the release records say of refs written before 0.4. Returns the message for the log
-    /// when something stopped counting.
-    mutating func judge(under keys: KeySet, vouch: Vouch?, verifiedBefore: [String: Bool], now: Int64) -> String? {
-        if legacySigning == nil { legacySigning = keys }
-        let legacy = legacySigning!
-        func vouched(_ signers: [[UInt8]]?) -> Bool {
-            signers.map { keys.isMet(bySigners: $0) } ?? keys.isMet(byAnyThresholdOf: legacy)
-        }
-        func renew(_ r: ReleaseRef?) -> ReleaseRef? {
-            guard var r, let vouch, r.id == vouch.releaseID, r.content == vouch.content, r.verified == true else { return r }
-            r.signers = vouch.signers
-            return r
-        }
-        active = renew(active)
-        pending = renew(pending)
-        kept = kept.map { renew($0)! }
-        let message = supersede(keeping: { r in
-            (r.verified ?? verifiedBefore[r.id] ?? false) && vouched(r.signers)
-        }, reason: "the keys in force (\(keys.described)) do not vouch for it: installed without verification, or signed by a key since retired",
-           now: now)
-
-        var dropped: [String] = []
-        for (name, var mark) in channelMarks {
-            guard let order = mark.highestVerified, order.version > 0, !vouched(mark.verifiedSigners) else { continue }
-            let live = ([active, pending].compactMap { $0 } + kept).filter { $0.channelName == name }
-            let best = live.max { $0.version < $1.version }
-            mark.highestVerified = best.map { ManifestOrder(version: $0.version) } ?? .zero
-            mark.verifiedSigners = best?.signers
-            channelMarks[name] = mark
-            dropped.append("channel \(name): \(order) no longer counts, the mark is now \(mark.highestVerified!.version)")
-        }
-        if !dropped.isEmpty {
-            highestVerifiedVersion = channelMarks.values.map { $0.highestVerified?.version ?? 0 }.max() ?? 0
-        }
-        let marks = dropped.isEmpty ? nil : "accepted manifests the keys in force do not vouch for: " + dropped.sorted().joined(separator: "; ")
-        let parts = [message, marks].compactMap { $0 }
-        return parts.isEmpty ? nil : parts.joined(separator: "; ")
-    }
-}
-
-/// What a manifest's evaluation judged the state by: the signing keys in force, the release the
-/// manifest vouches for, and what release records say of refs written before 0.4.
-package struct Judgement: Sendable {
-    package var keys: KeySet
-    package var vouch: Vouch?
-    package var verifiedBefore: [String: Bool]
-}
-
-extension Store {
-    /// Whether each release the state names without saying (a state written before 0.4) was
-    /// verified, from its record.
-    func verifiedBefore(_ state: StoreState) -> [String: Bool] {
-        var out: [String: Bool] = [:]
-        for ref in [state.active, state.pending].compactMap({ $0 }) + state.kept where ref.verified == nil {
-            out[ref.id] = (try? loadRelease(ref.id))?.signatureVerified ?? false
-        }
-        return out
     }
 }

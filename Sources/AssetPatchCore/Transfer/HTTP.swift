@@ -15,6 +15,8 @@ package struct HTTPSettings: Sendable {
     package var userAgent: String = "assetpatch/\(AssetPatchVersion.string)"
     /// TCP_QUICKACK on every connection and after every response head (see `tcp_quickack`).
     package var quickAck = true
+    /// Redirects are followed (up to 5, http and https only); off: a 3xx is the answer.
+    package var followRedirects = true
 
     package init() {}
 }

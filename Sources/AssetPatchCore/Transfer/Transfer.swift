@@ -131,7 +131,7 @@ final class Transfer {
         // Only http(s), also after redirects: a redirect to file:// must not read local files.
         set(ccurl_setopt_ptr(easy, CURLOPT_PROTOCOLS_STR, "http,https"))
         set(ccurl_setopt_ptr(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https"))
-        set(ccurl_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1))
+        set(ccurl_setopt_long(easy, CURLOPT_FOLLOWLOCATION, settings.followRedirects ? 1 : 0))
         set(ccurl_setopt_long(easy, CURLOPT_MAXREDIRS, 5))
         set(ccurl_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 1))
         set(ccurl_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 2))

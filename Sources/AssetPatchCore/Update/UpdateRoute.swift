@@ -85,16 +85,15 @@ extension Updater {
         }
     }
 
-    /// Writes what accepting a manifest changed in `accepted` (the pins and the downgrade
-    /// marks) into the current state, and judges it again by the keys in force when the
-    /// evaluation did (what it superseded must stay superseded whatever changed meanwhile).
-    /// Returns the message of that judgement, and the state written.
-    @discardableResult
-    static func recordAcceptance(_ accepted: StoreState, judgement: Judgement?, in store: Store) throws -> (String?, StoreState) {
-        try store.modifyState { s in
-            s.merge(acceptance: accepted)
-            guard let j = judgement else { return nil }
-            return s.judge(under: j.keys, vouch: j.vouch, verifiedBefore: j.verifiedBefore, now: unixTime())
+    /// Writes what accepting a manifest changed in `accepted` (made from the snapshot
+    /// `before`: the pins and the downgrade marks) into the current state, judging it again by
+    /// the keys in force (`Store.commit`) when the client verifies.
+    static func recordAcceptance(_ accepted: StoreState, before: StoreState, judgement: Judgement?, in store: Store) throws {
+        if var j = judgement {
+            j.vouch = nil  // what it vouched for was renewed when the evaluation committed it
+            try store.commit(j, acceptance: (accepted, before))
+        } else {
+            try store.modifyState { $0.merge(acceptance: accepted, before: before) }
         }
     }
 

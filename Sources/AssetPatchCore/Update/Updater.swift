@@ -47,8 +47,15 @@ final class Updater {
     /// Its rollout's share in force (basis points) and this client's bucket, when it has one.
     var rolloutSeen: (basisPoints: Int32, bucket: Int)?
     /// The keys in force the manifest was judged by, when the client verifies: what was
-    /// accepted before is judged by them too (`StoreState.judge`).
+    /// accepted before is judged by them too (`StoreState.judge`); and whether that changed
+    /// what the data directory serves.
     var judgement: Judgement?
+    var trustChanged = false
+    /// The chain of key documents the last decode followed.
+    var chain: KeyChainFollowed?
+    /// A look that changes nothing in the data directory (`status`, `inspect`): nothing is
+    /// kept, judged on disk or downloaded.
+    var readOnly = false
     /// A manifest that expires sooner than this is accepted with a warning (seconds).
     static let expiryWarning: Int64 = 14 * 86400
     /// The last archive download resumed a partial file and its digest failed.
@@ -90,7 +97,7 @@ final class Updater {
         let before = state
         progress.report(Progress(phase: .check))
         guard var candidate = try evaluate(&state) else {
-            if state != before { try Updater.recordAcceptance(state, judgement: judgement, in: store) }
+            if state != before { try Updater.recordAcceptance(state, before: before, judgement: judgement, in: store) }
             progress.report(Progress(phase: .check), final: true)
             progress.report(Progress(phase: .done), final: true)
             let why: String
@@ -104,7 +111,7 @@ final class Updater {
             log(1, "no update: \(why)")
             return .noUpdate
         }
-        if state != before { try Updater.recordAcceptance(state, judgement: judgement, in: store) }
+        if state != before { try Updater.recordAcceptance(state, before: before, judgement: judgement, in: store) }
         progress.report(Progress(phase: .check), final: true)
         log(1, "updating to version \(candidate.version) from \(candidate.archive.shown)")
 

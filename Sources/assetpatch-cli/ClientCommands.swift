@@ -112,36 +112,35 @@ extension String {
 }
 
 struct Update: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Update the data directory to the newest release.")
+    static let configuration = CommandConfiguration(
+        abstract: "Update the data directory to the newest release (exit 0 installed, 2 current, 4 not rolled out to this client, 5 older manifest, 6 rolled back from, 3 failure).")
     @OptionGroup var client: ClientOptions
     @OptionGroup var source: SourceOptions
+    @Flag(name: .long, help: "Print what happened as JSON: status, reason, versions, channel, rollout share and bucket, key document, expiry.")
+    var json = false
 
     func run() throws {
-        try client.with { c in
-            try source.configure(c)
+        try Outcome.run(client, source, json: json) { c in
             let printer = ProgressPrinter()
-            let installed = try c.update { printer.show($0) }
-            print(installed ? "updated to version \(c.currentVersion)" : "no update: \(noUpdateReason(c))")
+            let installed = try c.update { json ? false : printer.show($0) }
+            return (installed ? "installed" : "no_update", nil)
         }
     }
 }
 
 struct Check: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Tell whether a newer release exists (exit 2: no update).")
+    static let configuration = CommandConfiguration(
+        abstract: "Tell whether a newer release exists and what updating would transfer (exit 0 available, 2 current, 4 not rolled out to this client, 5 older manifest, 6 rolled back from, 3 failure). No archive byte is downloaded.")
     @OptionGroup var client: ClientOptions
     @OptionGroup var source: SourceOptions
+    @Flag(name: .long, help: "Print what was found as JSON (as update --json, with \"next\": what the update would transfer).")
+    var json = false
 
     func run() throws {
-        let (result, why) = try client.with { c -> (CheckResult?, String) in
-            try source.configure(c)
-            let r = try c.check()
-            return (r, noUpdateReason(c))
+        try Outcome.run(client, source, json: json) { c in
+            let found = try c.preview()
+            return (found == nil ? "no_update" : "available", found)
         }
-        guard let result else {
-            print("no update: \(why)")
-            throw ExitCode(2)
-        }
-        print("version \(result.version) available, \(result.downloadBytes) bytes to download")
     }
 }
 
@@ -226,6 +225,7 @@ struct StatusCommand: ParsableCommand {
             var checked = false
             var why = ""
             var lastOutcome: CheckOutcome?
+            let keyDocuments = store.followedKeyDocuments()
             if let url {
                 let c = try Client(dataDir: dataDir, bundleDir: bundleDir, countsLaunch: false)
                 defer { c.close() }
@@ -251,6 +251,7 @@ struct StatusCommand: ParsableCommand {
                     ("bundle_version", .int(s.bundleVersion)),
                     ("channel", .string(s.channelPin?.name ?? s.active?.channelName ?? Channel.defaultName)),
                     ("rollout_id", store.existingRolloutID().map { .string($0) } ?? .null),
+                    ("key_documents", .array(keyDocuments.map { .int($0.version) })),
                     ("last_rollback", s.lastRollback.map { r in
                         JSON.object([("from", .int(r.from)), ("to", .int(r.to)), ("reason", .string(r.reason)),
                                      ("time", .string(RFC3339.format(r.time)))])
@@ -293,6 +294,9 @@ struct StatusCommand: ParsableCommand {
                 print("          channel \(name): highest accepted \(mark.highest), \(mark.highestVerified?.description ?? "version 0") verified")
             }
             print("rollout:  id \(store.existingRolloutID() ?? "not created yet (made at the first check of a staged rollout)")")
+            for doc in keyDocuments {
+                print("keys:     key document \(doc.version) followed (signing \(doc.signing.described); expires \(doc.expires.map(RFC3339.format) ?? "never"))")
+            }
             print("disk:     \(formatBytes(bytes)): releases \(formatBytes(usage.releases)), downloads \(formatBytes(usage.downloads))")
             if checked {
                 if let o = lastOutcome, o.manifestVersion > 0 { print("offered:  version \(o.manifestVersion), expires \(expiryLine(o.manifestExpires))") }

@@ -19,27 +19,45 @@ struct Keys: ParsableCommand {
 
     struct Create: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Stage the repository's next key document (unsigned) for the root key holders to sign.")
+            abstract: "Stage the repository's next key document (unsigned) for the root key holders to sign. It starts from the newest document: what is not given is carried over.")
 
         @Option(name: .long, help: "The release repository.") var repo: String
-        @Option(name: .customLong("root-key"), help: "A root key: base64 or a .pub file (repeatable).") var rootKey: [String] = []
-        @Option(name: .customLong("root-threshold"), help: "Root keys needed to sign the next document.") var rootThreshold: Int = 1
-        @Option(name: .customLong("signing-key"), help: "A manifest-signing key: base64 or a .pub file (repeatable).") var signingKey: [String] = []
-        @Option(name: .customLong("signing-threshold"), help: "Signing keys needed on each manifest.") var signingThreshold: Int = 1
+        @Option(name: .customLong("root-key"), help: "A root key: base64 or a .pub file (repeatable; replaces the previous document's root keys).")
+        var rootKey: [String] = []
+        @Option(name: .customLong("root-threshold"), help: "Root keys needed to sign the next document (default: the previous document's, else 1).")
+        var rootThreshold: Int?
+        @Option(name: .customLong("signing-key"), help: "A manifest-signing key: base64 or a .pub file (repeatable; replaces the previous document's signing keys).")
+        var signingKey: [String] = []
+        @Option(name: .customLong("signing-threshold"), help: "Signing keys needed on each manifest (default: the previous document's, else 1).")
+        var signingThreshold: Int?
+        @Flag(name: .long, help: "Allow a document weaker than the previous one: a root key dropped, or a threshold lowered.")
+        var weaken = false
         @Option(name: .long, help: "When clients stop accepting it: a duration (365d) or an RFC 3339 time.") var expires: String = "365d"
         @Option(name: .long, help: "Where to write the staged document (default REPO/keys/staged.json).") var out: String?
 
         func run() throws {
             try cli {
                 let dir = FS.absolute(repo)
-                let root = KeySet(keys: try rootKey.map(readPublicKey), threshold: rootThreshold)
-                let signing = KeySet(keys: try signingKey.map(readPublicKey), threshold: signingThreshold)
-                for (what, set) in [("root", root), ("signing", signing)] {
-                    guard !set.keys.isEmpty, set.keys.count <= KeySet.maxKeys, Set(set.keys).count == set.keys.count else {
+                let previous = try KeyDocuments.newest(repo: dir)
+                func set(_ what: String, _ given: [String], _ threshold: Int?, _ before: KeySet?) throws -> KeySet {
+                    let keys = given.isEmpty ? before?.keys ?? [] : try given.map(readPublicKey)
+                    guard !keys.isEmpty else { throw AssetPatchError(.argument, "--\(what)-key: the first key document needs 1 to \(KeySet.maxKeys) keys") }
+                    guard keys.count <= KeySet.maxKeys, Set(keys).count == keys.count else {
                         throw AssetPatchError(.argument, "--\(what)-key: 1 to \(KeySet.maxKeys) distinct keys")
                     }
-                    guard set.threshold >= 1, set.threshold <= set.keys.count else {
-                        throw AssetPatchError(.argument, "--\(what)-threshold \(set.threshold): from 1 to the number of \(what) keys (\(set.keys.count))")
+                    let t = threshold ?? before?.threshold ?? 1
+                    guard t >= 1, t <= keys.count else {
+                        let carried = threshold == nil && before != nil ? " (carried over from document \(previous!.version))" : ""
+                        throw AssetPatchError(.argument, "--\(what)-threshold \(t)\(carried): from 1 to the number of \(what) keys (\(keys.count)); give --\(what)-threshold")
+                    }
+                    return KeySet(keys: keys, threshold: t)
+                }
+                let root = try set("root", rootKey, rootThreshold, previous?.root)
+                let signing = try set("signing", signingKey, signingThreshold, previous?.signing)
+                if let previous {
+                    let weaker = KeyDocuments.weakenings(from: previous, root: root, signing: signing)
+                    if !weaker.isEmpty && !weaken {
+                        throw AssetPatchError(.argument, "document \(previous.version + 1) would be weaker than document \(previous.version): \(weaker.joined(separator: "; ")); pass --weaken if that is meant")
                     }
                 }
                 let until = RFC3339.parse(expires) ?? parseDuration(expires).map { unixTime() + $0 }
@@ -48,8 +66,9 @@ struct Keys: ParsableCommand {
                 let path = out ?? dir + "/\(KeyDocuments.directoryName)/staged.json"
                 try FS.makeDirectories(FS.parent(of: FS.absolute(path)))
                 try FS.writeAtomically(path, doc.serialized())
-                print("\(path): key document \(doc.version) staged (root \(root.described), signing \(signing.described), expires \(RFC3339.format(until)))")
-                print("needs: " + KeyDocuments.missing(doc, repo: dir).joined(separator: "; "))
+                print("\(path): staged")
+                for line in KeyDocuments.describe(doc, previous: previous) { print(line) }
+                print("it needs: " + KeyDocuments.missing(doc, repo: dir).joined(separator: "; "))
             }
         }
     }
@@ -118,7 +137,11 @@ struct Keys: ParsableCommand {
                     throw AssetPatchError(.argument, "key document 1 follows the keys clients pin: give them with --pinned-key (one must have signed it), or --no-pinned-key when clients pin this document itself (option key_document)")
                 }
                 let written = try KeyDocuments.publish(doc, repo: dir, pinned: try pinnedKey.map(readPublicKey))
-                if document == nil { try? FS.unlink(path) }
+                // The staged copy in the served tree goes, whichever copy was published.
+                let staged = dir + "/\(KeyDocuments.directoryName)/staged.json"
+                if document == nil || (try? KeyDocument.decode(try FS.readFile(staged, limit: KeyDocument.maxBytes), source: staged))?.version == doc.version {
+                    try? FS.unlink(staged)
+                }
                 print("\(written): key document \(doc.version) published; re-sign every channel (assetpatch resign) with \(doc.signing.described)")
                 if doc.version == 1 && pinnedKey.isEmpty {
                     print("note: clients that pin public_keys accept document 1 only if one of their pinned keys signed it; it was published for clients that pin it (key_document)")

@@ -62,6 +62,7 @@ struct Publish: ParsableCommand {
     var chunkSize: Int = Publisher.defaultChunkSize
     @Option(name: .long, help: "Threads compressing files (default: one per processor). The archive is the same whatever the number.")
     var jobs: Int?
+    @Flag(name: .long, help: "Print what was published as JSON.") var json = false
 
     func run() throws {
         try cli {
@@ -107,11 +108,25 @@ struct Publish: ParsableCommand {
                     if option == "--plugin-version" { r.plugins[i].version = value } else { r.plugins[i].abi = value }
                 }
             }
+            if package == nil, !FS.exists(FS.absolute(repo) + "/manifest.json"), ChannelManifests.names(repo: FS.absolute(repo)).isEmpty {
+                printError("warning: the repository's first publish without --package: its package is \"default\", and clients that name theirs (option package, a bundle marker) refuse it; give --package NAME")
+            }
             let done = try Publisher.publish(r)
             let m = done.manifest
             let files = m.files.filter { $0.path != IndexLocation.entryName }
             let total = files.reduce(UInt64(0)) { $0 + $1.size }
             let chunked = done.chunkedFiles > 0 ? " (\(done.chunkedFiles) chunked)" : ""
+            if json {
+                let head = try? ChannelManifests.read(repo: FS.absolute(repo), channel: channel ?? Channel.defaultName)?.head
+                print(JSON.object([("package", .string(m.package ?? "default")), ("version", .int(m.version)),
+                                   ("channel", .string(channel ?? Channel.defaultName)), ("files", .int(Int64(files.count))),
+                                   ("chunked_files", .int(Int64(done.chunkedFiles))), ("bytes", .int(Int64(total))),
+                                   ("archive", .string(done.archivePath)), ("archive_bytes", .int(Int64(done.archiveSize))),
+                                   ("index_pages", .int(Int64(done.indexPages))), ("signed", .bool(!r.seeds.isEmpty)),
+                                   ("rollout", r.rollout.map { .string($0.summary) } ?? .null),
+                                   ("revision", head?["revision"] ?? .null), ("expires", head?["expires"] ?? .null)]).serialized(indent: 2))
+                return
+            }
             print("published \(m.package ?? "default") version \(m.version): \(files.count) files\(chunked), \(total) bytes, archive \(done.archivePath) (\(done.archiveSize) bytes), index \(done.indexPages) pages\(r.seeds.isEmpty ? "" : ", signed")\(channel.map { ", channel \($0)" } ?? "")\(r.rollout.map { ", rollout \($0.summary)" } ?? "")")
         }
     }

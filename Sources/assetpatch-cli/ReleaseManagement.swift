@@ -90,8 +90,13 @@ struct RolloutCommand: ParsableCommand {
             guard Channel.isValid(channel) else { throw AssetPatchError(.argument, "\(channel): not a channel name") }
             guard halt || percent != nil else { throw AssetPatchError(.argument, "give --percent P or --halt") }
             var rollout = try parseRollout(percent: percent, schedule: schedule, halt: halt)
+            let dir = FS.absolute(repo)
+            guard let current = try ChannelManifests.read(repo: dir, channel: channel) else {
+                throw AssetPatchError(.argument, "channel \"\(channel)\" has no manifest in \(repo)")
+            }
+            rollout = RolloutChange.adjust(rollout, current: current, halt: halt, scheduleGiven: schedule != nil).map { warn($0) } ?? rollout
             if let r = rollout, r.percent == 100, r.schedule.isEmpty { rollout = nil }
-            let release = try ChannelManifests.rewrite(repo: FS.absolute(repo), channel: channel, rollout: rollout, keepRollout: false,
+            let release = try ChannelManifests.rewrite(repo: dir, channel: channel, rollout: rollout, keepRollout: false,
                                                        expiry: try signing.expiry(default: .keep), seeds: try signing.seeds())
             print("channel \(channel): version \(release.version) offered to \(rollout?.summary ?? "every client")\(signing.key.isEmpty ? "" : ", signed")")
         }
@@ -115,5 +120,47 @@ struct Resign: ParsableCommand {
                 print("channel \(name): version \(r.version) signed anew")
             }
         }
+    }
+}
+
+func warn(_ change: RolloutChange) -> Rollout? {
+    for line in change.notes { printError("note: " + line) }
+    return change.rollout
+}
+
+/// What a rollout change keeps of the rollout it replaces, and what it says about it: the steps
+/// of a schedule still ahead that raise the new share are kept (`rollout --percent 25` on a
+/// schedule going to 50% and 100% keeps them); a halt drops the schedule; narrowing a release
+/// every client was offered holds back only those that have not installed it.
+struct RolloutChange {
+    var rollout: Rollout?
+    var notes: [String]
+
+    static func adjust(_ new: Rollout?, current: ChannelRelease, halt: Bool, scheduleGiven: Bool) -> RolloutChange? {
+        let now = unixTime()
+        let before = current.rollout
+        var notes: [String] = []
+        var result = new
+        let ahead = before?.schedule.filter { $0.at > now } ?? []
+        if halt {
+            if !ahead.isEmpty { notes.append("the schedule's steps still ahead (\(steps(ahead))) are dropped: a halt holds until a rollout command raises it") }
+            notes.append("clients that installed version \(current.version) keep it (their check says current); to take it back, publish a rollback release (a new version with the previous content)")
+        } else if var r = new, !scheduleGiven, !ahead.isEmpty {
+            let kept = ahead.filter { $0.percent > r.percent }
+            let dropped = ahead.filter { $0.percent <= r.percent }
+            r.schedule = kept
+            result = r
+            if !kept.isEmpty { notes.append("the schedule's steps still ahead that raise \(Rollout.format(r.percent))% are kept: \(steps(kept))") }
+            if !dropped.isEmpty { notes.append("steps at or below \(Rollout.format(r.percent))% are dropped: \(steps(dropped))") }
+        }
+        let share = before?.percent(at: now) ?? 100
+        if let r = result ?? (halt ? Rollout(percent: 0) : nil), r.percent(at: now) < share, !halt {
+            notes.append("version \(current.version) was offered to \(Rollout.format(share))% of clients: those that installed it keep it; the narrower share holds back only those that have not")
+        }
+        return notes.isEmpty && result == new ? nil : RolloutChange(rollout: result, notes: notes)
+    }
+
+    private static func steps(_ s: [Rollout.Step]) -> String {
+        s.map { "\(RFC3339.format($0.at))=\(Rollout.format($0.percent))%" }.joined(separator: ", ")
     }
 }

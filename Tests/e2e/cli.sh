@@ -51,7 +51,7 @@ expect "check finds version 1" 0 "$cli" check --data-dir "$work/data" --url "$ur
 expect "update installs it" 0 "$cli" update --data-dir "$work/data" --bundle-dir "$work/bundle" --url "$url"
 assert "update without a terminal prints one line per phase" bash -c "grep -q '^download' '$work/err' && grep -q '^install' '$work/err'"
 expect "check exits 2 when there is nothing new" 2 "$cli" check --data-dir "$work/data" --url "$url"
-expect "update with nothing new exits 0" 0 "$cli" update --data-dir "$work/data" --url "$url"
+expect "update with nothing new exits 2 (current)" 2 "$cli" update --data-dir "$work/data" --url "$url"
 expect "resolve prints paths" 0 "$cli" resolve --data-dir "$work/data" --bundle-dir "$work/bundle" hello.txt sub/noise.bin
 assert "resolved file is the published one" cmp -s "$(sed -n 2p "$work/out")" "$work/src/sub/noise.bin"
 expect "resolve of a missing name exits 3" 3 "$cli" resolve --data-dir "$work/data" nothing.txt
@@ -93,7 +93,7 @@ expect "rollback from d2" 0 "$cli" rollback --data-dir "$work/ddata"
 assert "rollback names the version now served" grep -q "rolled back to version 1" "$work/out"
 expect "status after the rollback" 0 "$cli" status --data-dir "$work/ddata" --json
 assert "status shows the bad version, the rollback and no launch counted" python3 -c "import json,sys; s=json.load(open('$work/out')); sys.exit(s['active']!=1 or s['bad']!=[2] or s['last_rollback']['from']!=2 or s['launches']!=0)"
-expect "update skips the bad version" 0 "$cli" update --data-dir "$work/ddata" --url "file://$work/drepo/manifest.json"
+expect "update skips the bad version (exit 6)" 6 "$cli" update --data-dir "$work/ddata" --url "file://$work/drepo/manifest.json"
 assert "still version 1: the bad version is skipped" grep -q "no update: the manifest offers version 2, which was rolled back from" "$work/out"
 expect "mark-good" 0 "$cli" mark-good --data-dir "$work/ddata"
 expect "rollback to the bundle" 0 "$cli" rollback --data-dir "$work/ddata"

@@ -59,7 +59,7 @@ for i in $(seq 1 40); do
 done
 assert "40 clients: exactly those the formula picks took version 3 ($inside in, $outside out)" test $inside -ge 0
 expect "halt the rollout" 0 "$cli" rollout --repo "$repo" --halt --key "$work/publisher/pinned.key"
-expect "a new client gets nothing while halted" 0 "$cli" update --data-dir "$work/late" --url "file://$repo/head.json" --rollout-id client-x "${trust[@]}"
+expect "a new client gets nothing while halted (exit 4)" 4 "$cli" update --data-dir "$work/late" --url "file://$repo/head.json" --rollout-id client-x "${trust[@]}"
 assert "... and is told it is halted" grep -q "is halted" "$work/out"
 expect "status of a client shows its rollout id" 0 "$cli" status --data-dir "$work/fleet/1"
 assert "... client-1 is not written (ids given by option are the host's)" bash -c "! grep -q client-1 '$work/out'"
@@ -102,7 +102,7 @@ expect "keys show checks the chain" 0 "$cli" keys show --repo "$repo"
 assert "... two documents" test "$(grep -c '^version ' "$work/out")" = 2
 cp -r "$repo" "$work/stolen"
 expect "re-sign with signing key 2" 0 "$cli" resign --repo "$repo" --key "$work/publisher/signing-2.key"
-expect "the client learns document 2" 0 "$cli" update --data-dir "$work/late" --url "file://$repo/head.json" "${trust[@]}"
+expect "the client learns document 2 (and is current: exit 2)" 2 "$cli" update --data-dir "$work/late" --url "file://$repo/head.json" "${trust[@]}"
 # Someone holding the rotated-out key signs a release in a copy without document 2.
 rm "$work/stolen/keys/2.json"
 echo "evil" >"$work/src/level.txt"

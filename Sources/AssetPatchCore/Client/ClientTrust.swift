@@ -83,3 +83,14 @@ extension Client {
         }
     }
 }
+
+extension Client {
+    /// The key document manifests are judged by now, for this client's trust anchor: the newest
+    /// followed and kept, else the pinned document (version 0: the pinned `public_keys`); nil
+    /// when the client verifies nothing.
+    package var keyDocumentInForce: KeyDocument? {
+        guard let anchor = configuration.trustAnchor else { return nil }
+        if let kept = store.keptKeyDocument(anchor: anchor), kept.version > anchor.version { return kept }
+        return anchor
+    }
+}

@@ -25,10 +25,12 @@ extension Updater {
                 }
                 // A 304 that does not say which of several copies it means: ask again, plainly.
                 log(1, "GET \(URLs.redacted(url)): 304 without an ETag naming a kept copy; fetching the manifest")
-                store.dropCachedManifests()
+                if !readOnly { store.dropCachedManifests() }
                 return try fetchManifest()
             }
-            if let validators = Validators.reusable(r.head) {
+            if readOnly {
+                // A look changes nothing: no copy is kept.
+            } else if let validators = Validators.reusable(r.head) {
                 var updated = cache ?? ManifestCache(url: url, entries: [])
                 updated.insert(ManifestCache.Entry(finalURL: r.head.effectiveURL, validators: validators, bytes: body))
                 store.cacheManifests(updated)
@@ -195,10 +197,22 @@ extension Updater {
         return Candidate(manifest: manifest, archive: archive, version: v, releaseID: releaseID)
     }
 
+    /// This client's rollout id: the option's, else the data directory's (created at the first
+    /// need; a look that changes nothing uses one drawn for it alone when none exists yet, and
+    /// says so).
+    private func rolloutID() throws -> String {
+        if let id = config.rolloutID { return id }
+        guard readOnly else { return try store.rolloutID() }
+        if let id = store.existingRolloutID() { return id }
+        log(1, "this data directory has no rollout id yet (one is drawn at its first check): a random one stands in for this look")
+        var rng = SystemRandomNumberGenerator()
+        return Hex.encode((0..<16).map { _ in UInt8.random(in: 0...255, using: &rng) })
+    }
+
     /// Whether the manifest's rollout (if any) includes this client now.
     private func rolloutIncludes(_ manifest: Manifest) throws -> Bool {
         guard let rollout = manifest.rollout else { return true }
-        let id = try config.rolloutID ?? store.rolloutID()
+        let id = try rolloutID()
         let bucket = Rollout.bucket(package: manifest.package ?? "default", version: manifest.version, rolloutID: id)
         return Rollout.takes(bucket: bucket, percent: rollout.percent(at: unixTime()))
     }
@@ -207,7 +221,7 @@ extension Updater {
     private func isInRollout(_ manifest: Manifest, source: String) throws -> Bool {
         guard let rollout = manifest.rollout else { return true }
         let percent = rollout.percent(at: unixTime())
-        let id = try config.rolloutID ?? store.rolloutID()
+        let id = try rolloutID()
         let bucket = Rollout.bucket(package: manifest.package ?? "default", version: manifest.version, rolloutID: id)
         rolloutSeen = (Rollout.basisPoints(percent), bucket)
         guard Rollout.takes(bucket: bucket, percent: percent) else {

@@ -84,6 +84,19 @@ package enum KeyDocuments {
 }
 
 extension KeyDocuments {
+    /// How a document with `root` and `signing` would be weaker than `previous`: root keys
+    /// dropped, thresholds lowered. Signing keys replaced are a rotation, not a weakening.
+    package static func weakenings(from previous: KeyDocument, root: KeySet, signing: KeySet) -> [String] {
+        var out: [String] = []
+        let dropped = previous.root.keys.filter { !root.keys.contains($0) }
+        if !dropped.isEmpty { out.append("root key\(dropped.count == 1 ? "" : "s") \(dropped.map(Ed25519.keyID).joined(separator: ", ")) dropped") }
+        if root.threshold < previous.root.threshold { out.append("root threshold lowered from \(previous.root.threshold) to \(root.threshold)") }
+        if signing.threshold < previous.signing.threshold {
+            out.append("signing threshold lowered from \(previous.signing.threshold) to \(signing.threshold)")
+        }
+        return out
+    }
+
     /// A document as a root-key holder must see it before signing: its version and expiry, each
     /// role's keys (by id) and threshold, and what changes from `previous`.
     package static func describe(_ doc: KeyDocument, previous: KeyDocument?) -> [String] {

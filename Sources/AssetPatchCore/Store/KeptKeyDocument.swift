@@ -13,6 +13,18 @@ extension Store {
         read(keptKeyDocumentPath(anchor: anchor), anchor: anchor) ?? read(legacyKeptKeyDocumentPath, anchor: anchor)
     }
 
+    /// Every key document kept, one per trust anchor a client of this data directory followed
+    /// documents from (for `assetpatch status`).
+    package func followedKeyDocuments() -> [KeyDocument] {
+        var paths = ((try? FS.list(keyDocumentsDir)) ?? []).sorted().filter { $0.hasSuffix(".json") }.map { keyDocumentsDir + "/" + $0 }
+        if FS.exists(legacyKeptKeyDocumentPath) { paths.append(legacyKeptKeyDocumentPath) }
+        return paths.compactMap { path in
+            guard let bytes = try? FS.readFile(path, limit: KeyDocument.maxBytes + 4096, followLinks: false),
+                  let envelope = (try? JSONParser.parse(bytes))?["document"] else { return nil }
+            return try? KeyDocument.decode(Array(envelope.serialized(indent: 0).utf8), source: path)
+        }
+    }
+
     private func read(_ path: String, anchor: KeyDocument) -> KeyDocument? {
         guard let bytes = try? FS.readFile(path, limit: KeyDocument.maxBytes + 4096, followLinks: false),
               let json = try? JSONParser.parse(bytes), json["anchor"]?.string == anchor.identity,

@@ -6,27 +6,42 @@ import Glibc
 /// only its new pages. Pages are checked against their name when read, as when they arrived.
 package struct PageStore {
     let dir: String
+    /// A look that changes nothing (`status`, `inspect`): pages fetched are held here, not
+    /// stored.
+    private let memory: PageMemory?
 
-    init(_ store: Store) { dir = store.root + "/index" }
+    final class PageMemory: @unchecked Sendable {  // one updater's thread
+        var pages: [String: [UInt8]] = [:]
+    }
+
+    init(_ store: Store, readOnly: Bool = false) {
+        dir = store.root + "/index"
+        memory = readOnly ? PageMemory() : nil
+    }
 
     func path(_ ref: PageRef) -> String { dir + "/" + ref.hex }
 
-    func has(_ ref: PageRef) -> Bool { FS.isRegularFile(path(ref)) }
+    func has(_ ref: PageRef) -> Bool { memory?.pages[ref.hex] != nil || FS.isRegularFile(path(ref)) }
 
     /// The page's bytes, checked against its sha256; nil when missing or damaged (a damaged one
     /// is removed, and fetched again).
     func load(_ ref: PageRef) -> [UInt8]? {
+        if let held = memory?.pages[ref.hex] { return held }
         guard let bytes = try? FS.readFile(path(ref), limit: IndexPage.maxBytes, followLinks: false) else { return nil }
         guard let d = try? Digest(.sha256) else { return nil }
         d.update(bytes)
         guard d.finalBytes() == ref.sha256 else {
-            try? FS.unlink(path(ref))
+            if memory == nil { try? FS.unlink(path(ref)) }
             return nil
         }
         return bytes
     }
 
     func save(_ bytes: [UInt8], _ ref: PageRef) throws {
+        if let memory {
+            memory.pages[ref.hex] = bytes
+            return
+        }
         try FS.makeDirectories(dir)
         try FS.writeAtomically(path(ref), bytes)
     }

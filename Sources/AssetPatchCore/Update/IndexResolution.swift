@@ -16,15 +16,23 @@ extension Updater {
     /// archive when differential updates are on and the server answers ranges; otherwise (or
     /// when it does not) from the whole archive, downloaded (resumable, verified against the
     /// head's digest) — the install then uses that download. The index's total size is held
-    /// to `max_release_bytes` as a format-1 manifest's files are.
-    func readIndex(_ c: inout Candidate) throws {
-        guard c.manifest.kind == .format2, c.index == nil else { return }
+    /// to `max_release_bytes` as a format-1 manifest's files are. `mayDownload` false (a check,
+    /// a look): no archive byte is fetched but the index's own ranges; when those cannot be
+    /// had, returns why the update would download the whole archive instead.
+    @discardableResult
+    func readIndex(_ c: inout Candidate, mayDownload: Bool = true) throws -> String? {
+        guard c.manifest.kind == .format2, c.index == nil else { return nil }
         if config.differential {
             do {
                 try resolveIndex(&c, from: c.archive)
             } catch let f as DifferentialFallback {
+                guard mayDownload else {
+                    return "the host does not answer range requests as asked (\(f.message)): an update downloads the whole archive and reads the release index from it"
+                }
                 log(2, "\(f.message); reading the release index from the whole archive")
             }
+        } else if !mayDownload {
+            return "differential=off: an update downloads the whole archive"
         }
         if c.index == nil {
             let archive = try fetch(c, try download(for: c))
@@ -36,6 +44,7 @@ extension Updater {
         if let index = c.index, index.newPages > 0 {
             log(1, "release index: \(index.files.count) files (\(index.chunks.count) chunked); \(index.newPages) new index pages, \(index.fetchedBytes) bytes transferred")
         }
+        return nil
     }
 
     /// Reads the candidate's release index (`IndexReader.walk`): the pages the page store lacks
@@ -45,7 +54,7 @@ extension Updater {
     /// candidate's files and chunk lists.
     func resolveIndex(_ c: inout Candidate, from source: Location) throws {
         guard let index = c.manifest.index, c.index == nil else { return }
-        let pages = PageStore(store)
+        let pages = PageStore(store, readOnly: readOnly)
         let shown = source.shown
         let fetcher = PageFetch(source: source, archiveSize: c.manifest.archiveSize ?? 0, http: http, cancel: cancel, pages: pages)
         var moved: UInt64 = 0, newPages = 0

@@ -170,15 +170,21 @@ final class Updater {
     /// What an update would do now (`assetpatch_check`, `assetpatch status`): the release it
     /// would install, how, and the bytes it would transfer. `state` gets the manifest's
     /// acceptance (package pin, mark).
+    /// A check never downloads the archive: when the index cannot be read by range, the
+    /// preview is the whole archive, and why.
     func preview(_ state: inout StoreState) throws -> UpdatePreview? {
         guard var candidate = try evaluate(&state) else { return nil }
-        try readIndex(&candidate)
+        let unread = try readIndex(&candidate, mayDownload: false)
         let archiveBytes = candidate.manifest.archiveSize ?? 0
         let m = candidate.manifest
         var summary = ReleaseSummary(version: candidate.version, created: m.created, label: m.label, notes: m.notes,
                                      mandatory: m.mandatory, signatureVerified: m.signatureVerified, markedGood: false)
         summary.channel = m.channelName
         summary.rolloutBasisPoints = m.rollout.map { Rollout.basisPoints($0.percent(at: unixTime())) }
+        if let unread {
+            return UpdatePreview(candidate: summary, wholeArchiveReason: unread, transferBytes: try transferEstimate(download(for: candidate)),
+                                 archiveBytes: archiveBytes, requests: 1)
+        }
         switch try chooseRoute(candidate, state) {
         case let .differential(plan):
             var p = UpdatePreview(candidate: summary, wholeArchiveReason: nil, transferBytes: plan.fetchBytes,

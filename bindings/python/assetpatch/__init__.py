@@ -12,7 +12,7 @@ import enum
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Type
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Type, Union
 
 from . import _ffi
 
@@ -278,7 +278,7 @@ class Client:
     """
 
     def __init__(self, data_dir: str, bundle_dir: Optional[str] = None, *, manifest_url: Optional[str] = None,
-                 public_keys: Iterable[str] = (), app_version: Optional[str] = None, variants: Iterable[str] = (),
+                 public_keys: Iterable[str] = (), app_version: Optional[str] = None, variants: Union[str, Iterable[str]] = (),
                  apply: str = "immediate", headers: Iterable[str] = (), **options: Any) -> None:
         lib = _library()
         self._lib = lib
@@ -303,9 +303,11 @@ class Client:
                 self.set("public_keys", ",".join(keys))
             if app_version is not None:
                 self.set("app_version", app_version)
-            v = list(variants)
+            # A string is the C API's form ("@3x,@2x,"); a list is joined into it. Either way the
+            # plain name is tried only where an empty item says so: ["@2x", ""].
+            v = variants if isinstance(variants, str) else ",".join(variants)
             if v:
-                self.set("variants", ",".join(v))
+                self.set("variants", v)
             self.set("apply", apply)
             ca = _system_ca_bundle()
             if ca is not None and "ca_file" not in options:

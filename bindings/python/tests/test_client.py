@@ -147,6 +147,22 @@ def test_the_wheels_cli_gets_the_systems_ca_bundle(tmp_path, monkeypatch):
     assert launcher.ca_environment() == {}
 
 
+def test_variants_take_the_c_string_or_a_list(tmp_path):
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    for name in ("logo.png", "logo@2x.png", "plain.txt"):
+        (bundle / name).write_text(name)
+    for variants in ("@2x,", ["@2x", ""], ("@2x", "")):
+        with assetpatch.Client(tmp_path / "data", bundle, variants=variants) as c:
+            assert c.resolve("logo.png").endswith("logo@2x.png"), variants
+            assert c.resolve("plain.txt").endswith("plain.txt"), variants
+    # Without the empty item the plain name is not tried: on purpose, and documented.
+    with assetpatch.Client(tmp_path / "data", bundle, variants=["@2x"]) as c:
+        assert c.resolve("logo.png").endswith("logo@2x.png")
+        with pytest.raises(assetpatch.NotFoundError):
+            c.resolve("plain.txt")
+
+
 def test_library_discovery_names_what_it_tried(tmp_path):
     code = "import assetpatch\ntry:\n    assetpatch.library_version()\nexcept assetpatch.LibraryNotFound as e:\n    print(e)\n"
     env = dict(os.environ, ASSETPATCH_LIBRARY=str(tmp_path / "nope.so"), PKG_CONFIG_PATH=str(tmp_path), LD_LIBRARY_PATH="")

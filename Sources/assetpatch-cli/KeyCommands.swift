@@ -124,6 +124,7 @@ struct Keys: ParsableCommand {
         @Argument(help: "The staged document (default REPO/keys/staged.json).") var document: String?
         @Option(name: .customLong("pinned-key"), help: "For the first document: a key clients pin in public_keys (repeatable); one of them must have signed it.")
         var pinnedKey: [String] = []
+        @Flag(name: .customLong("dry-run"), help: "Check the document as publishing would; write nothing.") var dryRun = false
         @Flag(name: .customLong("no-pinned-key"),
               help: "The first document for clients that pin a key document (option key_document), not public_keys: no pinned key signed it.")
         var noPinnedKey = false
@@ -136,7 +137,11 @@ struct Keys: ParsableCommand {
                 if doc.version == 1 && KeyDocuments.versions(repo: dir).isEmpty && pinnedKey.isEmpty && !noPinnedKey {
                     throw AssetPatchError(.argument, "key document 1 follows the keys clients pin: give them with --pinned-key (one must have signed it), or --no-pinned-key when clients pin this document itself (option key_document)")
                 }
-                let written = try KeyDocuments.publish(doc, repo: dir, pinned: try pinnedKey.map(readPublicKey))
+                let written = try KeyDocuments.publish(doc, repo: dir, pinned: try pinnedKey.map(readPublicKey), dryRun: dryRun)
+                if dryRun {
+                    print("would publish \(written): key document \(doc.version) follows the chain and meets its thresholds")
+                    return
+                }
                 // The staged copy in the served tree goes, whichever copy was published.
                 let staged = dir + "/\(KeyDocuments.directoryName)/staged.json"
                 if document == nil || (try? KeyDocument.decode(try FS.readFile(staged, limit: KeyDocument.maxBytes), source: staged))?.version == doc.version {

@@ -41,7 +41,8 @@ struct AssetPatchCommand: ParsableCommand {
         commandName: "assetpatch",
         abstract: "Publish hot-updatable resource releases and drive the assetpatch client.",
         version: AssetPatchVersion.string,
-        subcommands: [Keygen.self, Publish.self, Promote.self, RolloutCommand.self, Resign.self, Keys.self, Verify.self, Inspect.self,
+        subcommands: [Keygen.self, Publish.self, Promote.self, RolloutCommand.self, Resign.self, RollbackRelease.self, Plan.self, Keys.self,
+                      Verify.self, Inspect.self,
                       Update.self, Check.self, Resolve.self, StatusCommand.self, MarkGood.self, Rollback.self, Reset.self, StampBundle.self]
     )
 

@@ -14,6 +14,7 @@ struct Keygen: ParsableCommand {
             try FS.writeAtomically(out, Array((Base64.encode(seed) + "\n").utf8), mode: 0o600)
             try FS.writeAtomically(out + ".pub", Array((Base64.encode(pub) + "\n").utf8))
             print(Base64.encode(pub))
+            printError("key id \(Ed25519.keyID(pub)) (errors and key documents name keys by it); private key \(out) (0600), public key \(out).pub")
         }
     }
 }
@@ -63,6 +64,8 @@ struct Publish: ParsableCommand {
     @Option(name: .long, help: "Threads compressing files (default: one per processor). The archive is the same whatever the number.")
     var jobs: Int?
     @Flag(name: .long, help: "Print what was published as JSON.") var json = false
+    @Flag(name: .customLong("dry-run"), help: "Check everything and build the archive to report its size; change nothing in the repository.")
+    var dryRun = false
 
     func run() throws {
         try cli {
@@ -74,6 +77,7 @@ struct Publish: ParsableCommand {
             r.chunkThreshold = chunkThreshold
             r.chunkSize = chunkSize
             r.seeds = try signing.seeds()
+            r.dryRun = dryRun
             r.expiry = try signing.expiry(default: .standard)
             r.channel = channel
             r.rollout = try parseRollout(percent: rollout, schedule: rolloutSchedule, halt: false)
@@ -127,7 +131,7 @@ struct Publish: ParsableCommand {
                                    ("revision", head?["revision"] ?? .null), ("expires", head?["expires"] ?? .null)]).serialized(indent: 2))
                 return
             }
-            print("published \(m.package ?? "default") version \(m.version): \(files.count) files\(chunked), \(total) bytes, archive \(done.archivePath) (\(done.archiveSize) bytes), index \(done.indexPages) pages\(r.seeds.isEmpty ? "" : ", signed")\(channel.map { ", channel \($0)" } ?? "")\(r.rollout.map { ", rollout \($0.summary)" } ?? "")")
+            print("\(dryRun ? "would have " : "")published \(m.package ?? "default") version \(m.version): \(files.count) files\(chunked), \(total) bytes, archive \(done.archivePath) (\(done.archiveSize) bytes), index \(done.indexPages) pages\(r.seeds.isEmpty ? "" : ", signed")\(channel.map { ", channel \($0)" } ?? "")\(r.rollout.map { ", rollout \($0.summary)" } ?? "")")
         }
     }
 }
@@ -203,7 +207,8 @@ struct Verify: ParsableCommand {
                 let r = try HeadCheck.verify(head, archive: archivePath, formatOneFiles: m.files, source: headPath)
                 detail = "; head.json: \(r.pages) index pages, \(r.chunks) chunks of \(r.chunkedFiles) chunked files verified"
             }
-            let signed = m.signatureVerified ? ", signature verified (\(signing?.described ?? ""))" : ""
+            let signed = m.signatureVerified ? ", signature verified (\(signing?.described ?? ""))"
+                : "; no signature was checked (give --public-key or --public-key-file: the keys clients pin)"
             let count = m.files.filter { $0.path != IndexLocation.entryName }.count
             print("ok: \(m.package ?? "default") version \(m.version), \(count) files verified\(signed)\(detail)")
         }
@@ -215,7 +220,7 @@ struct Inspect: ParsableCommand {
 
     @Argument(help: "A release repository directory or a manifest URL.") var target: String
     @Flag(name: .long, help: "Print the decoded manifest as JSON.") var json = false
-    @Option(name: .customLong("data-dir"), help: "A client's data directory: also show what an update of it would fetch (nothing is downloaded or changed but a head's index pages, kept for the update).")
+    @Option(name: .customLong("data-dir"), help: "A client's data directory: also show what an update of it would fetch (nothing is downloaded, nothing in it changes).")
     var dataDir: String?
     @Option(name: .customLong("bundle-dir"), help: "With --data-dir: the app's shipped resources.") var bundleDir: String?
 

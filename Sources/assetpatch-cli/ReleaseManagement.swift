@@ -60,14 +60,15 @@ struct Promote: ParsableCommand {
     @OptionGroup var signing: SigningOptions
     @Option(name: .long, help: "Offer it to this share of --to's clients only.") var rollout: String?
     @Option(name: .customLong("rollout-schedule"), help: "WHEN=PERCENT,... as for publish.") var rolloutSchedule: String?
+    @Flag(name: .customLong("dry-run"), help: "Check and show what would be signed; change nothing.") var dryRun = false
 
     func run() throws {
         try cli {
             for c in [from, to] where !Channel.isValid(c) { throw AssetPatchError(.argument, "\(c): not a channel name") }
             let r = try ChannelManifests.promote(repo: FS.absolute(repo), from: from, to: to, version: version,
                                                  rollout: try parseRollout(percent: rollout, schedule: rolloutSchedule, halt: false),
-                                                 expiry: try signing.expiry(default: .keep), seeds: try signing.seeds())
-            print("channel \(to) offers \(r.package) version \(r.version) (archive \(r.archiveSHA.prefix(16))…) from channel \(from)\(signing.key.isEmpty ? "" : ", signed")")
+                                                 expiry: try signing.expiry(default: .keep), seeds: try signing.seeds(), dryRun: dryRun)
+            print("\(dryRun ? "would: " : "")channel \(to) offers \(r.package) version \(r.version) (archive \(r.archiveSHA.prefix(16))…) from channel \(from)\(signing.key.isEmpty ? "" : ", signed")\(signedLine(r))")
         }
     }
 }
@@ -84,6 +85,7 @@ struct RolloutCommand: ParsableCommand {
     @Option(name: .long, help: "WHEN=PERCENT,... raising the share over time (WHEN: 30m, 12h, 2d, or an RFC 3339 time).") var schedule: String?
     @Flag(name: .long, help: "Stop offering the release to clients that don't have it (share 0).") var halt = false
     @OptionGroup var signing: SigningOptions
+    @Flag(name: .customLong("dry-run"), help: "Check and show what would be signed; change nothing.") var dryRun = false
 
     func run() throws {
         try cli {
@@ -97,8 +99,8 @@ struct RolloutCommand: ParsableCommand {
             rollout = RolloutChange.adjust(rollout, current: current, halt: halt, scheduleGiven: schedule != nil).map { warn($0) } ?? rollout
             if let r = rollout, r.percent == 100, r.schedule.isEmpty { rollout = nil }
             let release = try ChannelManifests.rewrite(repo: dir, channel: channel, rollout: rollout, keepRollout: false,
-                                                       expiry: try signing.expiry(default: .keep), seeds: try signing.seeds())
-            print("channel \(channel): version \(release.version) offered to \(rollout?.summary ?? "every client")\(signing.key.isEmpty ? "" : ", signed")")
+                                                       expiry: try signing.expiry(default: .keep), seeds: try signing.seeds(), dryRun: dryRun)
+            print("\(dryRun ? "would: " : "")channel \(channel): version \(release.version) offered to \(rollout?.summary ?? "every client")\(signing.key.isEmpty ? "" : ", signed")\(signedLine(release))")
         }
     }
 }
@@ -110,14 +112,16 @@ struct Resign: ParsableCommand {
     @Option(name: .long, help: "The release repository.") var repo: String
     @Option(name: .long, help: "The channel (default: every channel).") var channel: String?
     @OptionGroup var signing: SigningOptions
+    @Flag(name: .customLong("dry-run"), help: "Check and show what would be signed; change nothing.") var dryRun = false
 
     func run() throws {
         try cli {
             let dir = FS.absolute(repo)
             let seeds = try signing.seeds(), expiry = try signing.expiry(default: .keep)
             for name in channel.map({ [$0] }) ?? ChannelManifests.names(repo: dir) {
-                let r = try ChannelManifests.rewrite(repo: dir, channel: name, rollout: nil, keepRollout: true, expiry: expiry, seeds: seeds)
-                print("channel \(name): version \(r.version) signed anew")
+                let out = try ChannelManifests.rewrite(repo: dir, channel: name, rollout: nil, keepRollout: true, expiry: expiry,
+                                                       seeds: seeds, dryRun: dryRun)
+                print("\(dryRun ? "would: " : "")channel \(name): version \(out.version) signed anew\(signedLine(out))")
             }
         }
     }
@@ -162,5 +166,35 @@ struct RolloutChange {
 
     private static func steps(_ s: [Rollout.Step]) -> String {
         s.map { "\(RFC3339.format($0.at))=\(Rollout.format($0.percent))%" }.joined(separator: ", ")
+    }
+}
+
+/// What a signing wrote (or would): the revision and the expiry.
+func signedLine(_ r: ChannelRelease) -> String {
+    let revision = r.manifest["revision"]?.int64.map { ", revision \($0)" } ?? ""
+    let expires = r.manifest["expires"]?.string.map { ", expires \($0)" } ?? ", expires never"
+    return revision + expires
+}
+
+struct RollbackRelease: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rollback-release",
+        abstract: "Publish the next version carrying an earlier version's archive (from the history): clients on a bad release take it as an update.")
+
+    @Option(name: .long, help: "The release repository.") var repo: String
+    @Option(name: .long, help: "The earlier version whose content the new version carries.") var to: Int64
+    @Option(name: .long, help: "The channel (default: stable).") var channel: String = Channel.defaultName
+    @Option(name: .long, help: "Offer it to this share of clients only.") var rollout: String?
+    @OptionGroup var signing: SigningOptions
+    @Flag(name: .customLong("dry-run"), help: "Check and show what would be published; change nothing.") var dryRun = false
+
+    func run() throws {
+        try cli {
+            guard Channel.isValid(channel) else { throw AssetPatchError(.argument, "\(channel): not a channel name") }
+            let r = try ChannelManifests.rollbackRelease(repo: FS.absolute(repo), channel: channel, to: to,
+                                                         rollout: try parseRollout(percent: rollout, schedule: nil, halt: false),
+                                                         expiry: try signing.expiry(default: .keep), seeds: try signing.seeds(), dryRun: dryRun)
+            print("\(dryRun ? "would: " : "")channel \(channel) offers version \(r.version) carrying version \(to)'s archive (\(r.archiveSHA.prefix(16))…)\(signing.key.isEmpty ? "" : ", signed")\(signedLine(r))")
+        }
     }
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Facts written once in the header and repeated elsewhere, checked against it: the version
 (Python package, pkg-config, the CMake package, the shared object's file name, the CLI) and the
-status codes (the Swift core's enum, the Python package's enum, the README's table).
+status codes (the Swift core's enum, the Python package's enum, the README's table); and the
+README's synopsis of the command-line tool, checked against the tool's own --help.
 
     consistency.py ROOT PREFIX        closes with "N passed, N failed"
 """
@@ -19,6 +20,41 @@ def header_facts(root):
     enum = re.search(r"typedef enum assetpatch_status \{(.*?)\} assetpatch_status;", h, re.S).group(1)
     statuses = {name: int(value) for name, value in re.findall(r"(ASSETPATCH_[A-Z_]+)\s*=\s*(-?\d+)", enum)}
     return parts, string, statuses
+
+
+def help_of(cli, words):
+    """The subcommands and the --options the tool's help lists for `assetpatch WORDS`."""
+    text = subprocess.run([cli, *words, "--help"], capture_output=True, text=True).stdout
+    options = set(re.findall(r"(--[a-z][a-z0-9-]*)", text)) - {"--help"}
+    subs = set()
+    if "SUBCOMMANDS:" in text:
+        part = text.split("SUBCOMMANDS:", 1)[1]
+        subs = {m for m in re.findall(r"^  ([a-z][a-z-]*)\b", part, re.M) if m != "help"}
+    return subs, options
+
+
+def synopsis_checks(readme, cli):
+    """Every command of the tool has a line in the README's synopsis, and every option a line
+    names is one the command takes (the synopsis need not list every option)."""
+    block = re.search(r"## Command-line tool\n\n```text\n(.*?)```", readme, re.S).group(1)
+    lines, current = {}, None
+    for line in block.splitlines():
+        m = re.match(r"assetpatch ((?:keys )?[a-z-]+)", line)
+        if m:
+            current = m.group(1)
+            lines.setdefault(current, "")
+        if current:
+            lines[current] += " " + line
+    top, _ = help_of(cli, [])
+    commands = set()
+    for sub in top:
+        inner, _ = help_of(cli, [sub])
+        commands |= {f"{sub} {s}" for s in inner} if inner else {sub}
+    yield "every command has a line in the README's synopsis", commands <= set(lines), sorted(commands - set(lines))
+    for command, text in sorted(lines.items()):
+        _, options = help_of(cli, command.split())
+        named = set(re.findall(r"(--[a-z][a-z0-9-]*)", text))
+        yield f"README synopsis of {command}: its options exist", named <= options, sorted(named - options)
 
 
 def main():
@@ -59,6 +95,9 @@ def main():
     readme = open(os.path.join(root, "README.md")).read()
     table = {name: int(code) for code, name in re.findall(r"^\| *(-?\d+) *\| *`(ASSETPATCH_[A-Z_]+)` *\|", readme, re.M)}
     check("README status table matches the header", table == statuses, set(table.items()) ^ set(statuses.items()))
+
+    for name, ok, detail in synopsis_checks(readme, os.path.join(prefix, "bin", "assetpatch")):
+        check(name, ok, detail)
 
     print(f"{sum(results)} passed, {len(results) - sum(results)} failed")
     return 0 if all(results) else 1

@@ -85,7 +85,7 @@ def test_a_check_moves_no_archive_bytes_from_a_host_without_ranges(tmp_path, htt
 def test_status_and_inspect_change_nothing_in_the_data_directory(tmp_path, http_server):
     repo, src = http_server["root"] / "repo", tmp_path / "src"
     make_tree(src, release_files(3, 12, 200_000))
-    cli("publish", src, "--repo", repo, "--package", "dev", "--rollout", "50")
+    cli("publish", src, "--repo", repo, "--package", "dev", "--rollout", "100")  # a rollout: the look needs an id
     url = f"{http_server['url']}/repo/head.json"
     data = tmp_path / "fresh"  # opened once, with no rollout id yet: a look must not draw one
     with assetpatch.Client(data) as c:

@@ -99,7 +99,10 @@ package struct Manifest: Sendable {
                                signingKeys: (KeyDocumentRef?) throws -> KeySet?) throws -> Manifest {
         let json: JSON
         do { json = try JSONParser.parse(bytes) } catch {
-            throw fail("\(source): not valid JSON: \(JSONParser.describe(error))")
+            let start = bytes.drop { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D || $0 == 0xEF || $0 == 0xBB || $0 == 0xBF }
+            let html = start.first == UInt8(ascii: "<")
+                ? " (the body looks like HTML: an error page, a login or captive-portal page, or a URL that names a directory)" : ""
+            throw fail("\(source): not valid JSON: \(JSONParser.describe(error))\(html)")
         }
         guard json.isObject else { throw fail("\(source): not a JSON object") }
 

@@ -100,8 +100,10 @@ package enum ChannelManifests {
     /// document's signing keys when the repository has key documents), records in the history
     /// that the channel offered the version, and writes `manifest.json`, then `head.json`, each
     /// with a modification time after the one it replaces (`MutableFile`).
+    /// `dryRun`: everything is checked and computed, nothing written; returns what would be.
+    @discardableResult
     package static func write(_ release: ChannelRelease, repo: String, channel: String, rollout: Rollout?, expiry: Expiry = .keep,
-                              seeds: [[UInt8]]) throws {
+                              seeds: [[UInt8]], dryRun: Bool = false) throws -> ChannelRelease {
         let keys = try KeyDocuments.newest(repo: repo)
         if let keys { try KeyDocuments.checkSigners(seeds, against: keys) }
         let current = try read(repo: repo, channel: channel)
@@ -121,6 +123,7 @@ package enum ChannelManifests {
             if let expires { j = j.setting("expires", .string(RFC3339.format(expires))) }
             return j
         }
+        if dryRun { return out }
         let dir = directory(repo: repo, channel: channel)
         try FS.makeDirectories(dir)
         for (name, json) in [("manifest.json", out.manifest), ("head.json", out.head)] {
@@ -130,6 +133,7 @@ package enum ChannelManifests {
             try MutableFile.write(dir + "/" + name, bytes)
         }
         try recordOffer(repo: repo, version: release.version, channel: channel)
+        return out
     }
 
     /// The channels that offered `version` (`history/<version>/channels.json`), in the order they
@@ -159,7 +163,7 @@ package enum ChannelManifests {
     /// it is): the same archive, nothing uploaded again, signed anew. The target's versions only
     /// go up.
     package static func promote(repo: String, from: String, to: String, version: Int64?, rollout: Rollout?, expiry: Expiry = .keep,
-                                seeds: [[UInt8]]) throws -> ChannelRelease {
+                                seeds: [[UInt8]], dryRun: Bool = false) throws -> ChannelRelease {
         guard from != to else { throw AssetPatchError(.argument, "--from and --to name the same channel \"\(from)\"") }
         guard let source = try read(repo: repo, channel: from) else {
             throw AssetPatchError(.argument, "channel \"\(from)\" has no manifest in \(repo)")
@@ -188,19 +192,36 @@ package enum ChannelManifests {
                 throw AssetPatchError(.argument, "channel \"\(to)\" offers package \"\(current.package)\", channel \"\(from)\" package \"\(release.package)\"")
             }
         }
-        try write(release, repo: repo, channel: to, rollout: rollout, expiry: expiry, seeds: seeds)
-        return release
+        return try write(release, repo: repo, channel: to, rollout: rollout, expiry: expiry, seeds: seeds, dryRun: dryRun)
+    }
+
+    /// A rollback release: the next version, carrying the archive of version `version` from the
+    /// history (nothing is uploaded again), offered by `channel`. Clients on the bad version
+    /// take it as an ordinary update.
+    package static func rollbackRelease(repo: String, channel: String, to version: Int64, rollout: Rollout?, expiry: Expiry,
+                                        seeds: [[UInt8]], dryRun: Bool = false) throws -> ChannelRelease {
+        guard let old = try history(repo: repo, version: version) else {
+            throw AssetPatchError(.argument, "version \(version) is not in \(repo)/history")
+        }
+        if let current = try read(repo: repo, channel: channel), current.package != old.package {
+            throw AssetPatchError(.argument, "channel \"\(channel)\" offers package \"\(current.package)\", version \(version) is of package \"\(old.package)\"")
+        }
+        let next = highestVersion(repo: repo) + 1
+        let created = JSON.string(RFC3339.format(unixTime()))
+        let release = old.map { $0.setting("version", .int(next)).setting("created", created) }
+        if !dryRun { try recordHistory(repo: repo, release) }
+        return try write(release, repo: repo, channel: channel, rollout: rollout, expiry: expiry, seeds: seeds, dryRun: dryRun)
     }
 
     /// Re-signs `channel`'s manifests with a new rollout (nil: every client), or, with
     /// `keepRollout`, with the rollout it has (a re-signing, e.g. after a key rotation).
     package static func rewrite(repo: String, channel: String, rollout: Rollout?, keepRollout: Bool, expiry: Expiry = .keep,
-                                seeds: [[UInt8]]) throws -> ChannelRelease {
+                                seeds: [[UInt8]], dryRun: Bool = false) throws -> ChannelRelease {
         guard let current = try read(repo: repo, channel: channel) else {
             throw AssetPatchError(.argument, "channel \"\(channel)\" has no manifest in \(repo)")
         }
-        try write(current, repo: repo, channel: channel, rollout: keepRollout ? current.rollout : rollout, expiry: expiry, seeds: seeds)
-        return current
+        return try write(current, repo: repo, channel: channel, rollout: keepRollout ? current.rollout : rollout, expiry: expiry, seeds: seeds,
+                         dryRun: dryRun)
     }
 
     /// A manifest file's payload: the envelope's (unverified) or the plain JSON.

@@ -48,7 +48,7 @@ package enum KeyDocuments {
     /// one (the next version, signed by a threshold of its root keys) and carry a threshold of
     /// its own root keys' signatures. The first document's predecessor is what clients pin:
     /// `pinned` (their `public_keys`), one of which must have signed it when given.
-    package static func publish(_ doc: KeyDocument, repo: String, pinned: [[UInt8]]) throws -> String {
+    package static func publish(_ doc: KeyDocument, repo: String, pinned: [[UInt8]], dryRun: Bool = false) throws -> String {
         let newest = versions(repo: repo).last ?? 0
         guard doc.version == newest + 1 else {
             throw AssetPatchError(.argument, "the document is version \(doc.version); the repository's next is \(newest + 1)")
@@ -61,8 +61,9 @@ package enum KeyDocuments {
             try doc.verifySelf(source: "version \(doc.version)")
         }
         let dir = repo + "/" + directoryName
-        try FS.makeDirectories(dir)
         let path = dir + "/\(doc.version).json"
+        if dryRun { return path }
+        try FS.makeDirectories(dir)
         try FS.writeAtomically(path, doc.serialized())
         try FS.syncDirectory(dir)
         return path

@@ -36,6 +36,9 @@ package struct PublishRequest {
     /// Threads compressing entries (nil: one per processor this process may run on). The
     /// archive is the same whatever the number.
     package var jobs: Int?
+    /// Everything is checked and the archive built (to know its size and name), then dropped:
+    /// nothing in the repository changes.
+    package var dryRun = false
 
     package init(source: String, repo: String) {
         self.source = source
@@ -79,7 +82,7 @@ package enum Publisher {
         guard Channel.isValid(channel) else {
             throw AssetPatchError(.argument, "--channel \(channel): 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit")
         }
-        try FS.makeDirectories(repoDir + "/archives")
+        if !r.dryRun { try FS.makeDirectories(repoDir + "/archives") }
         // Versions are one sequence across channels: a version names one archive wherever it
         // is offered, so a client moving between channels can tell releases apart by version.
         let current = try ChannelManifests.read(repo: repoDir, channel: channel)
@@ -124,7 +127,8 @@ package enum Publisher {
             try checkPlugin(p, at: src + "/" + p.path)
         }
 
-        let tmpZip = repoDir + "/archives/.publish-\(getpid()).zip"
+        let tmpZip = r.dryRun ? (getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp") + "/assetpatch-dry-run-\(getpid()).zip"
+            : repoDir + "/archives/.publish-\(getpid()).zip"
         let writer = try ZipWriter(path: tmpZip)
         let sources = kept.map { n in
             let path = src + "/" + n
@@ -141,8 +145,12 @@ package enum Publisher {
         let zipSHA = try Digest.hexOfFile(tmpZip)
         let zipSize = FS.fileSize(tmpZip) ?? 0
         let archiveName = "archives/\(zipSHA).zip"
-        try FS.rename(tmpZip, repoDir + "/" + archiveName)
-        try FS.syncDirectory(repoDir + "/archives")
+        if r.dryRun {
+            try FS.unlink(tmpZip)
+        } else {
+            try FS.rename(tmpZip, repoDir + "/" + archiveName)
+            try FS.syncDirectory(repoDir + "/archives")
+        }
 
         var manifest = Manifest(kind: .format1, package: pkg, version: newVersion, label: r.label, created: unixTime(),
                                 expires: nil, minAppVersion: r.minAppVersion,
@@ -162,8 +170,8 @@ package enum Publisher {
         head.index = IndexLocation(offset: indexFile.location!.dataOffset, size: indexFile.size, root: index.root, chunkSize: r.chunkSize)
         manifest.files.append(indexFile)
         let release = ChannelRelease(manifest: manifest.toJSON(), head: head.toJSON())
-        try ChannelManifests.recordHistory(repo: repoDir, release)
-        try ChannelManifests.write(release, repo: repoDir, channel: channel, rollout: r.rollout, expiry: r.expiry, seeds: r.seeds)
+        if !r.dryRun { try ChannelManifests.recordHistory(repo: repoDir, release) }
+        try ChannelManifests.write(release, repo: repoDir, channel: channel, rollout: r.rollout, expiry: r.expiry, seeds: r.seeds, dryRun: r.dryRun)
         manifest.payload = Array((manifest.toJSON().serialized(indent: 2) + "\n").utf8)
         head.payload = Array((head.toJSON().serialized(indent: 2) + "\n").utf8)
         return PublishResult(manifest: manifest, head: head, chunkedFiles: indexed.filter { !$0.chunks.isEmpty }.count,

@@ -10,6 +10,7 @@ import ctypes
 import os
 import enum
 import logging
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Type, Union
@@ -179,7 +180,17 @@ class AssetPatchError(Exception):
 class ArgumentError(AssetPatchError, ValueError): status = Status.ERR_ARGUMENT
 class FilesystemError(AssetPatchError, OSError): status = Status.ERR_IO
 class NetworkError(AssetPatchError, ConnectionError): status = Status.ERR_NETWORK
-class HTTPError(AssetPatchError): status = Status.ERR_HTTP
+class HTTPError(AssetPatchError):
+    """An HTTP status the request could not use: `status_code` (404, 503, ...) and `url` (without
+    credentials or query), or None where the message does not say."""
+
+    status = Status.ERR_HTTP
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(status, message)
+        m = re.match(r"(?:GET|HEAD) (\S+): HTTP (\d{3})", message)
+        self.url: Optional[str] = m.group(1) if m else None
+        self.status_code: Optional[int] = int(m.group(2)) if m else None
 class ManifestError(AssetPatchError): status = Status.ERR_MANIFEST
 class SignatureError(AssetPatchError): status = Status.ERR_SIGNATURE
 class IntegrityError(AssetPatchError): status = Status.ERR_INTEGRITY

@@ -54,6 +54,16 @@ def test_every_status_has_its_exception_class(tmp_path, base_url, bundle):
         c.set("manifest_url", f"{base_url}/bad-sha/manifest.json")
         with pytest.raises(assetpatch.IntegrityError):
             c.update()
+        if base_url.startswith("http"):
+            c.set("manifest_url", f"{base_url}/no-such-repo/head.json")
+            with pytest.raises(assetpatch.HTTPError) as h:
+                c.update()
+            assert h.value.status_code == 404 and h.value.url == f"{base_url}/no-such-repo/head.json", h.value.message
+        html = tmp_path / "portal.json"
+        html.write_text("<!DOCTYPE html><html><body>Sign in to the Wi-Fi</body></html>")
+        c.set("manifest_url", html.as_uri())
+        with pytest.raises(assetpatch.ManifestError, match="looks like HTML"):
+            c.update()
     classes = {cls.status for cls in assetpatch.AssetPatchError.__subclasses__()}
     assert classes == {s for s in assetpatch.Status if s < 0}
 

@@ -108,7 +108,7 @@ check "it updates over HTTP (python3 http.server in the root)" in_root sh -c \
   "MANIFEST_URL=http://127.0.0.1:$port/repo/head.json DATA_DIR=/work/http-data BUNDLE_DIR=/work/bundle /work/example | grep -q '^/work/http-data/releases/.*/sub/sample@'"
 check "the packaged CLI verifies the repository" in_root assetpatch verify /work/repo
 check "the package installs the manual page and bash, zsh and fish completions" in_root sh -c \
-  'zcat /usr/share/man/man1/assetpatch.1.gz | grep -q "^\.SH" && grep -q assetpatch /usr/share/bash-completion/completions/assetpatch &&
+  'zcat /usr/share/man/man1/assetpatch.1.gz | grep -q "^\.Sh SYNOPSIS" && zcat /usr/share/man/man1/assetpatch.1.gz | grep -q "rollback-release" && grep -q assetpatch /usr/share/bash-completion/completions/assetpatch &&
    test -s /usr/share/zsh/vendor-completions/_assetpatch && test -s /usr/share/fish/vendor_completions.d/assetpatch.fish' 
 check "the CMake package is found (find_package)" in_root sh -c '
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends cmake make >/dev/null &&

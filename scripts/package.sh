@@ -173,7 +173,8 @@ run "manual page" swift package --package-path "$root" --allow-writing-to-direct
 mkdir -p "$p/usr/share/man/man1" "$p/usr/share/bash-completion/completions" "$p/usr/share/zsh/vendor-completions" \
   "$p/usr/share/fish/vendor_completions.d"
 gzip -9n -c "$work/man/assetpatch.1" >"$p/usr/share/man/man1/assetpatch.1.gz"
-"$cli" --generate-completion-script bash >"$p/usr/share/bash-completion/completions/assetpatch"
+# Sourced by bash-completion, not run: no interpreter line.
+"$cli" --generate-completion-script bash | sed '1{/^#!/d}' >"$p/usr/share/bash-completion/completions/assetpatch"
 "$cli" --generate-completion-script zsh >"$p/usr/share/zsh/vendor-completions/_assetpatch"
 "$cli" --generate-completion-script fish >"$p/usr/share/fish/vendor_completions.d/assetpatch.fish"
 chmod 0644 "$p/usr/share/man/man1/assetpatch.1.gz" "$p/usr/share/bash-completion/completions/assetpatch" \

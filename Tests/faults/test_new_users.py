@@ -12,16 +12,11 @@ import time
 import pytest
 
 import assetpatch
-from conftest import make_tree, release_files
+from conftest import ROOT, make_tree, release_files
 from trust import cli, keygen, publish
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+sys.path.insert(0, os.path.join(ROOT, "Tests", "e2e"))
+from nginxctl import free_port  # noqa: E402
 
 
 @pytest.fixture
@@ -88,8 +83,7 @@ def test_status_and_inspect_change_nothing_in_the_data_directory(tmp_path, http_
     cli("publish", src, "--repo", repo, "--package", "dev", "--rollout", "100")  # a rollout: the look needs an id
     url = f"{http_server['url']}/repo/head.json"
     data = tmp_path / "fresh"  # opened once, with no rollout id yet: a look must not draw one
-    with assetpatch.Client(data) as c:
-        pass
+    assetpatch.Client(data).close()
     before = tree(data)
     size = json.loads(open(repo / "manifest.json").read())["archive"]["size"]
     out = cli("status", "--data-dir", data, "--url", url, "--json").stdout

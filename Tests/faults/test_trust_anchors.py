@@ -13,7 +13,8 @@ import pytest
 
 import assetpatch
 from conftest import ROOT
-from trust import cli, keygen, publish, served, sign
+import trust
+from trust import cli, publish, served, sign
 
 sys.path.insert(0, os.path.join(ROOT, "Tests", "e2e"))
 from nginxctl import Nginx  # noqa: E402
@@ -22,13 +23,7 @@ from nginxctl import Nginx  # noqa: E402
 def chained_repo(tmp_path):
     """Clients pin `pinned` (or ship key document 1); document 1 names signing key s1; version 1
     is signed by s1."""
-    repo, src = tmp_path / "repo", tmp_path / "src"
-    keys = {name: keygen(tmp_path / f"{name}.key") for name in ("pinned", "root", "s1", "s2")}
-    publish(src, repo, "zero", "--package", "anchor", "--key", tmp_path / "pinned.key")
-    cli("keys", "create", "--repo", repo, "--root-key", tmp_path / "root.key.pub", "--signing-key", tmp_path / "s1.key.pub")
-    for signer in ("pinned", "root"):
-        cli("keys", "sign", repo / "keys" / "staged.json", "--key", tmp_path / f"{signer}.key")
-    cli("keys", "publish", "--repo", repo, "--pinned-key", tmp_path / "pinned.key.pub")
+    repo, src, keys = trust.chained_repo(tmp_path, "anchor", "zero")
     publish(src, repo, "one", "--key", tmp_path / "s1.key")
     return repo, src, keys
 

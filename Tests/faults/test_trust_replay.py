@@ -13,7 +13,7 @@ import pytest
 
 import assetpatch
 from conftest import ROOT
-from trust import cli, keygen, payload, publish, served, sync
+from trust import chained_repo, cli, keygen, payload, publish, served, sync
 
 import sys
 sys.path.insert(0, os.path.join(ROOT, "Tests", "e2e"))
@@ -86,13 +86,7 @@ def test_a_304_never_brings_back_a_copy_signed_before_the_halt(tmp_path):
 def rotation_repo(tmp_path):
     """A repository whose clients pin `pinned`; key document 1 names root key `root` and signing
     key `s1`; versions 1 to 3 are signed by s1."""
-    repo, src = tmp_path / "repo", tmp_path / "src"
-    keys = {name: keygen(tmp_path / f"{name}.key") for name in ("pinned", "root", "s1", "s2")}
-    publish(src, repo, "one", "--package", "rot", "--key", tmp_path / "pinned.key")
-    cli("keys", "create", "--repo", repo, "--root-key", tmp_path / "root.key.pub", "--signing-key", tmp_path / "s1.key.pub")
-    for signer in ("pinned", "root"):
-        cli("keys", "sign", repo / "keys" / "staged.json", "--key", tmp_path / f"{signer}.key")
-    cli("keys", "publish", "--repo", repo, "--pinned-key", tmp_path / "pinned.key.pub")
+    repo, src, keys = chained_repo(tmp_path, "rot", "one")
     for text in ("two", "three"):
         publish(src, repo, text, "--key", tmp_path / "s1.key")
     return repo, src, keys

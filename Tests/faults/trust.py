@@ -3,10 +3,8 @@ edge or a mirror serves of it (a copy that may lag behind or be replaced), and m
 by hand."""
 import base64
 import json
-import os
 import shutil
 import subprocess
-import sys
 import tempfile
 
 from conftest import CLI, make_tree
@@ -68,18 +66,17 @@ def sign(key_file, body):
             "signatures": [{"sig": base64.b64encode(sig).decode()}]}
 
 
-def key_document(tmp, repo, root, signing, signers, pinned=None, *extra):
-    """Stages, signs (with each of `signers`) and publishes the repository's next key document."""
-    args = ["keys", "create", "--repo", repo, "--root-key", f"{tmp}/{root}.key.pub", "--signing-key", f"{tmp}/{signing}.key.pub", *extra]
-    cli(*args)
-    for s in signers:
-        cli("keys", "sign", f"{repo}/keys/staged.json", "--key", f"{tmp}/{s}.key")
-    cli("keys", "publish", "--repo", repo, *(["--pinned-key", f"{tmp}/{pinned}.key.pub"] if pinned else []))
+def chained_repo(tmp, package, first):
+    """A repository whose clients pin `pinned`: version 1 (level.txt `first`) signed by it, then
+    key document 1 naming root key `root` and signing key `s1` (signed by `pinned` and `root`).
+    Keys pinned, root, s1 and s2 are made in `tmp`; returns (repo, src, {name: public key})."""
+    repo, src = tmp / "repo", tmp / "src"
+    keys = {name: keygen(tmp / f"{name}.key") for name in ("pinned", "root", "s1", "s2")}
+    publish(src, repo, first, "--package", package, "--key", tmp / "pinned.key")
+    cli("keys", "create", "--repo", repo, "--root-key", tmp / "root.key.pub", "--signing-key", tmp / "s1.key.pub")
+    for signer in ("pinned", "root"):
+        cli("keys", "sign", repo / "keys" / "staged.json", "--key", tmp / f"{signer}.key")
+    cli("keys", "publish", "--repo", repo, "--pinned-key", tmp / "pinned.key.pub")
+    return repo, src, keys
 
 
-def python():
-    return sys.executable
-
-
-def data_files(data_dir):
-    return sorted(os.listdir(data_dir))

@@ -69,16 +69,23 @@ package enum KeyDocuments {
         return path
     }
 
-    /// What signing `doc` still needs, for people: "2 of the root keys of version 3, 1 of its own".
+    /// What signing `doc` still needs, for people: "its own root keys: 1 more signature, by
+    /// 3f2a…". A signature counts for every role its key is in (one key that is a root key of
+    /// both documents signs once for both).
     package static func missing(_ doc: KeyDocument, repo: String?) -> [String] {
         var out: [String] = []
         func need(_ set: KeySet, _ what: String) {
-            let have = set.signers(payloadType: KeyDocument.payloadType, payload: doc.payload, signatures: doc.signatures).count
-            if have < set.threshold { out.append("\(set.threshold - have) more of \(what) (\(set.described))") }
+            let signed = set.signers(payloadType: KeyDocument.payloadType, payload: doc.payload, signatures: doc.signatures)
+            guard signed.count < set.threshold else { return }
+            let n = set.threshold - signed.count
+            let left = set.keys.indices.filter { !signed.contains($0) }.map { Ed25519.keyID(set.keys[$0]) }
+            out.append("\(what): \(n) more signature\(n == 1 ? "" : "s"), by \(n == left.count ? "" : "any \(n) of ")\(left.joined(separator: ", "))")
         }
         need(doc.root, "its own root keys")
         if let repo, doc.version > 1, let previous = try? load(repo: repo, version: doc.version - 1) {
-            need(previous.root, "the root keys of version \(previous.version)")
+            need(previous.root, "the root keys of document \(previous.version)")
+        } else if doc.version == 1 {
+            out.append("a key clients pin (public_keys), unless they pin this document itself: one signature (keys publish --pinned-key checks it)")
         }
         return out
     }

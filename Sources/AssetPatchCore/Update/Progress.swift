@@ -68,8 +68,14 @@ final class ProgressReporter {
         deliver(last, handler)
     }
 
+    /// The last report delivered: the same numbers twice in a row (a phase's start and end
+    /// with nothing counted between, as for the check) are delivered once.
+    private var delivered: Progress?
+
     private func deliver(_ p: Progress, _ handler: ProgressHandler) {
         pending = false
+        guard p != delivered else { return }
+        delivered = p
         if handler(p) { cancel.cancel() }
     }
 }

@@ -105,7 +105,7 @@ func publishChunked(_ files: [(String, [UInt8])], version: Int64, repo: TempDir,
         let pages = PageStore(c.store)
         var reachable = Set<String>()
         for id in try FS.list(c.store.releasesDir) {
-            reachable.formUnion(IndexReader.reachable(root: try #require(try c.store.loadRelease(id).indexRoot), pages: pages))
+            reachable.formUnion(pages.reachable(root: try #require(try c.store.loadRelease(id).indexRoot)))
         }
         #expect(Set(try FS.list(pages.dir)) == reachable)
         #expect(reachable.count >= first.indexPages)

@@ -151,6 +151,9 @@ python3 "$here/docblocks.py" "$root" "$prefix" "$work/docs" > "$work/docs.log" 2
 cat "$work/docs.log"
 count_program "$work/docs.log" "docblocks.py"
 
+echo "== the core's folders are layers: no file uses a type of a folder above its own"
+check "no upward reference between the core's folders (layers.py)" python3 "$here/layers.py" "$root"
+
 echo "== one source for each fact: version and status tables against the header"
 python3 "$here/consistency.py" "$root" "$prefix" | tee "$work/consistency.log"
 count_program "$work/consistency.log" "consistency.py"

@@ -229,7 +229,7 @@ package final class ZipReader {
     /// (`ERR_MANIFEST`). Content hashes are checked as entries are extracted.
     package func fileEntries(matching files: [ManifestFile]) throws -> [ZipEntry] {
         // The release index (format 2) is not a resource: never matched, never extracted.
-        let entries = fileEntries.filter { $0.name != IndexLocation.entryName }
+        let entries = fileEntries.filter { $0.name != ManifestFile.indexEntryName }
         let expected = Dictionary(files.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
         for e in entries {
             guard let f = expected[e.name] else { throw fail("entry \"\(e.name)\" is not listed in the manifest") }

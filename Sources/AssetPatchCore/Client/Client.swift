@@ -338,7 +338,8 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
     /// release, loaded from verified bytes (see `PluginLoader`).
     package func loadPlugin(_ name: String, symbol: String?) throws -> UnsafeMutableRawPointer {
         do {
-            return try plugins.load(store, servedRelease, name: name, symbol: symbol, allowUnsigned: configuration.allowUnsignedPlugins)
+            let served = try servedRelease.map { ($0.ref, try $0.info(store)) }
+            return try plugins.load(store, served, name: name, symbol: symbol, allowUnsigned: configuration.allowUnsignedPlugins)
         } catch let e as AssetPatchError {
             log(3, e.message)
             throw e
@@ -346,7 +347,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
     }
 
     /// The plugins of the release this client serves.
-    package func listPlugins() throws -> [PluginListing] { try plugins.list(store, servedRelease) }
+    package func listPlugins() throws -> [PluginListing] { try plugins.list(try servedRelease.map { ($0.ref, try $0.info(store)) }) }
 
     // MARK: Resolving
 

@@ -23,7 +23,7 @@ package struct IndexLocation: Sendable, Equatable {
     /// The name of the archive entry holding the index pages. A format-1 manifest published
     /// beside a head lists it as a file (so clients before 0.4 accept the archive); a format-2
     /// client never installs it as a resource.
-    package static let entryName = ".assetpatch/index"
+    package static let entryName = ManifestFile.indexEntryName
 
     static func decode(_ v: JSON?, archiveSize: UInt64, source: String) throws -> IndexLocation {
         func fail(_ what: String) -> AssetPatchError { AssetPatchError(.manifest, "\(source): index.\(what)") }

@@ -98,29 +98,4 @@ package enum IndexReader {
             }
         }
     }
-
-    /// The chunks a stored chunk page lists; nil when it is missing or not a chunk page.
-    static func chunks(of ref: PageRef, pages: PageStore) -> [ChunkRecord]? {
-        guard let bytes = pages.load(ref), case let .chunks(list)? = try? IndexPage.decode(bytes, source: "index") else { return nil }
-        return list
-    }
-
-    /// The hex names of the pages `root` reaches (those stored, and the references to others).
-    static func reachable(root: PageRef, pages: PageStore) -> Set<String> {
-        var out: Set<String> = [root.hex]
-        guard let bytes = pages.load(root), case let .root(refs)? = try? IndexPage.decode(bytes, source: "index") else { return out }
-        for r in refs { out.insert(r.page.hex) }
-        for f in files(root: root, pages: pages) { for r in f.chunkPages { out.insert(r.hex) } }
-        return out
-    }
-
-    static func files(root: PageRef, pages: PageStore) -> [IndexedFile] {
-        guard let bytes = pages.load(root), case let .root(refs)? = try? IndexPage.decode(bytes, source: "index") else { return [] }
-        var out: [IndexedFile] = []
-        for r in refs {
-            guard let b = pages.load(r.page), case let .files(list)? = try? IndexPage.decode(b, source: "index", base: r.base) else { continue }
-            out += list
-        }
-        return out
-    }
 }

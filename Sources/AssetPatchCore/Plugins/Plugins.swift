@@ -22,20 +22,21 @@ package struct PluginListing: Sendable, Equatable {
 final class PluginLoader: @unchecked Sendable {  // `loaded` is only touched under `lock`
     private let lock = Locked<[String: UnsafeMutableRawPointer]>([:])
 
-    func list(_ store: Store, _ served: ServedRelease?) throws -> [PluginListing] {
+    func list(_ served: (ref: ReleaseRef, record: ReleaseRecord)?) throws -> [PluginListing] {
         guard let served else { return [] }
-        return try served.info(store).plugins.map { PluginListing(name: $0.name, version: $0.version, entry: $0.entry, abi: $0.abi) }
+        return served.record.plugins.map { PluginListing(name: $0.name, version: $0.version, entry: $0.entry, abi: $0.abi) }
     }
 
     /// The address of `symbol` (nil: the declared entry) in plugin `name` of the release the
     /// client serves. Loaded once per release and plugin; a load of one already loaded reads
     /// nothing from disk (the record is the served release's, read once).
-    func load(_ store: Store, _ served: ServedRelease?, name: String, symbol: String?, allowUnsigned: Bool) throws -> UnsafeMutableRawPointer {
+    func load(_ store: Store, _ served: (ref: ReleaseRef, record: ReleaseRecord)?, name: String, symbol: String?,
+              allowUnsigned: Bool) throws -> UnsafeMutableRawPointer {
         guard let served else {
             throw AssetPatchError(.notFound, "plugin \"\(name)\": only the bundle is served, which has no plugins")
         }
         let active = served.ref
-        let info = try served.info(store)
+        let info = served.record
         guard let decl = info.plugins.first(where: { $0.name == name }) else {
             throw AssetPatchError(.notFound, "plugin \"\(name)\" is not declared by version \(active.version)")
         }

@@ -27,7 +27,7 @@ package enum HeadCheck {
             }
         }
         let files = indexed.map(\.file)
-        try Updater.checkResolvedFiles(files, head, source: source)
+        try Manifest.checkIndexedFiles(files, head, source: source)
         if let formatOneFiles {
             let listed = formatOneFiles.filter { $0.path != IndexLocation.entryName }
             guard listed == files else {

@@ -8,7 +8,8 @@ import Glibc
 /// Runs on the updating thread.
 struct Installer {
     let store: Store
-    let config: ClientConfig
+    /// `max_release_bytes`: a legacy archive's entries are held to it.
+    let maxReleaseBytes: UInt64
     let cancel: CancelToken
     let progress: ProgressReporter
 
@@ -197,8 +198,8 @@ struct Installer {
         var sum: UInt64 = 0
         for e in entries {
             let (s, o) = sum.addingReportingOverflow(e.uncompressedSize)
-            if o || s > config.maxReleaseBytes {
-                throw AssetPatchError(.archive, "\(c.archive.shown): entries declare more than max_release_bytes (\(config.maxReleaseBytes)) unpacked")
+            if o || s > maxReleaseBytes {
+                throw AssetPatchError(.archive, "\(c.archive.shown): entries declare more than max_release_bytes (\(maxReleaseBytes)) unpacked")
             }
             sum = s
         }

@@ -53,3 +53,32 @@ package struct PageStore {
         }
     }
 }
+
+/// What the stored pages of a release say, read without fetching anything (garbage collection,
+/// chunk lookups).
+extension PageStore {
+    /// The chunks a stored chunk page lists; nil when it is missing or not a chunk page.
+    func chunks(of ref: PageRef) -> [ChunkRecord]? {
+        guard let bytes = load(ref), case let .chunks(list)? = try? IndexPage.decode(bytes, source: "index") else { return nil }
+        return list
+    }
+
+    /// The hex names of the pages `root` reaches (those stored, and the references to others).
+    func reachable(root: PageRef) -> Set<String> {
+        var out: Set<String> = [root.hex]
+        guard let bytes = load(root), case let .root(refs)? = try? IndexPage.decode(bytes, source: "index") else { return out }
+        for r in refs { out.insert(r.page.hex) }
+        for f in files(root: root) { for r in f.chunkPages { out.insert(r.hex) } }
+        return out
+    }
+
+    func files(root: PageRef) -> [IndexedFile] {
+        guard let bytes = load(root), case let .root(refs)? = try? IndexPage.decode(bytes, source: "index") else { return [] }
+        var out: [IndexedFile] = []
+        for r in refs {
+            guard let b = load(r.page), case let .files(list)? = try? IndexPage.decode(b, source: "index", base: r.base) else { continue }
+            out += list
+        }
+        return out
+    }
+}

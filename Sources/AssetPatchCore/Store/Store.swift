@@ -257,7 +257,7 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
         var keep = Set<String>()
         for id in ids {
             guard let root = (try? loadRelease(id))?.indexRoot else { continue }
-            keep.formUnion(IndexReader.reachable(root: root, pages: pages))
+            keep.formUnion(pages.reachable(root: root))
         }
         pages.prune(keeping: keep)
     }

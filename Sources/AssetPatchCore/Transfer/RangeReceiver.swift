@@ -1,12 +1,5 @@
 import Glibc
 
-/// A differential update can't go on, but the whole archive may still work: a server that
-/// ignores or answers ranges wrongly, locations that disagree with the archive, a local file
-/// that changed under the update. The update falls back to the whole archive in the same call,
-/// whose own checks then tell a lying server from a wrong manifest.
-struct DifferentialFallback: Error {
-    let message: String
-}
 
 /// Turns the bytes of one `FetchRange`, pushed as they arrive, into verified files: for each
 /// entry it checks the local header against the manifest's location and name, inflates the data

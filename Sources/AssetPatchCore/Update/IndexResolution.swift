@@ -1,16 +1,5 @@
 import Glibc
 
-/// A format-2 release's index, read: its files (as a format-1 manifest lists them) and each
-/// chunked file's chunks.
-struct ResolvedIndex {
-    var files: [ManifestFile]
-    var chunks: [String: [ChunkRecord]]
-    /// Pages the client did not have, and the bytes their range requests transferred (0 when
-    /// read from an archive on disk).
-    var newPages: Int
-    var fetchedBytes: UInt64
-}
-
 extension Updater {
     /// Format 2: reads the candidate's index before anything is planned. By range from the
     /// archive when differential updates are on and the server answers ranges; otherwise (or
@@ -80,29 +69,8 @@ extension Updater {
 
         let (files, chunks) = try IndexReader.walk(index, source: shown, prefetch: prefetch, load: load)
         let list = files.map(\.file)
-        try Updater.checkResolvedFiles(list, c.manifest, source: shown)
+        try Manifest.checkIndexedFiles(list, c.manifest, source: shown)
         c.manifest.files = list
         c.index = ResolvedIndex(files: list, chunks: chunks, newPages: newPages, fetchedBytes: moved)
-    }
-
-    /// What a format-1 manifest's decoder checks of its files, for files an index listed:
-    /// locations inside the archive and not overlapping, no path both a file and a directory,
-    /// plugins among the files.
-    static func checkResolvedFiles(_ files: [ManifestFile], _ m: Manifest, source: String) throws {
-        let archiveSize = m.archiveSize ?? 0
-        for f in files {
-            guard let l = f.location, l.dataOffset <= archiveSize, l.compressedSize <= archiveSize - l.dataOffset,
-                  l.dataOffset >= l.headerOffset + 30 + UInt64(f.path.utf8.count), l.method == 8 || l.compressedSize == f.size else {
-                throw AssetPatchError(.manifest, "\(source): the index's location of \"\(f.path)\" lies outside the archive or does not fit its entry")
-            }
-        }
-        try Manifest.checkLocations(files, source: source)
-        let paths = Set(files.map(\.path))
-        if let conflict = ResourceName.fileDirectoryConflict(in: paths) {
-            throw AssetPatchError(.manifest, "\(source): \"\(conflict)\" is both a file and a directory")
-        }
-        for p in m.plugins where !paths.contains(p.path) {
-            throw AssetPatchError(.manifest, "\(source): plugin \"\(p.name)\": \(p.path) is not in the index's files")
-        }
     }
 }

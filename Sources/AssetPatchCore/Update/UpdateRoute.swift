@@ -74,7 +74,7 @@ extension Updater {
                                      filesDone: UInt64(plan.fetchEntries), filesTotal: UInt64(plan.fetchEntries)), final: true)
             for path in fetch.fetched.values { verifiedFetched.insert(path) }
             try cancel.check()
-            return try Installer(store: store, config: config, cancel: cancel, progress: progress)
+            return try Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: cancel, progress: progress)
                 .assemble(c, plan, fetched: fetch.fetched, chunks: chunks)
         } catch let f as DifferentialFallback {
             for path in fetch.fetched.values { verifiedFetched.insert(path) }
@@ -143,9 +143,9 @@ extension Updater {
         for ref in [state.active, state.pending].compactMap({ $0 }) + state.kept {
             releases.append(store.filesDir(ref.id))
             guard let record = try? store.loadRelease(ref.id), let root = record.indexRoot else { continue }
-            for f in IndexReader.files(root: root, pages: pages) where !f.chunkPages.isEmpty {
+            for f in pages.files(root: root) where !f.chunkPages.isEmpty {
                 let path = store.filesDir(ref.id) + "/" + f.file.path
-                out.add(path, pages: f.chunkPages) { IndexReader.chunks(of: $0, pages: pages) }
+                out.add(path, pages: f.chunkPages) { pages.chunks(of: $0) }
                 listed.insert(path)
             }
         }

@@ -1,15 +1,5 @@
 import Glibc
 
-/// A manifest accepted for installation, with everything derived from it.
-struct Candidate {
-    var manifest: Manifest
-    var archive: Location
-    var version: Int64
-    var releaseID: String
-    /// Format 2: the release index, once read (its files are then `manifest.files`).
-    var index: ResolvedIndex?
-}
-
 extension Candidate {
     /// The release as the state records it once installed.
     var ref: ReleaseRef {
@@ -240,7 +230,7 @@ final class Updater {
     /// is extracted after the download.
     private func installWholeArchive(_ c: Candidate, _ state: StoreState) throws -> ReleaseRecord {
         let d = try download(for: c)
-        let installer = Installer(store: store, config: config, cancel: cancel, progress: progress)
+        let installer = Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: cancel, progress: progress)
         let installed = installedFiles(state)
         guard c.manifest.locatesEveryFile,
               let plan = DifferentialPlan.make(c.manifest.files, local: onDisk(installed, verifiedFetchedFiles())) else {

@@ -171,36 +171,36 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
     /// no update. `recordAcceptance`: pin the package and move the downgrade mark as a check
     /// does; false leaves the data directory as it was (an inspection).
     package func preview(recordAcceptance: Bool = true) throws -> UpdatePreview? {
-        let updater = makeUpdater(progress: nil)
+        let updater = makeUpdater(progress: nil, readOnly: !recordAcceptance)
         var mark: Int64 = 0
+        var e = Evaluation()
+        defer { if e.trustChanged && recordAcceptance { try? serveJudged() } }
         do {
             var state = try store.loadState()
             let before = state
             mark = before.downgradeMarkAnyChannel(verifying: updater.config.verifies)
-            updater.readOnly = !recordAcceptance
-            defer { if updater.trustChanged && recordAcceptance { try? serveJudged() } }
-            let found = try updater.preview(&state)
+            let found = try updater.preview(&state, &e)
             if recordAcceptance && state != before {
-                try? Updater.recordAcceptance(state, before: before, judgement: updater.judgement, in: store)
+                try? Updater.recordAcceptance(state, before: before, judgement: e.judgement, in: store)
             }
             lastCandidate.withLock { $0 = found?.candidate }
-            record(updater, found == nil ? .noUpdate : .ok, mark: mark)
+            record(e, found == nil ? .noUpdate : .ok, mark: mark)
             return found
-        } catch let e as AssetPatchError {
-            record(updater, e.status, mark: mark)
-            log(3, e.message)
-            throw e
+        } catch let error as AssetPatchError {
+            record(e, error.status, mark: mark)
+            log(3, error.message)
+            throw error
         }
     }
 
     /// Keeps what a check or update found, for `lastCheck`.
-    private func record(_ updater: Updater, _ status: Status, mark: Int64) {
-        let reason = status == .noUpdate ? updater.noUpdate?.reason : nil
-        var outcome = CheckOutcome(status: status, reason: reason, manifestVersion: updater.noUpdate?.version ?? updater.offered,
-                                   acceptedVersion: updater.markInForce ?? mark)
-        outcome.channel = updater.offeredChannel
-        outcome.manifestExpires = updater.offeredExpires
-        outcome.rollout = updater.rolloutSeen
+    private func record(_ e: Evaluation, _ status: Status, mark: Int64) {
+        let reason = status == .noUpdate ? e.noUpdate?.reason : nil
+        var outcome = CheckOutcome(status: status, reason: reason, manifestVersion: e.noUpdate?.version ?? e.offered,
+                                   acceptedVersion: e.markInForce ?? mark)
+        outcome.channel = e.channel
+        outcome.manifestExpires = e.expires
+        outcome.rollout = e.rollout
         lastOutcome.withLock { $0 = outcome }
     }
 
@@ -208,8 +208,9 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
     /// nil before the first.
     package var lastCheck: CheckOutcome? { lastOutcome.withLock { $0 } }
 
-    private func makeUpdater(progress: ProgressHandler?) -> Updater {
-        Updater(store: store, config: configuration, bundleDir: bundleDir, cancel: cancelToken, progress: progress) { [weak self] level, message in
+    private func makeUpdater(progress: ProgressHandler?, readOnly: Bool = false) -> Updater {
+        Updater(store: store, config: configuration, bundleDir: bundleDir, cancel: cancelToken, progress: progress,
+                readOnly: readOnly) { [weak self] level, message in
             self?.log(level, message)
         }
     }
@@ -229,6 +230,8 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
     private func runUpdate(progress: ProgressHandler?) throws -> Bool {
         let updater = makeUpdater(progress: progress)
         var mark: Int64 = 0
+        var e = Evaluation()
+        defer { if e.trustChanged { try? serveJudged() } }
         do {
             guard configuration.manifest != nil else { throw AssetPatchError(.state, "no manifest_url set") }
             guard let lock = try store.tryLock() else {
@@ -237,9 +240,8 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
             defer { _ = lock }
             var state = try store.loadState()
             mark = state.downgradeMarkAnyChannel(verifying: updater.config.verifies)
-            defer { if updater.trustChanged { try? serveJudged() } }
-            let outcome = try updater.run(&state)
-            record(updater, { if case .noUpdate = outcome { return .noUpdate } else { return .ok } }(), mark: mark)
+            let outcome = try updater.run(&state, &e)
+            record(e, { if case .noUpdate = outcome { return .noUpdate } else { return .ok } }(), mark: mark)
             switch outcome {
             case .noUpdate:
                 return false
@@ -252,10 +254,10 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
                 }
                 return true
             }
-        } catch let e as AssetPatchError {
-            record(updater, e.status, mark: mark)
-            log(3, e.message)
-            throw e
+        } catch let error as AssetPatchError {
+            record(e, error.status, mark: mark)
+            log(3, error.message)
+            throw error
         }
     }
 

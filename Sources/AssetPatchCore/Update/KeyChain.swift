@@ -12,15 +12,15 @@ extension Updater {
     /// manifest is accepted (`Store.commit`), so a manifest naming an older document (or none) is
     /// still judged by the newest, and a signing key rotated out is refused by every client that
     /// has seen the document without it. The newest document must not have expired
-    /// (`ERR_EXPIRED`); those before it may have. `chain` records what was followed.
-    func signingKeys(for ref: KeyDocumentRef?, manifestURL: String) throws -> KeySet? {
-        guard let anchor = config.trustAnchor else { return nil }
+    /// (`ERR_EXPIRED`); those before it may have. Also returns what was followed.
+    func signingKeys(for ref: KeyDocumentRef?, manifestURL: String) throws -> (KeySet?, KeyChainFollowed?) {
+        guard let anchor = config.trustAnchor else { return (nil, nil) }
         var current = anchor
         let kept = store.keptKeyDocument(anchor: anchor)
         if let kept, kept.version > current.version { current = kept }
         // Before 0.5 no signers were recorded: they were a threshold of the anchor's keys when
         // this data directory had followed no document, and are unknown otherwise.
-        chain = KeyChainFollowed(anchor: anchor, document: current, followed: nil,
+        var chain = KeyChainFollowed(anchor: anchor, document: current, followed: nil,
                                  legacy: current.version == anchor.version ? .keys(anchor.signing) : .unknown)
         if let ref, ref.version > current.version {
             let steps = ref.version - current.version
@@ -46,13 +46,13 @@ extension Updater {
                 log(1, "\(shown): key document \(v) accepted: manifests need \(next.signing.described); the next document needs \(next.root.described)")
                 current = next
             }
-            chain?.document = current
-            chain?.followed = current
+            chain.document = current
+            chain.followed = current
         }
         if let expires = current.expires, expires <= unixTime() {
             throw AssetPatchError(.expired, "key document \(current.version) expired at \(RFC3339.format(expires)); the publisher must publish a newer one")
         }
-        return current.signing
+        return (current.signing, chain)
     }
 
     private func fetchKeyDocument(_ url: String) throws -> [UInt8] {

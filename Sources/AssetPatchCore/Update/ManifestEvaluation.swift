@@ -46,24 +46,20 @@ extension Updater {
     /// Fetches and judges the manifest. nil: nothing to do (`ASSETPATCH_NO_UPDATE`).
     /// Accepting it pins the package and channel and moves the downgrade mark in `state`; with
     /// keys, what the keys in force no longer vouch for stops counting (`StoreState.judge`).
-    func evaluate(_ state: inout StoreState) throws -> Candidate? {
+    func evaluate(_ state: inout StoreState, _ e: inout Evaluation) throws -> Candidate? {
         let (bytes, finalURL) = try fetchManifest()
         let source = URLs.redacted(finalURL)
-        noUpdate = nil
-        offered = 0
-        offeredChannel = nil
-        offeredExpires = nil
-        markInForce = nil
-        rolloutSeen = nil
-        judgement = nil
-        chain = nil
+        e = Evaluation()
+        var chain: KeyChainFollowed?
         var manifest = try Manifest.decode(bytes, source: source, verifies: config.verifies) { ref in
-            try self.signingKeys(for: ref, manifestURL: finalURL)
+            let (keys, followed) = try self.signingKeys(for: ref, manifestURL: finalURL)
+            chain = followed
+            return keys
         }
         // An update keeps what it decoded, not the text (300 KB for a 1,000-file manifest, held
         // through the download and the install otherwise).
         manifest.payload = []
-        offered = manifest.isLegacy ? 0 : manifest.version
+        e.offered = manifest.isLegacy ? 0 : manifest.version
         try cancel.check()
 
         let archiveURL = URLs.resolve(manifest.archiveURL, against: finalURL)
@@ -77,7 +73,7 @@ extension Updater {
 
         if manifest.kind == .legacy {
             if manifest.archiveDigest == state.activeLegacyDigest || manifest.archiveDigest == state.pendingLegacyDigest {
-                noUpdate = (.current, manifest.archiveDigest == state.activeLegacyDigest ? state.active?.version ?? 0 : state.pending?.version ?? 0)
+                e.noUpdate = (.current, manifest.archiveDigest == state.activeLegacyDigest ? state.active?.version ?? 0 : state.pending?.version ?? 0)
                 return nil
             }
             let version = max(state.highestInstalled, state.highestVersion, state.active?.version ?? 0) + 1
@@ -102,7 +98,7 @@ extension Updater {
             throw AssetPatchError(.manifest, "\(source): package \"\(package)\" is not this client's package \"\(expected.name)\" (\(who))")
         }
         let channel = manifest.channelName
-        offeredChannel = channel
+        e.channel = channel
         let verifiedBefore = verifying ? store.verifiedBefore(state) : [:]
         if let want = config.channel ?? state.expectedChannel(verifying: verifying, verifiedBefore: verifiedBefore)?.name, want != channel {
             let who = config.channel != nil ? "option channel" : "pinned by the first manifest accepted; a host moves it by setting option channel"
@@ -110,7 +106,7 @@ extension Updater {
         }
         let v = manifest.version, order = manifest.order
         let now = unixTime()
-        offeredExpires = manifest.expires
+        e.expires = manifest.expires
         if let expires = manifest.expires, expires <= now {
             throw AssetPatchError(.expired, "\(source): version \(v) expired at \(RFC3339.format(expires))")
         }
@@ -125,7 +121,7 @@ extension Updater {
                 ? Vouch(releaseID: releaseID, content: manifest.contentDigest, signers: manifest.signers) : nil
             let j = Judgement(anchor: chain.anchor, document: chain.document, followed: chain.followed, vouch: vouch,
                               legacy: chain.legacy, verifiedBefore: verifiedBefore)
-            judgement = j
+            e.judgement = j
             let message: String?
             if readOnly {
                 message = state.judge(under: j.document.signing, vouch: j.vouch, legacy: j.legacy, verifiedBefore: verifiedBefore, now: now)
@@ -134,18 +130,18 @@ extension Updater {
             }
             if let message {
                 log(2, message)
-                trustChanged = true
+                e.trustChanged = true
             }
         }
         var accepted = state
         accepted.accept(package: package, order: order, verified: manifest.signatureVerified, signers: manifest.signers,
                         channel: channel, channelByHost: config.channel != nil)
         let mark = state.downgradeMark(verifying: verifying, channel: channel)
-        markInForce = mark.version
+        e.markInForce = mark.version
         if state.bundlePackage == package && v <= state.bundleVersion {
             // The app's bundle already carries this release (or a newer one).
             state = accepted
-            noUpdate = (.inBundle, v)
+            e.noUpdate = (.inBundle, v)
             return nil
         }
         // A verifying client compares what is offered only with what was verified: a release of
@@ -156,12 +152,12 @@ extension Updater {
         }
         if (state.activeLegacyDigest == nil && isThis(state.active)) || (state.pendingLegacyDigest == nil && isThis(state.pending)) {
             state = accepted
-            noUpdate = (.current, v)
+            e.noUpdate = (.current, v)
             return nil
         }
         if state.bad.contains(v) {
             state = accepted
-            noUpdate = (.badVersion, v)
+            e.noUpdate = (.badVersion, v)
             return nil
         }
         if order < mark {
@@ -172,7 +168,7 @@ extension Updater {
                 ? "is \(order), signed before \(mark) accepted before (a copy from before a halt or a rollout change: a cache, or a replay)"
                 : "is older than \(mark) accepted before (a cache still serving an old manifest, or a replay)"
             log(2, "\(source): version \(v) \(what); nothing to install")
-            noUpdate = (.older, v)
+            e.noUpdate = (.older, v)
             return nil
         }
         if let installed = [state.active, state.pending].compactMap({ $0 }).max(by: { $0.version < $1.version }),
@@ -180,7 +176,7 @@ extension Updater {
             // Only a channel the host named gets here (the channel is pinned otherwise).
             log(1, "moving to channel \(channel): its version \(v) replaces version \(installed.version) of channel \(installed.channelName)")
         }
-        if try !isInRollout(manifest, source: source) {
+        if try !isInRollout(manifest, source: source, &e) {
             // Seen, not taken: the mark rises, so a copy signed before this one is older.
             state.note(order: order, verified: manifest.signatureVerified, signers: manifest.signers, channel: channel)
             return nil
@@ -218,14 +214,14 @@ extension Updater {
     }
 
     /// A staged rollout offers the release to a share of clients, each deciding by its bucket.
-    private func isInRollout(_ manifest: Manifest, source: String) throws -> Bool {
+    private func isInRollout(_ manifest: Manifest, source: String, _ e: inout Evaluation) throws -> Bool {
         guard let rollout = manifest.rollout else { return true }
         let percent = rollout.percent(at: unixTime())
         let id = try rolloutID()
         let bucket = Rollout.bucket(package: manifest.package ?? "default", version: manifest.version, rolloutID: id)
-        rolloutSeen = (Rollout.basisPoints(percent), bucket)
+        e.rollout = (Rollout.basisPoints(percent), bucket)
         guard Rollout.takes(bucket: bucket, percent: percent) else {
-            noUpdate = (.notInRollout, manifest.version)
+            e.noUpdate = (.notInRollout, manifest.version)
             let state = percent == 0 ? "halted (0%)" : "rolled out to \(Rollout.format(percent))% of clients"
             log(1, "\(source): version \(manifest.version) is \(state) (rollout \(rollout.summary)); this client's bucket \(bucket) of 10000 is not among them")
             return false

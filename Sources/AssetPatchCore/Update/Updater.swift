@@ -26,26 +26,9 @@ final class Updater {
     let log: (Int, String) -> Void
     let http: HTTPClient
     let bundleDir: String?
-    /// Why the last `evaluate` found nothing to install, and the version the manifest offered.
-    var noUpdate: (reason: NoUpdateReason, version: Int64)?
-    /// The version the last manifest evaluated offered (0: none was read).
-    var offered: Int64 = 0
-    /// Its channel and expiry, and the downgrade mark in force for it before it was accepted.
-    var offeredChannel: String?
-    var offeredExpires: Int64?
-    var markInForce: Int64?
-    /// Its rollout's share in force (basis points) and this client's bucket, when it has one.
-    var rolloutSeen: (basisPoints: Int32, bucket: Int)?
-    /// The keys in force the manifest was judged by, when the client verifies: what was
-    /// accepted before is judged by them too (`StoreState.judge`); and whether that changed
-    /// what the data directory serves.
-    var judgement: Judgement?
-    var trustChanged = false
-    /// The chain of key documents the last decode followed.
-    var chain: KeyChainFollowed?
     /// A look that changes nothing in the data directory (`status`, `inspect`): nothing is
     /// kept, judged on disk or downloaded.
-    var readOnly = false
+    let readOnly: Bool
     /// A manifest that expires sooner than this is accepted with a warning (seconds).
     static let expiryWarning: Int64 = 14 * 86400
     /// The last archive download resumed a partial file and its digest failed.
@@ -67,8 +50,9 @@ final class Updater {
     /// The longest Retry-After waited for; a server asking for more fails the update at once.
     static let maxRetryAfterMs: UInt64 = 30_000
 
-    init(store: Store, config: ClientConfig, bundleDir: String?, cancel: CancelToken, progress: ProgressHandler?,
+    init(store: Store, config: ClientConfig, bundleDir: String?, cancel: CancelToken, progress: ProgressHandler?, readOnly: Bool = false,
          log: @escaping (Int, String) -> Void) {
+        self.readOnly = readOnly
         self.store = store
         self.bundleDir = bundleDir
         self.config = config
@@ -83,25 +67,25 @@ final class Updater {
     /// A whole update; the caller holds the data directory's lock. `state` is the state read
     /// under that lock; it is saved (accepting a manifest pins the package and moves the
     /// downgrade mark) and, on success, switched to the new release.
-    func run(_ state: inout StoreState) throws -> UpdateOutcome {
+    func run(_ state: inout StoreState, _ e: inout Evaluation) throws -> UpdateOutcome {
         let before = state
         progress.report(Progress(phase: .check))
-        guard var candidate = try evaluate(&state) else {
-            if state != before { try Updater.recordAcceptance(state, before: before, judgement: judgement, in: store) }
+        guard var candidate = try evaluate(&state, &e) else {
+            if state != before { try Updater.recordAcceptance(state, before: before, judgement: e.judgement, in: store) }
             progress.report(Progress(phase: .check), final: true)
             progress.report(Progress(phase: .done), final: true)
             let why: String
-            switch noUpdate?.reason {
-            case .older?: why = "the manifest's version \(noUpdate!.version) is older than one accepted before"
-            case .badVersion?: why = "version \(noUpdate!.version) was rolled back from"
-            case .inBundle?: why = "the bundle carries version \(noUpdate!.version) or newer"
-            case .notInRollout?: why = "version \(noUpdate!.version) is not rolled out to this client yet"
+            switch e.noUpdate?.reason {
+            case .older?: why = "the manifest's version \(e.noUpdate!.version) is older than one accepted before"
+            case .badVersion?: why = "version \(e.noUpdate!.version) was rolled back from"
+            case .inBundle?: why = "the bundle carries version \(e.noUpdate!.version) or newer"
+            case .notInRollout?: why = "version \(e.noUpdate!.version) is not rolled out to this client yet"
             default: why = "version \(state.active?.version ?? 0) is current"
             }
             log(1, "no update: \(why)")
             return .noUpdate
         }
-        if state != before { try Updater.recordAcceptance(state, before: before, judgement: judgement, in: store) }
+        if state != before { try Updater.recordAcceptance(state, before: before, judgement: e.judgement, in: store) }
         progress.report(Progress(phase: .check), final: true)
         log(1, "updating to version \(candidate.version) from \(candidate.archive.shown)")
 
@@ -162,8 +146,8 @@ final class Updater {
     /// acceptance (package pin, mark).
     /// A check never downloads the archive: when the index cannot be read by range, the
     /// preview is the whole archive, and why.
-    func preview(_ state: inout StoreState) throws -> UpdatePreview? {
-        guard var candidate = try evaluate(&state) else { return nil }
+    func preview(_ state: inout StoreState, _ e: inout Evaluation) throws -> UpdatePreview? {
+        guard var candidate = try evaluate(&state, &e) else { return nil }
         let unread = try readIndex(&candidate, mayDownload: false)
         let archiveBytes = candidate.manifest.archiveSize ?? 0
         let m = candidate.manifest

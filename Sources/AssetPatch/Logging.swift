@@ -13,7 +13,7 @@ public func assetpatch_set_log(_ c: OpaquePointer?, _ fn: assetpatch_log_fn?, _ 
     // The host owns userdata; carry it as an integer so the closure is Sendable.
     let user = UInt(bitPattern: userdata)
     h.client.setLogger { level, message in
-        fn(CInt(level), message, UnsafeMutableRawPointer(bitPattern: user))
+        fn(level.rawValue, message, UnsafeMutableRawPointer(bitPattern: user))
     }
     return Status.ok.rawValue
 }

@@ -85,7 +85,7 @@ public final class AssetPatchClient: Sendable {
     public func setLogHandler(_ handler: (@Sendable (LogLevel, String) -> Void)?) {
         guard let c = try? open() else { return }
         guard let handler else { return c.setLogger(nil) }
-        c.setLogger { level, message in handler(LogLevel(rawValue: level) ?? .info, message) }
+        c.setLogger { level, message in handler(LogLevel(rawValue: Int(level.rawValue)) ?? .info, message) }
     }
 
     // MARK: Updating

@@ -15,10 +15,10 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
     let served = Locked<ServedRelease?>(nil)
     private let cancelToken = CancelToken()
     let updating = Atomic<Bool>(false)
-    private let logger = Locked<(@Sendable (Int, String) -> Void)?>(nil)
+    private let logger = Locked<(@Sendable (LogLevel, String) -> Void)?>(nil)
     /// What the open did that the host should hear of (a crash-loop rollback): logged to the
     /// first logger installed, since none can be installed before the open.
-    private var openMessages: [(Int, String)] = []  // written in init, then only under `logger`
+    private var openMessages: [(LogLevel, String)] = []  // written in init, then only under `logger`
     private let plugins = PluginLoader()
     /// The release the last check found (nil: none, or nothing new).
     let lastCandidate = Locked<ReleaseSummary?>(nil)
@@ -56,36 +56,36 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
         // one ends that release before a launch of it is counted.
         let marker = bundle.flatMap(BundleMarker.load)
         let fingerprint = bundle.map(BundleMarker.fingerprint)
-        let (messages, state) = try store.modifyState { s -> [(Int, String)] in
-            var out: [(Int, String)] = []
+        let (messages, state) = try store.modifyState { s -> [(LogLevel, String)] in
+            var out: [(LogLevel, String)] = []
             let now = unixTime()
             if let fingerprint, s.bundleFingerprint != fingerprint {
-                if s.bundleFingerprint != nil { out.append((1, "the bundle changed since the last open (an app upgrade)")) }
+                if s.bundleFingerprint != nil { out.append((.info, "the bundle changed since the last open (an app upgrade)")) }
                 s.bundleFingerprint = fingerprint
             }
             switch marker {
             case .none: s.bundleVersion = 0
             case let .failure(e)?:
                 s.bundleVersion = 0
-                out.append((2, e.message))
+                out.append((.warning, e.message))
             case let .success(m)?:
                 // The bundle marker is the app's word on its package: it pins it before any
                 // manifest is seen (the package option alone ranks above it).
-                if let message = s.pin(m.package, by: .bundle, now: now) { out.append((2, message)) }
+                if let message = s.pin(m.package, by: .bundle, now: now) { out.append((.warning, message)) }
                 if let pinned = s.pin, pinned.name != m.package {
                     s.bundleVersion = 0
-                    out.append((2, "the bundle marker names package \"\(m.package)\", not \"\(pinned.name)\" named by the package option; its version is ignored"))
+                    out.append((.warning, "the bundle marker names package \"\(m.package)\", not \"\(pinned.name)\" named by the package option; its version is ignored"))
                 } else {
                     s.bundleVersion = m.version
                     if let message = s.supersede(keeping: { $0.version > m.version },
                                                  reason: "app upgrade: the bundle carries version \(m.version)", now: now) {
-                        out.append((2, message))
+                        out.append((.warning, message))
                     }
                 }
             }
             s.bundlePackage = (try? marker?.get())?.package
             if countsLaunch {
-                if let message = try s.countLaunch(now: now) { out.append((2, message)) }
+                if let message = try s.countLaunch(now: now) { out.append((.warning, message)) }
             } else {
                 _ = s.activatePending()
             }
@@ -146,8 +146,8 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
 
     package var configuration: ClientConfig { config.withLock { $0 } }
 
-    package func setLogger(_ fn: (@Sendable (Int, String) -> Void)?) {
-        let held: [(Int, String)] = logger.withLock {
+    package func setLogger(_ fn: (@Sendable (LogLevel, String) -> Void)?) {
+        let held: [(LogLevel, String)] = logger.withLock {
             $0 = fn
             guard fn != nil else { return [] }
             defer { openMessages = [] }
@@ -156,8 +156,17 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
         for (level, message) in held { fn?(level, message) }
     }
 
-    func log(_ level: Int, _ message: String) {
+    func log(_ level: LogLevel, _ message: String) {
         if let fn = logger.withLock({ $0 }) { fn(level, message) }
+    }
+
+    /// Runs a host's call: a failure is logged once, at error level, with the message the
+    /// caller gets, and thrown on.
+    func loggingFailure<T>(_ body: () throws -> T) throws -> T {
+        do { return try body() } catch let e as AssetPatchError {
+            log(.error, e.message)
+            throw e
+        }
     }
 
     // MARK: Updating
@@ -188,7 +197,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
             return found
         } catch let error as AssetPatchError {
             record(e, error.status, mark: mark)
-            log(3, error.message)
+            log(.error, error.message)
             throw error
         }
     }
@@ -256,7 +265,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
             }
         } catch let error as AssetPatchError {
             record(e, error.status, mark: mark)
-            log(3, error.message)
+            log(.error, error.message)
             throw error
         }
     }
@@ -339,12 +348,9 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
     /// The address of `symbol` (nil: the plugin's declared entry) in plugin `name` of the active
     /// release, loaded from verified bytes (see `PluginLoader`).
     package func loadPlugin(_ name: String, symbol: String?) throws -> UnsafeMutableRawPointer {
-        do {
+        try loggingFailure {
             let served = try servedRelease.map { ($0.ref, try $0.info(store)) }
             return try plugins.load(store, served, name: name, symbol: symbol, allowUnsigned: configuration.allowUnsignedPlugins)
-        } catch let e as AssetPatchError {
-            log(3, e.message)
-            throw e
         }
     }
 

@@ -7,7 +7,7 @@ extension Client {
     /// bundle is served, or when the release served is no longer installed (another client
     /// removed it: this one serves it until it closes, but it can't be confirmed any more).
     package func markGood() throws {
-        do {
+        try loggingFailure {
             guard let mine = servedRelease?.ref else { throw AssetPatchError(.state, "nothing to mark good: only the bundle is served") }
             try store.modifyState { s in
                 guard s.liveReleaseIDs.contains(mine.id) else {
@@ -17,9 +17,6 @@ extension Client {
                 // The launch count is the active release's: only its confirmation ends it.
                 if s.active?.id == mine.id { s.launches = 0 }
             }
-        } catch let e as AssetPatchError {
-            log(3, e.message)
-            throw e
         }
     }
 
@@ -29,14 +26,11 @@ extension Client {
     /// Returns the version now active (0: the bundle). `.state` when only the bundle is served.
     @discardableResult
     package func rollback(reason: String = "rolled back by the app") throws -> Int64 {
-        do {
+        try loggingFailure {
             let (_, state) = try store.modifyState { try $0.rollBack(reason: reason, now: unixTime()) }
             try serve(state.active)
-            log(2, "rolled back to \(state.active.map { "version \($0.version)" } ?? "the bundle"): \(reason)")
+            log(.warning, "rolled back to \(state.active.map { "version \($0.version)" } ?? "the bundle"): \(reason)")
             return state.active?.version ?? 0
-        } catch let e as AssetPatchError {
-            log(3, e.message)
-            throw e
         }
     }
 
@@ -44,7 +38,7 @@ extension Client {
     /// serves the bundle only. The downgrade mark and the pinned package stay (a reset must not
     /// let an older manifest back in). `.busy` while an update runs on this data directory.
     package func reset() throws {
-        do {
+        try loggingFailure {
             guard !updating.load(ordering: .acquiring), let lock = try store.tryLock() else {
                 throw AssetPatchError(.busy, "an update is running on \(store.root)")
             }
@@ -62,10 +56,7 @@ extension Client {
             try serve(nil)
             try store.recover(state)
             store.discardDownloads()
-            log(1, "reset: serving the bundle only")
-        } catch let e as AssetPatchError {
-            log(3, e.message)
-            throw e
+            log(.info, "reset: serving the bundle only")
         }
     }
 

@@ -20,7 +20,7 @@ extension Client {
         }
         if let message {
             try serve(state.active)
-            log(2, message)
+            log(.warning, message)
         }
     }
 
@@ -30,7 +30,7 @@ extension Client {
         let (message, state) = try store.modifyState { $0.pin(name, by: .option, now: unixTime()) }
         if let message {
             try serve(state.active)
-            log(2, message)
+            log(.warning, message)
         }
     }
 
@@ -49,7 +49,7 @@ extension Client {
         }
         if let message {
             try serve(state.active)
-            log(2, message)
+            log(.warning, message)
         }
     }
 

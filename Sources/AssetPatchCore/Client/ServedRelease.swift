@@ -45,7 +45,7 @@ extension Client {
                 next = ServedRelease(ref: ref, lease: lease, record: record)
                 index = try record.map { ResolveIndex(root: store.filesDir(ref.id), names: $0.files.map(\.path)) } ?? loadIndex(ref)
             } else {
-                log(2, "version \(ref.version) is gone from \(store.root) (another client cleaned it up); serving the bundle")
+                log(.warning, "version \(ref.version) is gone from \(store.root) (another client cleaned it up); serving the bundle")
             }
         }
         let version = next?.ref.version ?? 0

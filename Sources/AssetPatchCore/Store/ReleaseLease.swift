@@ -27,9 +27,7 @@ extension Store {
     func lease(_ id: String) throws -> ReleaseLease? {
         for _ in 0..<8 {
             let file = try File.open(leasePath(id), O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o644)
-            while flock(file.fd, LOCK_SH) != 0 {
-                if errno != EINTR { throw ioError("flock", file.path) }
-            }
+            if retryingEINTR({ flock(file.fd, LOCK_SH) }) != 0 { throw ioError("flock", file.path) }
             // The lock must be on the file at that name now: a clean-up unlinks the lease file
             // under its exclusive lock, and a lock on an unlinked file protects nothing.
             var mine = stat(), there = stat()

@@ -90,9 +90,7 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
     @discardableResult
     package func modifyState<T>(_ body: (inout StoreState) throws -> T) throws -> (T, StoreState) {
         let file = try File.open(stateLockPath, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o644)
-        while flock(file.fd, LOCK_EX) != 0 {
-            if errno != EINTR { throw ioError("flock", file.path) }
-        }
+        if retryingEINTR({ flock(file.fd, LOCK_EX) }) != 0 { throw ioError("flock", file.path) }
         defer { flock(file.fd, LOCK_UN) }
         var state = try loadState()
         let before = state

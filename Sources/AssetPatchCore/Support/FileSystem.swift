@@ -53,8 +53,7 @@ package final class File {
     deinit { close(fd) }
 
     package static func open(_ path: String, _ flags: Int32, mode: mode_t = 0o644) throws -> File {
-        var fd: Int32
-        repeat { fd = Glibc.open(path, flags | O_CLOEXEC, mode) } while fd < 0 && errno == EINTR
+        let fd = retryingEINTR { Glibc.open(path, flags | O_CLOEXEC, mode) }
         if fd < 0 { throw ioError("open", path) }
         return File(fd: fd, path: path)
     }
@@ -65,22 +64,17 @@ package final class File {
 
     /// Reads up to `count` bytes at the current offset; 0 at end of file.
     package func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
-        while true {
-            let n = Glibc.read(fd, buffer.baseAddress, buffer.count)
-            if n >= 0 { return n }
-            if errno != EINTR { throw ioError("read", path) }
-        }
+        let n = retryingEINTR { Glibc.read(fd, buffer.baseAddress, buffer.count) }
+        if n < 0 { throw ioError("read", path) }
+        return n
     }
 
     /// Reads up to `buffer.count` bytes at `offset`, looping over short reads; fewer only at end of file.
     package func pread(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws -> Int {
         var done = 0
         while done < buffer.count {
-            let n = Glibc.pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw ioError("read", path)
-            }
+            let n = retryingEINTR { Glibc.pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done)) }
+            if n < 0 { throw ioError("read", path) }
             if n == 0 { break }
             done += n
         }
@@ -100,11 +94,8 @@ package final class File {
     package func write(_ buffer: UnsafeRawBufferPointer) throws {
         var done = 0
         while done < buffer.count {
-            let n = Glibc.write(fd, buffer.baseAddress! + done, buffer.count - done)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw ioError("write", path)
-            }
+            let n = retryingEINTR { Glibc.write(fd, buffer.baseAddress! + done, buffer.count - done) }
+            if n < 0 { throw ioError("write", path) }
             done += n
         }
     }
@@ -116,11 +107,8 @@ package final class File {
     package func pwrite(_ buffer: UnsafeRawBufferPointer, at offset: UInt64) throws {
         var done = 0
         while done < buffer.count {
-            let n = Glibc.pwrite(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw ioError("write", path)
-            }
+            let n = retryingEINTR { Glibc.pwrite(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done)) }
+            if n < 0 { throw ioError("write", path) }
             done += n
         }
     }
@@ -157,8 +145,15 @@ package final class File {
         if ftruncate(fd, off_t(length)) != 0 { throw ioError("truncate", path) }
     }
 
-    package func seek(to offset: UInt64) throws {
-        if lseek(fd, off_t(offset), SEEK_SET) < 0 { throw ioError("seek", path) }
+}
+
+/// A system call made again for as long as a signal interrupts it (EINTR): the one place that
+/// rule is written.
+@inline(__always)
+func retryingEINTR<T: BinaryInteger>(_ call: () -> T) -> T {
+    while true {
+        let r = call()
+        if r >= 0 || errno != EINTR { return r }
     }
 }
 
@@ -212,10 +207,6 @@ package enum FS {
 
     package static func unlink(_ path: String) throws {
         if Glibc.unlink(path) != 0 && errno != ENOENT { throw ioError("unlink", path) }
-    }
-
-    package static func link(_ from: String, _ to: String) throws {
-        if Glibc.link(from, to) != 0 { throw ioError("link \(from) ->", to) }
     }
 
     /// fsync of a directory, making a rename or creation inside it durable.

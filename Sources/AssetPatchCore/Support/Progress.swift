@@ -62,12 +62,6 @@ final class ProgressReporter {
         }
     }
 
-    /// Delivers the current phase's last numbers if they were held back.
-    func flush() {
-        guard let handler, pending else { return }
-        deliver(last, handler)
-    }
-
     /// The last report delivered: the same numbers twice in a row (a phase's start and end
     /// with nothing counted between, as for the check) are delivered once.
     private var delivered: Progress?

@@ -75,3 +75,10 @@ package struct AssetPatchError: Error, Sendable, CustomStringConvertible {
 
     package var description: String { "\(status.name): \(message)" }
 }
+
+/// How much a log line matters (`assetpatch_log_fn`'s level): what the host filters on.
+package enum LogLevel: Int32, Sendable, Comparable {
+    case debug = 0, info = 1, warning = 2, error = 3
+
+    package static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
+}

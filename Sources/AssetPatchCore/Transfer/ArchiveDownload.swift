@@ -97,7 +97,7 @@ final class ArchiveDownload {
     let http: HTTPClient
     let cancel: CancelToken
     let progress: ProgressReporter
-    let log: (Int, String) -> Void
+    let log: (LogLevel, String) -> Void
     let hash: PartialHash
     /// Told how far the partial file holds downloaded bytes, after every write and truncation
     /// (an `ArchiveFollower` extracting behind the download).
@@ -121,7 +121,7 @@ final class ArchiveDownload {
 
     init(store: Store, source: Location, digest: String, algorithm: Digest.Algorithm, expectedSize: UInt64?, limit: UInt64,
          limitError: @escaping (UInt64) -> AssetPatchError, http: HTTPClient, cancel: CancelToken, progress: ProgressReporter,
-         log: @escaping (Int, String) -> Void) throws {
+         log: @escaping (LogLevel, String) -> Void) throws {
         self.store = store
         self.source = source
         self.digest = digest
@@ -177,7 +177,7 @@ final class ArchiveDownload {
             store.discardPartial(digest)
             onWritten?(0)
             hash.reset()
-            log(2, "\(source.shown): \(e.message); the partial download is dropped")
+            log(.warning, "\(source.shown): \(e.message); the partial download is dropped")
             throw e
         }
     }
@@ -254,7 +254,7 @@ final class ArchiveDownload {
             : meta == nil ? "its record is missing"
             : meta?.coding != nil ? "its bytes were decoded from a \(meta!.coding!) encoding, not a range of the file"
             : "the server gave no validator to resume a legacy archive with"
-        log(2, "GET \(source.shown): restarting the download from byte 0: the \(have) bytes on disk can't be resumed (\(why))")
+        log(.warning, "GET \(source.shown): restarting the download from byte 0: the \(have) bytes on disk can't be resumed (\(why))")
         try out.truncate(to: 0)
         return Request(from: 0, validator: nil)
     }
@@ -290,7 +290,7 @@ final class ArchiveDownload {
                 if type.hasPrefix("text/html") || (expectedSize != nil && length != nil && length != expectedSize) {
                     throw AssetPatchError(.http, "\(what): HTTP 200 with \(head.contentLength.map(String.init) ?? "unknown") bytes of \(type.isEmpty ? "unknown type" : type) instead of the archive; keeping the \(request.from) bytes downloaded")
                 }
-                log(2, "\(what): restarting the download from byte 0: the server answered the range with the whole file (200)")
+                log(.warning, "\(what): restarting the download from byte 0: the server answered the range with the whole file (200)")
             }
             // Only a file with bytes in it is truncated: ext4 takes a truncation to zero for a
             // file about to be replaced and writes the whole new content out when it is closed
@@ -307,7 +307,7 @@ final class ArchiveDownload {
             // against the size and sha256 the manifest gives, and publishers name it by them.
             let validator = expectedSize == nil ? Validators.reusable(head)?.ifRange : Validators.any(head)?.ifRange
             if validator == nil, head.header("ETag") != nil || head.header("Last-Modified") != nil {
-                log(0, "\(what): the response's validators are too recent to rely on; an interruption restarts this download")
+                log(.debug, "\(what): the response's validators are too recent to rely on; an interruption restarts this download")
             }
             let meta = PartialMeta(url: source.url, validator: validator, coding: coding)
             try FS.writeAtomically(metaPath, Array(meta.toJSON().serialized().utf8))
@@ -349,14 +349,14 @@ final class ArchiveDownload {
                 if !hashing { return "" }
                 let hex = hash.finish()
                 if hex == digest { return hex }
-                log(2, "\(what): the complete partial download does not match; downloading again")
+                log(.warning, "\(what): the complete partial download does not match; downloading again")
                 try out.truncate(to: 0)
                 try? FS.unlink(metaPath)
                 restarts += 1
                 if restarts > 2 { return hex }
                 continue
             }
-            if request.from > 0 { log(1, "\(what): resuming at byte \(request.from)") }
+            if request.from > 0 { log(.info, "\(what): resuming at byte \(request.from)") }
             var sink = Sink(offset: request.from, decoder: nil)
             do {
                 _ = try http.get(url, extraHeaders: request.headers, receiveBuffer: ArchiveDownload.receiveBuffer, onHead: { head in
@@ -379,7 +379,7 @@ final class ArchiveDownload {
                 }
             } catch let r as RestartDownload {
                 restarts += 1
-                log(2, "\(what): \(r.reason); restarting the download from byte 0")
+                log(.warning, "\(what): \(r.reason); restarting the download from byte 0")
                 try out.truncate(to: 0)
                 try? FS.unlink(metaPath)
                 if restarts > 2 { throw AssetPatchError(.http, "\(what): \(r.reason) (range requests keep failing)") }

@@ -35,7 +35,7 @@ extension Updater {
             case let .http(url):
                 let head = try withRetries { try http.head(url) }
                 total = head.status == 200 ? head.contentLength : nil
-                if total == nil { log(2, "HEAD \(d.source.shown): HTTP \(head.status) without a length; the download size is unknown") }
+                if total == nil { log(.warning, "HEAD \(d.source.shown): HTTP \(head.status) without a length; the download size is unknown") }
             }
         }
         guard let total else { return 0 }
@@ -93,7 +93,7 @@ extension Updater {
                 if let asked = e.retryAfterMs, asked > Updater.maxRetryAfterMs { throw e }
                 attempt += 1
                 let delay = max(UInt64(250) << UInt64(attempt - 1), e.retryAfterMs ?? 0)
-                log(2, "\(e.message); retry \(attempt) of \(Updater.maxRetries) in \(delay) ms")
+                log(.warning, "\(e.message); retry \(attempt) of \(Updater.maxRetries) in \(delay) ms")
                 try cancel.sleep(ms: delay)
             }
         }

@@ -18,7 +18,7 @@ extension Updater {
                 guard mayDownload else {
                     return "the host does not answer range requests as asked (\(f.message)): an update downloads the whole archive and reads the release index from it"
                 }
-                log(2, "\(f.message); reading the release index from the whole archive")
+                log(.warning, "\(f.message); reading the release index from the whole archive")
             }
         } else if !mayDownload {
             return "differential=off: an update downloads the whole archive"
@@ -31,7 +31,7 @@ extension Updater {
             throw AssetPatchError(.archive, "\(c.archive.shown): release of \(c.manifest.releaseBytes) bytes exceeds max_release_bytes (\(config.maxReleaseBytes))")
         }
         if let index = c.index, index.newPages > 0 {
-            log(1, "release index: \(index.files.count) files (\(index.chunks.count) chunked); \(index.newPages) new index pages, \(index.fetchedBytes) bytes transferred")
+            log(.info, "release index: \(index.files.count) files (\(index.chunks.count) chunked); \(index.newPages) new index pages, \(index.fetchedBytes) bytes transferred")
         }
         return nil
     }
@@ -60,7 +60,7 @@ extension Updater {
             return try refs.map { ref, offset in
                 if let bytes = pages.load(ref) { return bytes }
                 // Damaged on disk since it was stored (`load` removed it): fetched again, once.
-                log(2, "\(pages.path(ref)): index page damaged on disk; fetching it again")
+                log(.warning, "\(pages.path(ref)): index page damaged on disk; fetching it again")
                 try prefetch([(ref, offset)])
                 guard let bytes = pages.load(ref) else { throw AssetPatchError(.io, "\(pages.path(ref)): index page missing after it was stored") }
                 return bytes

@@ -43,7 +43,7 @@ extension Updater {
                     throw AssetPatchError(.signature, "\(shown): says version \(next.version), expected \(v) (a document replayed in another's place)")
                 }
                 try next.verify(after: current, source: shown)
-                log(1, "\(shown): key document \(v) accepted: manifests need \(next.signing.described); the next document needs \(next.root.described)")
+                log(.info, "\(shown): key document \(v) accepted: manifests need \(next.signing.described); the next document needs \(next.root.described)")
                 current = next
             }
             chain.document = current

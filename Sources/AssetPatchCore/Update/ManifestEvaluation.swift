@@ -20,11 +20,11 @@ extension Updater {
             guard let body = r.body else {
                 guard let cache else { throw AssetPatchError(.http, "GET \(URLs.redacted(url)): HTTP 304 to an unconditional request") }
                 if let kept = cache.match(r.head) {
-                    log(0, "GET \(URLs.redacted(url)): 304 Not Modified; using the manifest fetched before")
+                    log(.debug, "GET \(URLs.redacted(url)): 304 Not Modified; using the manifest fetched before")
                     return (kept.bytes, kept.finalURL)
                 }
                 // A 304 that does not say which of several copies it means: ask again, plainly.
-                log(1, "GET \(URLs.redacted(url)): 304 without an ETag naming a kept copy; fetching the manifest")
+                log(.info, "GET \(URLs.redacted(url)): 304 without an ETag naming a kept copy; fetching the manifest")
                 if !readOnly { store.dropCachedManifests() }
                 return try fetchManifest()
             }
@@ -37,7 +37,7 @@ extension Updater {
             } else if r.head.header("Last-Modified") != nil {
                 // The copies kept stay good: their validators were not racy, so no later manifest
                 // can share them. This one is not kept.
-                log(0, "GET \(URLs.redacted(url)): Last-Modified \(r.head.header("Last-Modified")!) is not a second older than the response's Date (\(r.head.header("Date") ?? "none")); not kept for a 304")
+                log(.debug, "GET \(URLs.redacted(url)): Last-Modified \(r.head.header("Last-Modified")!) is not a second older than the response's Date (\(r.head.header("Date") ?? "none")); not kept for a 304")
             }
             return (body, r.head.effectiveURL)
         }
@@ -111,7 +111,7 @@ extension Updater {
             throw AssetPatchError(.expired, "\(source): version \(v) expired at \(RFC3339.format(expires))")
         }
         if let expires = manifest.expires, expires - now < Updater.expiryWarning {
-            log(2, "\(source): version \(v) expires at \(RFC3339.format(expires)), in \((expires - now) / 3600) hours; once it has, this client refuses it until the publisher signs the channel again")
+            log(.warning, "\(source): version \(v) expires at \(RFC3339.format(expires)), in \((expires - now) / 3600) hours; once it has, this client refuses it until the publisher signs the channel again")
         }
         let releaseID = Store.releaseID(version: v, digest: manifest.archiveDigest)
         if verifying, let chain {
@@ -129,7 +129,7 @@ extension Updater {
                 (message, state) = try store.commit(j)
             }
             if let message {
-                log(2, message)
+                log(.warning, message)
                 e.trustChanged = true
             }
         }
@@ -167,14 +167,14 @@ extension Updater {
             let what = v == mark.version
                 ? "is \(order), signed before \(mark) accepted before (a copy from before a halt or a rollout change: a cache, or a replay)"
                 : "is older than \(mark) accepted before (a cache still serving an old manifest, or a replay)"
-            log(2, "\(source): version \(v) \(what); nothing to install")
+            log(.warning, "\(source): version \(v) \(what); nothing to install")
             e.noUpdate = (.older, v)
             return nil
         }
         if let installed = [state.active, state.pending].compactMap({ $0 }).max(by: { $0.version < $1.version }),
            state.activeLegacyDigest == nil, v < installed.version, installed.channelName != channel {
             // Only a channel the host named gets here (the channel is pinned otherwise).
-            log(1, "moving to channel \(channel): its version \(v) replaces version \(installed.version) of channel \(installed.channelName)")
+            log(.info, "moving to channel \(channel): its version \(v) replaces version \(installed.version) of channel \(installed.channelName)")
         }
         if try !isInRollout(manifest, source: source, &e) {
             // Seen, not taken: the mark rises, so a copy signed before this one is older.
@@ -200,7 +200,7 @@ extension Updater {
         if let id = config.rolloutID { return id }
         guard readOnly else { return try store.rolloutID() }
         if let id = store.existingRolloutID() { return id }
-        log(1, "this data directory has no rollout id yet (one is drawn at its first check): a random one stands in for this look")
+        log(.info, "this data directory has no rollout id yet (one is drawn at its first check): a random one stands in for this look")
         var rng = SystemRandomNumberGenerator()
         return Hex.encode((0..<16).map { _ in UInt8.random(in: 0...255, using: &rng) })
     }
@@ -223,7 +223,7 @@ extension Updater {
         guard Rollout.takes(bucket: bucket, percent: percent) else {
             e.noUpdate = (.notInRollout, manifest.version)
             let state = percent == 0 ? "halted (0%)" : "rolled out to \(Rollout.format(percent))% of clients"
-            log(1, "\(source): version \(manifest.version) is \(state) (rollout \(rollout.summary)); this client's bucket \(bucket) of 10000 is not among them")
+            log(.info, "\(source): version \(manifest.version) is \(state) (rollout \(rollout.summary)); this client's bucket \(bucket) of 10000 is not among them")
             return false
         }
         return true

@@ -27,7 +27,7 @@ extension Updater {
             let missing = Set(c.manifest.files.filter { local($0) == nil }.map(\.size))
             var digests = BundleDigests(bundleDir: bundleDir, cachePath: store.bundleDigestsPath)
             bundle = try digests.digests(sizes: missing, cancel: cancel)
-            if digests.hashedCount > 0 { log(1, "hashed \(digests.hashedCount) bundle files (cached for later updates)") }
+            if digests.hashedCount > 0 { log(.info, "hashed \(digests.hashedCount) bundle files (cached for later updates)") }
         }
         let local = onDisk(installed, fetched, bundle)
         let chunkLists = c.index?.chunks ?? [:]
@@ -58,7 +58,7 @@ extension Updater {
     /// are not fetched again), then builds the release from files on disk. nil: the update
     /// must fall back to the whole archive (`DifferentialFallback`); the staging release is gone then.
     func installDifferentially(_ c: Candidate, _ plan: DifferentialPlan) throws -> ReleaseRecord? {
-        log(1, "differential update: \(plan.fetchEntries) files and chunks in \(plan.ranges.count + plan.chunkRanges.count) ranges, \(plan.fetchBytes) of \(c.manifest.archiveSize ?? 0) archive bytes")
+        log(.info, "differential update: \(plan.fetchEntries) files and chunks in \(plan.ranges.count + plan.chunkRanges.count) ranges, \(plan.fetchBytes) of \(c.manifest.archiveSize ?? 0) archive bytes")
         let fetch = RangeFetch(source: c.archive, archiveSize: c.manifest.archiveSize ?? 0,
                                dir: store.fetchedDir(c.manifest.archiveDigest), http: http, parallel: config.parallelDownloads,
                                cancel: cancel, progress: progress)
@@ -79,7 +79,7 @@ extension Updater {
         } catch let f as DifferentialFallback {
             for path in fetch.fetched.values { verifiedFetched.insert(path) }
             store.discardStaging(c.releaseID)
-            log(2, "\(f.message); downloading the whole archive instead")
+            log(.warning, "\(f.message); downloading the whole archive instead")
             try store.requireFreeSpace(try spaceNeeded(.wholeArchive(f.message), c, store.loadState()), for: "version \(c.version)")
             return nil
         }
@@ -162,7 +162,7 @@ extension Updater {
                 }
             }
             if scan.scanned > 0 {
-                log(1, "cut \(scan.scanned) files on disk into chunks to find those the new release shares (cached for later updates)")
+                log(.info, "cut \(scan.scanned) files on disk into chunks to find those the new release shares (cached for later updates)")
             }
         }
         out.seal()

@@ -23,7 +23,7 @@ final class Updater {
     let config: ClientConfig
     let cancel: CancelToken
     let progress: ProgressReporter
-    let log: (Int, String) -> Void
+    let log: (LogLevel, String) -> Void
     let http: HTTPClient
     let bundleDir: String?
     /// A look that changes nothing in the data directory (`status`, `inspect`): nothing is
@@ -51,7 +51,7 @@ final class Updater {
     static let maxRetryAfterMs: UInt64 = 30_000
 
     init(store: Store, config: ClientConfig, bundleDir: String?, cancel: CancelToken, progress: ProgressHandler?, readOnly: Bool = false,
-         log: @escaping (Int, String) -> Void) {
+         log: @escaping (LogLevel, String) -> Void) {
         self.readOnly = readOnly
         self.store = store
         self.bundleDir = bundleDir
@@ -82,18 +82,18 @@ final class Updater {
             case .notInRollout?: why = "version \(e.noUpdate!.version) is not rolled out to this client yet"
             default: why = "version \(state.active?.version ?? 0) is current"
             }
-            log(1, "no update: \(why)")
+            log(.info, "no update: \(why)")
             return .noUpdate
         }
         if state != before { try Updater.recordAcceptance(state, before: before, judgement: e.judgement, in: store) }
         progress.report(Progress(phase: .check), final: true)
-        log(1, "updating to version \(candidate.version) from \(candidate.archive.shown)")
+        log(.info, "updating to version \(candidate.version) from \(candidate.archive.shown)")
 
         var info: ReleaseRecord
         if state.kept.contains(where: { $0.id == candidate.releaseID }), let kept = try? store.loadRelease(candidate.releaseID) {
             // A kept release offered again (a host moving back to a channel that offers it):
             // it is on disk, verified when it was installed.
-            log(1, "version \(candidate.version) is kept on disk: served again without a download")
+            log(.info, "version \(candidate.version) is kept on disk: served again without a download")
             try activate(candidate, state: &state, inPlace: true)
             progress.report(Progress(phase: .done), final: true)
             return .installed(candidate, kept)
@@ -121,7 +121,7 @@ final class Updater {
                 if let e = error as? AssetPatchError, e.isDiskFull {
                     // A full disk breaks the app too: give back what this update downloaded.
                     store.discardDownloads()
-                    log(2, "the disk is full: partial downloads dropped")
+                    log(.warning, "the disk is full: partial downloads dropped")
                 }
                 // A partial archive kept by an earlier attempt can hold bytes a power cut never
                 // wrote (its size persisted, some of its data did not): its digest then fails.
@@ -130,14 +130,14 @@ final class Updater {
                     startedOver = true
                     resumedDamagedPartial = false
                     let why = (error as? AssetPatchError)?.message ?? "\(error)"
-                    log(2, "\(why); the partial archive kept from an earlier attempt was damaged (a power cut, or a server that changed the file): downloading the archive again from its start")
+                    log(.warning, "\(why); the partial archive kept from an earlier attempt was damaged (a power cut, or a server that changed the file): downloading the archive again from its start")
                     continue
                 }
                 throw error
             }
         }
         progress.report(Progress(phase: .done), final: true)
-        log(1, "installed version \(candidate.version)")
+        log(.info, "installed version \(candidate.version)")
         return .installed(candidate, info)
     }
 
@@ -241,7 +241,7 @@ final class Updater {
         }
         let (kept, stopped) = follower.finish()
         try cancel.check()
-        if let why = stopped.first { log(1, "extracting behind the download stopped (\(why)); finishing from the archive") }
+        if let why = stopped.first { log(.info, "extracting behind the download stopped (\(why)); finishing from the archive") }
         var verified = false
         if plan.ranges.contains(where: { $0.entries.contains { kept[$0.sha256] == nil } }) {
             try verifyArchive(c, path: archive, resumedFrom: resumedFrom)
@@ -256,7 +256,7 @@ final class Updater {
         } catch let f as DifferentialFallback {
             // The archive matches its signed digest, so its entries disagree with the manifest:
             // extracting by the zip's own headers says how.
-            log(2, "\(f.message); extracting by the archive's own directory")
+            log(.warning, "\(f.message); extracting by the archive's own directory")
             return try installer.install(c, archive: archive, installed: installed)
         }
         for path in rest.fetched.values { verifiedFetched.insert(path) }
@@ -335,7 +335,7 @@ final class Updater {
             store.pruneIndexPages(keepingReleases: state.liveReleaseIDs.union(leased))
             ChunkScan.prune(store)
         } catch let e as AssetPatchError {
-            log(2, "cleaning up old releases: \(e.message)")
+            log(.warning, "cleaning up old releases: \(e.message)")
         }
         progress.report(Progress(phase: .activate), final: true)
     }

@@ -32,7 +32,15 @@
  *   leaves `size` as it was. So a host built against an older header gets the fields it knows
  *   from a newer library, and one built against a newer header gets from an older library the
  *   fields that library knows and keeps 0 in the others. A size below the struct's first
- *   version (each struct says it) is ERR_ARGUMENT.
+ *   version (each struct says it, and ASSETPATCH_<STRUCT>_SIZE_<VERSION> names it) is
+ *   ERR_ARGUMENT.
+ * - What the library does to the whole process: the first client opened calls
+ *   curl_global_init (libcurl's own rule: before other threads use libcurl; a host that uses
+ *   libcurl itself should call it first), registers the process for membarrier(2)'s private
+ *   expedited command (what lets resolving run without a lock; where the kernel refuses it,
+ *   resolving fences instead) and installs a pthread_atfork handler (a fork while a resolve's
+ *   table is being replaced leaves the child a consistent one). It installs no signal handler
+ *   and changes no process-wide setting beyond these.
  */
 #ifndef ASSETPATCH_H
 #define ASSETPATCH_H
@@ -409,12 +417,16 @@ typedef struct assetpatch_check_outcome {
 } assetpatch_check_outcome;
 
 #define ASSETPATCH_CHECK_OUTCOME_INIT { sizeof(assetpatch_check_outcome), 0, 0, 0, 0, 0, 0, 0, "" }
+/* The struct's size in each version: the library accepts any size from the first. */
+#define ASSETPATCH_CHECK_OUTCOME_SIZE_0_4_0 32
+#define ASSETPATCH_CHECK_OUTCOME_SIZE_0_4 104
 
 /* Fills *out with what the last check or update of `c` found: whether there was something to
  * install and, when there was not, why (a host can tell a stale cache edge from "up to date"
  * without reading the log). Any thread.
  * @return ASSETPATCH_OK; ERR_STATE (no check or update has run on this client); ERR_ARGUMENT
- *         (NULL c or out, out->size smaller than the first version of the struct, 32 bytes). */
+ *         (NULL c or out, out->size smaller than the first version of the struct,
+ *         ASSETPATCH_CHECK_OUTCOME_SIZE_0_4_0). */
 ASSETPATCH_WARN_UNUSED_RESULT
 int assetpatch_last_check(assetpatch_client *c, assetpatch_check_outcome *out);
 
@@ -556,6 +568,8 @@ typedef struct assetpatch_release_info {
 } assetpatch_release_info;
 
 #define ASSETPATCH_RELEASE_INFO_INIT { sizeof(assetpatch_release_info), 0, 0, 0, 0, 0, 0, 0, "", "", 0, 0 }
+#define ASSETPATCH_RELEASE_INFO_SIZE_0_4_0 296   /* the first version */
+#define ASSETPATCH_RELEASE_INFO_SIZE_0_4 368
 
 /* Fills *out for the release `which` names. Any thread.
  * @return ASSETPATCH_OK; ERR_NOT_FOUND (no such release: bundle only, nothing pending, or no
@@ -606,6 +620,7 @@ typedef struct assetpatch_lifecycle {
 } assetpatch_lifecycle;
 
 #define ASSETPATCH_LIFECYCLE_INIT { sizeof(assetpatch_lifecycle), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, "" }
+#define ASSETPATCH_LIFECYCLE_SIZE_0_4_0 320      /* the first version */
 
 /* Fills *out with the data_dir's lifecycle state, read now (another process may have changed
  * it since this client opened). Any thread.
@@ -654,6 +669,7 @@ typedef struct assetpatch_plugin_info {
 } assetpatch_plugin_info;
 
 #define ASSETPATCH_PLUGIN_INFO_INIT { sizeof(assetpatch_plugin_info), 0, "", "", "", "" }
+#define ASSETPATCH_PLUGIN_INFO_SIZE_0_4_0 392    /* the first version */
 
 /* The active release's plugins: *count (may be NULL) gets how many there are; with out non-NULL,
  * the first min(cap, count) are written to out[]. The elements are out[0].size bytes apart: set

@@ -22,7 +22,7 @@ public func assetpatch_plugin_list(_ c: OpaquePointer?, _ out: UnsafeMutablePoin
     return status {
         // The caller's element size is the stride: a host built against another header version
         // lays its array out with its own sizeof.
-        let stride = try out.map { try callerSize($0, what: "assetpatch_plugin_list", minimum: 392) } ?? 0
+        let stride = try out.map { try callerSize($0, what: "assetpatch_plugin_list", minimum: Int(ASSETPATCH_PLUGIN_INFO_SIZE_0_4_0)) } ?? 0
         let list = try h.client.listPlugins()
         count?.pointee = list.count
         if let out {
@@ -35,7 +35,7 @@ public func assetpatch_plugin_list(_ c: OpaquePointer?, _ out: UnsafeMutablePoin
                 withUnsafeMutableBytes(of: &info.abi) { copyTruncated(p.abi ?? "", into: $0) }
                 let element = base.advanced(by: i * stride)
                 element.storeBytes(of: UInt32(stride), as: UInt32.self)
-                try writeSized(info, to: element.assumingMemoryBound(to: assetpatch_plugin_info.self), what: "assetpatch_plugin_list", minimum: 392)
+                try writeSized(info, to: element.assumingMemoryBound(to: assetpatch_plugin_info.self), what: "assetpatch_plugin_list", minimum: Int(ASSETPATCH_PLUGIN_INFO_SIZE_0_4_0))
             }
         }
         return .ok

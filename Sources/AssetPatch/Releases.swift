@@ -43,7 +43,7 @@ public func assetpatch_lifecycle_get(_ c: OpaquePointer?, _ out: UnsafeMutablePo
     guard let h = handle(c) else { return argumentError("assetpatch_lifecycle_get: client is NULL") }
     guard let out else { return argumentError("assetpatch_lifecycle_get: out is NULL") }
     return status {
-        _ = try callerSize(out, what: "assetpatch_lifecycle_get", minimum: 320)
+        _ = try callerSize(out, what: "assetpatch_lifecycle_get", minimum: Int(ASSETPATCH_LIFECYCLE_SIZE_0_4_0))
         let s = try h.client.lifecycle()
         var l = assetpatch_lifecycle()
         l.active_version = s.activeVersion
@@ -58,7 +58,7 @@ public func assetpatch_lifecycle_get(_ c: OpaquePointer?, _ out: UnsafeMutablePo
             l.rolled_back_at = r.time
             withUnsafeMutableBytes(of: &l.rollback_reason) { copyTruncated(r.reason, into: $0) }
         }
-        try writeSized(l, to: out, what: "assetpatch_lifecycle_get", minimum: 320)
+        try writeSized(l, to: out, what: "assetpatch_lifecycle_get", minimum: Int(ASSETPATCH_LIFECYCLE_SIZE_0_4_0))
         return .ok
     }
 }
@@ -99,7 +99,7 @@ public func assetpatch_release_get(_ c: OpaquePointer?, _ which: CInt, _ out: Un
     guard let h = handle(c) else { return argumentError("assetpatch_release_get: client is NULL") }
     guard let out else { return argumentError("assetpatch_release_get: out is NULL") }
     return status {
-        _ = try callerSize(out, what: "assetpatch_release_get", minimum: 296)
+        _ = try callerSize(out, what: "assetpatch_release_get", minimum: Int(ASSETPATCH_RELEASE_INFO_SIZE_0_4_0))
         let s = try summary(h, which, "assetpatch_release_get")
         var info = assetpatch_release_info()
         info.version = s.version
@@ -111,7 +111,7 @@ public func assetpatch_release_get(_ c: OpaquePointer?, _ which: CInt, _ out: Un
         withUnsafeMutableBytes(of: &info.label) { copyTruncated(s.label ?? "", into: $0) }
         withUnsafeMutableBytes(of: &info.channel) { copyTruncated(s.channel, into: $0) }
         info.rollout_basis_points = s.rolloutBasisPoints ?? -1
-        try writeSized(info, to: out, what: "assetpatch_release_get", minimum: 296)
+        try writeSized(info, to: out, what: "assetpatch_release_get", minimum: Int(ASSETPATCH_RELEASE_INFO_SIZE_0_4_0))
         return .ok
     }
 }

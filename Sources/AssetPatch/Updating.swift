@@ -74,7 +74,7 @@ public func assetpatch_last_check(_ c: OpaquePointer?, _ out: UnsafeMutablePoint
         v.rollout_basis_points = o.rollout?.basisPoints ?? -1
         v.rollout_bucket = Int32(o.rollout?.bucket ?? -1)
         withUnsafeMutableBytes(of: &v.channel) { copyTruncated(o.channel ?? "", into: $0) }
-        try writeSized(v, to: out, what: "assetpatch_last_check", minimum: 32)
+        try writeSized(v, to: out, what: "assetpatch_last_check", minimum: Int(ASSETPATCH_CHECK_OUTCOME_SIZE_0_4_0))
         return .ok
     }
 }

@@ -1,6 +1,7 @@
 import Glibc
 
-/// The data directory. Every path inside it is built here and nowhere else:
+/// The data directory. Its paths are built by `Store` and its extensions, in this folder and the
+/// manifest cache's (Transfer/ManifestCache.swift):
 ///
 ///     state.json                       the state: which release is active, kept, pending (atomic rename)
 ///     lock                             flock(2) target serialising updates across processes
@@ -11,6 +12,14 @@ import Glibc
 ///     staging/<id>/                    a release being installed; removed at open, never active
 ///     downloads/<digest>.part          a partial archive, kept across restarts for resuming
 ///     downloads/<digest>.meta          what the partial was fetched from (URL, validator, coding)
+///     downloads/<digest>.files/<sha>   files a differential attempt fetched, kept for the next
+///     downloads/<digest>.chunks/<sha>  chunks fetched for a chunked file, likewise
+///     leases/<id>                      flock(2) targets: the release each client serves
+///     index/<sha256>                   index pages of format-2 releases on disk (PageStore)
+///     manifest-cache                   manifests kept with their validators for a 304
+///     bundle-digests, chunk-scans/     caches of the bundle's digests and of chunk cuts
+///     key-documents/<anchor>.json      the newest key document followed from each trust anchor
+///     rollout-id                       this data directory's id in staged rollouts (0600)
 ///
 /// `<id>` is `<version>-<first 16 hex digits of the archive digest>`. Everything the library
 /// writes lives here.

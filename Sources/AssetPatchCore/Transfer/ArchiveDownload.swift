@@ -94,10 +94,11 @@ final class ArchiveDownload {
     /// At most this many bytes are kept; more is `limitError`.
     let limit: UInt64
     let limitError: (UInt64) -> AssetPatchError
-    let http: HTTPClient
-    let cancel: CancelToken
-    let progress: ProgressReporter
-    let log: (LogLevel, String) -> Void
+    let context: FetchContext
+    var http: HTTPClient { context.http }
+    var cancel: CancelToken { context.cancel }
+    var progress: ProgressReporter { context.progress }
+    var log: (LogLevel, String) -> Void { context.log }
     let hash: PartialHash
     /// Told how far the partial file holds downloaded bytes, after every write and truncation
     /// (an `ArchiveFollower` extracting behind the download).
@@ -120,8 +121,7 @@ final class ArchiveDownload {
     var metaPath: String { store.partialMetaPath(digest) }
 
     init(store: Store, source: Location, digest: String, algorithm: Digest.Algorithm, expectedSize: UInt64?, limit: UInt64,
-         limitError: @escaping (UInt64) -> AssetPatchError, http: HTTPClient, cancel: CancelToken, progress: ProgressReporter,
-         log: @escaping (LogLevel, String) -> Void) throws {
+         limitError: @escaping (UInt64) -> AssetPatchError, context: FetchContext) throws {
         self.store = store
         self.source = source
         self.digest = digest
@@ -129,10 +129,7 @@ final class ArchiveDownload {
         self.expectedSize = expectedSize
         self.limit = limit
         self.limitError = limitError
-        self.http = http
-        self.cancel = cancel
-        self.progress = progress
-        self.log = log
+        self.context = context
         self.hash = try PartialHash(algorithm)
     }
 

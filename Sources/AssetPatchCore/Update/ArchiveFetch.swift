@@ -1,7 +1,7 @@
 import Glibc
 
 /// The whole archive: its download (resumable), what it would transfer, the fetch with its
-/// checks, and the retry policy every transfer of an update shares.
+/// checks.
 extension Updater {
     // MARK: Plan
 
@@ -21,8 +21,7 @@ extension Updater {
             limitError = { AssetPatchError(.archive, "\(shown): archive of \($0) bytes or more exceeds max_legacy_archive_bytes (\(cap))") }
         }
         return try ArchiveDownload(store: store, source: c.archive, digest: c.manifest.archiveDigest, algorithm: c.manifest.digestAlgorithm,
-                                   expectedSize: c.manifest.archiveSize, limit: limit, limitError: limitError,
-                                   http: http, cancel: cancel, progress: progress, log: log)
+                                   expectedSize: c.manifest.archiveSize, limit: limit, limitError: limitError, context: context)
     }
 
     /// Bytes the download would still transfer. A legacy archive's size is learned from the
@@ -33,7 +32,7 @@ extension Updater {
             switch d.source {
             case let .file(path, _): total = FS.fileSize(path)
             case let .http(url):
-                let head = try withRetries { try http.head(url) }
+                let head = try context.retrying(d.source) { try http.head(url) }
                 total = head.status == 200 ? head.contentLength : nil
                 if total == nil { log(.warning, "HEAD \(d.source.shown): HTTP \(head.status) without a length; the download size is unknown") }
             }
@@ -51,7 +50,7 @@ extension Updater {
         let total = c.manifest.archiveSize ?? 0
         let resumedFrom = d.resumableBytes()
         progress.report(Progress(phase: .download, bytesDone: d.resumableBytes(), bytesTotal: total))
-        let digestHex = d.source.isFile ? try d.attempt() : try withRetries { try d.attempt() }
+        let digestHex = try context.retrying(d.source) { try d.attempt() }
         let size = FS.fileSize(d.partPath) ?? 0
         progress.report(Progress(phase: .download, bytesDone: size, bytesTotal: total == 0 ? size : total), final: true)
         let shown = c.archive.shown
@@ -79,23 +78,5 @@ extension Updater {
         let algo = c.manifest.kind == .legacy ? "md5" : "sha256"
         let resumed = resumedFrom > 0 ? " (the bytes resumed at \(resumedFrom) do not complete the archive's digest: restarting the download from byte 0)" : ""
         throw AssetPatchError(.integrity, "\(c.archive.shown): archive \(algo) is \(digestHex), the manifest says \(c.manifest.archiveDigest)\(resumed)")
-    }
-
-    /// Runs `body`, retrying transient failures (see `AssetPatchError.transient`) up to
-    /// `maxRetries` times with exponential backoff, or after the server's Retry-After.
-    func withRetries<T>(_ body: () throws -> T) throws -> T {
-        var attempt = 0
-        while true {
-            do {
-                return try body()
-            } catch let e as AssetPatchError {
-                guard e.transient, attempt < Updater.maxRetries else { throw e }
-                if let asked = e.retryAfterMs, asked > Updater.maxRetryAfterMs { throw e }
-                attempt += 1
-                let delay = max(UInt64(250) << UInt64(attempt - 1), e.retryAfterMs ?? 0)
-                log(.warning, "\(e.message); retry \(attempt) of \(Updater.maxRetries) in \(delay) ms")
-                try cancel.sleep(ms: delay)
-            }
-        }
     }
 }

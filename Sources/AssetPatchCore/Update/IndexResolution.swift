@@ -52,7 +52,7 @@ extension Updater {
             let missing = refs.filter { !pages.has($0.0) && seen.insert($0.0).inserted }.map { PageFetch.Wanted(ref: $0.0, offset: $0.1) }
             guard !missing.isEmpty else { return }
             newPages += missing.count
-            let n = source.isFile ? try fetcher.fetch(missing) : try withRetries { try fetcher.fetch(missing) }
+            let n = try context.retrying(source) { try fetcher.fetch(missing) }
             if !source.isFile { moved += n }
         }
         func load(_ refs: [(PageRef, UInt64)]) throws -> [[UInt8]] {

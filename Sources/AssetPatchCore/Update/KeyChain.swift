@@ -2,7 +2,7 @@ import Glibc
 
 /// Which keys must sign a manifest: the host's pinned keys or key document, or the newest key
 /// document the repository's chain leads to from them.
-extension Updater {
+extension ManifestJudge {
     /// The signing keys a manifest is judged by, following the chain of key documents up to the
     /// version the manifest names (`ref`); nil when the host verifies nothing.
     ///
@@ -71,7 +71,7 @@ extension Updater {
             var settings = config.http
             settings.followRedirects = false
             let direct = HTTPClient(settings: settings, cancel: cancel)
-            return try withRetries { try direct.fetch(url, limit: KeyDocument.maxBytes, limitStatus: .signature).body }
+            return try context.retrying(location) { try direct.fetch(url, limit: KeyDocument.maxBytes, limitStatus: .signature).body }
         }
     }
 }

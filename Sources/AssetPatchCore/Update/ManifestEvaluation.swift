@@ -1,8 +1,23 @@
 import Glibc
 
-/// The manifest of an update: fetched (conditionally, over HTTP), decoded and verified, and judged
-/// against what the client takes and has (package, expiry, versions, app version, size).
-extension Updater {
+/// The manifest of an update or a check: fetched (conditionally, over HTTP), decoded and
+/// verified (following the key documents' chain), and judged against what the client takes and
+/// has (package, channel, expiry, the keys in force, versions, rollout, app version, size).
+struct ManifestJudge {
+    let store: Store
+    let config: ClientConfig
+    let context: FetchContext
+    /// A look that changes nothing in the data directory.
+    let readOnly: Bool
+    var cancel: CancelToken { context.cancel }
+    var log: (LogLevel, String) -> Void { context.log }
+    var http: HTTPClient { context.http }
+
+    /// A manifest that expires sooner than this is accepted with a warning (seconds).
+    static let expiryWarning: Int64 = 14 * 86400
+}
+
+extension ManifestJudge {
     func fetchManifest() throws -> (bytes: [UInt8], finalURL: String) {
         guard let location = config.manifest else { throw AssetPatchError(.state, "no manifest_url set") }
         switch location {
@@ -14,7 +29,7 @@ extension Updater {
             // (decoded and verified again like any manifest). Racy validators are not kept (see
             // `Validators`).
             let cache = store.cachedManifests(url: url)
-            let r = try withRetries {
+            let r = try context.retrying(location) {
                 try http.fetch(url, limit: config.maxManifestBytes, limitStatus: .manifest, conditions: cache?.conditionalHeaders ?? [])
             }
             guard let body = r.body else {
@@ -110,7 +125,7 @@ extension Updater {
         if let expires = manifest.expires, expires <= now {
             throw AssetPatchError(.expired, "\(source): version \(v) expired at \(RFC3339.format(expires))")
         }
-        if let expires = manifest.expires, expires - now < Updater.expiryWarning {
+        if let expires = manifest.expires, expires - now < ManifestJudge.expiryWarning {
             log(.warning, "\(source): version \(v) expires at \(RFC3339.format(expires)), in \((expires - now) / 3600) hours; once it has, this client refuses it until the publisher signs the channel again")
         }
         let releaseID = Store.releaseID(version: v, digest: manifest.archiveDigest)

@@ -69,7 +69,7 @@ extension Updater {
             // Chunks first: they lie before the small files in name order of most packs, and
             // an interruption keeps what arrived either way.
             let chunks = plan.chunkRanges.isEmpty ? fetchedChunks(c) : try fetchChunks(c, plan)
-            if c.archive.isFile { try fetch.attempt(plan) } else { try withRetries { try fetch.attempt(plan) } }
+            try context.retrying(c.archive) { try fetch.attempt(plan) }
             progress.report(Progress(phase: .download, bytesDone: plan.fetchBytes, bytesTotal: plan.fetchBytes,
                                      filesDone: UInt64(plan.fetchEntries), filesTotal: UInt64(plan.fetchEntries)), final: true)
             for path in fetch.fetched.values { verifiedFetched.insert(path) }
@@ -118,7 +118,7 @@ extension Updater {
             let receivers = left.map { ChunkReceiver($0, dir: dir, shown: c.archive.shown) { record, path in kept[record.id.hex] = path } }
             try fetch.drive(receivers) {}
         }
-        if c.archive.isFile { try attempt() } else { try withRetries { try attempt() } }
+        try context.retrying(c.archive) { try attempt() }
         return kept
     }
 

@@ -21,16 +21,16 @@ enum UpdateOutcome {
 final class Updater {
     let store: Store
     let config: ClientConfig
-    let cancel: CancelToken
-    let progress: ProgressReporter
-    let log: (LogLevel, String) -> Void
-    let http: HTTPClient
+    /// HTTP, cancel, progress, log and the retry policy: what every transfer of this update uses.
+    let context: FetchContext
+    var cancel: CancelToken { context.cancel }
+    var progress: ProgressReporter { context.progress }
+    var log: (LogLevel, String) -> Void { context.log }
+    var http: HTTPClient { context.http }
     let bundleDir: String?
     /// A look that changes nothing in the data directory (`status`, `inspect`): nothing is
     /// kept, judged on disk or downloaded.
     let readOnly: Bool
-    /// A manifest that expires sooner than this is accepted with a warning (seconds).
-    static let expiryWarning: Int64 = 14 * 86400
     /// The last archive download resumed a partial file and its digest failed.
     var resumedDamagedPartial = false
     /// Fetched files verified by this updater (its retries trust them without hashing again).
@@ -46,20 +46,19 @@ final class Updater {
         return files
     }
 
-    static let maxRetries = 3
-    /// The longest Retry-After waited for; a server asking for more fails the update at once.
-    static let maxRetryAfterMs: UInt64 = 30_000
-
     init(store: Store, config: ClientConfig, bundleDir: String?, cancel: CancelToken, progress: ProgressHandler?, readOnly: Bool = false,
          log: @escaping (LogLevel, String) -> Void) {
         self.readOnly = readOnly
         self.store = store
         self.bundleDir = bundleDir
         self.config = config
-        self.cancel = cancel
-        self.progress = ProgressReporter(progress, cancel: cancel)
-        self.log = log
-        self.http = HTTPClient(settings: config.http, cancel: cancel)
+        context = FetchContext(http: HTTPClient(settings: config.http, cancel: cancel), cancel: cancel,
+                                  progress: ProgressReporter(progress, cancel: cancel), log: log, retry: RetryPolicy())
+    }
+
+    /// Fetches and judges the manifest (`ManifestJudge`). nil: nothing to do.
+    func evaluate(_ state: inout StoreState, _ e: inout Evaluation) throws -> Candidate? {
+        try ManifestJudge(store: store, config: config, context: context, readOnly: readOnly).evaluate(&state, &e)
     }
 
     // MARK: The sequence

@@ -8,7 +8,7 @@
 # function executed: full updates of a signed 1,000-file release over a private nginx (by its
 # head and index pages, and by its single manifest), then a differential update to the next
 # release, each followed by resolves with variants; and a full update from file://. Run it after changes to the code an update runs (the e2e tests
-# fail when less than 90% of the list is still in the library), then rebuild.
+# fail when more than 2% of the list is no longer in the library), then rebuild.
 #   scripts/hot-symbols.sh        (uses build/prefix; builds it first when missing)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -89,7 +89,8 @@ def main():
     names = dict(re.findall(r"case \.`?(\w+)`?: \"(ASSETPATCH_[A-Z_]+)\"", swift))
     swift_statuses = {names[c]: v for c, v in cases.items() if c in names}
     check("Swift Status matches the header", swift_statuses == statuses, set(swift_statuses.items()) ^ set(statuses.items()))
-    py_enum = re.search(r"class Status\(enum.IntEnum\):(.*?)\n\n", py, re.S).group(1)
+    py_types = open(os.path.join(root, "bindings", "python", "assetpatch", "_types.py")).read()
+    py_enum = re.search(r"class Status\(enum.IntEnum\):(.*?)\n\n", py_types, re.S).group(1)
     py_statuses = {"ASSETPATCH_" + n: int(v) for n, v in re.findall(r"(\w+) = (-?\d+)", py_enum)}
     check("Python Status matches the header", py_statuses == statuses, set(py_statuses.items()) ^ set(statuses.items()))
     readme = open(os.path.join(root, "README.md")).read()

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import ctypes
 import os
-import enum
 import logging
-import re
 import threading
-from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Type, Union
+from typing import Any, Callable, Iterable, Optional, Tuple, Union
 
 from . import _ffi
+from ._errors import (_ERRORS, ArchiveError, ArgumentError, AssetPatchError, BusyError, CancelledError, DowngradeError,  # noqa: F401
+                      ExpiredError, FilesystemError, HTTPError, IncompatibleError, IntegrityError, InternalError, ManifestError,
+                      NetworkError, NotFoundError, RangeError, SignatureError, StateError)
+from ._types import CheckOutcome, Lifecycle, NoUpdateReason, Phase, Plugin, Progress, ReleaseInfo, Rollback, Status  # noqa: F401
 
 __all__ = [
     "Client", "Phase", "Plugin", "Progress", "Lifecycle", "ReleaseInfo", "Rollback", "Status", "CheckOutcome", "NoUpdateReason",
@@ -46,168 +47,6 @@ def _library() -> ctypes.CDLL:
 def library_version() -> str:
     """The loaded library's version, e.g. "0.2.0"."""
     return _library().assetpatch_version().decode()
-
-
-class Status(enum.IntEnum):
-    OK = 0
-    NO_UPDATE = 1
-    ERR_ARGUMENT = -1
-    ERR_IO = -2
-    ERR_NETWORK = -3
-    ERR_HTTP = -4
-    ERR_MANIFEST = -5
-    ERR_SIGNATURE = -6
-    ERR_INTEGRITY = -7
-    ERR_ARCHIVE = -8
-    ERR_DOWNGRADE = -9
-    ERR_EXPIRED = -10
-    ERR_INCOMPATIBLE = -11
-    ERR_NOT_FOUND = -12
-    ERR_RANGE = -13
-    ERR_CANCELLED = -14
-    ERR_BUSY = -15
-    ERR_STATE = -16
-    ERR_INTERNAL = -99
-
-
-class Phase(enum.IntEnum):
-    CHECK = 1
-    DOWNLOAD = 2
-    INSTALL = 3
-    ACTIVATE = 4
-    DONE = 5
-
-
-@dataclass(frozen=True)
-class Plugin:
-    """A plugin the active release declares: name, its own version, entry symbol, ABI tag ("" when absent)."""
-    name: str
-    version: str
-    entry: str
-    abi: str
-
-
-@dataclass(frozen=True)
-class ReleaseInfo:
-    """What an app may show about a release: version, creation time (Unix seconds, 0 unknown),
-    label, notes, whether the publisher marked it mandatory, whether its signature was verified,
-    whether it is marked good, the channel it comes from and its rollout share (percent; None
-    when its manifest had no rollout)."""
-    version: int
-    created: int
-    label: str
-    notes: str
-    mandatory: bool
-    signature_verified: bool
-    marked_good: bool
-    channel: str = "stable"
-    rollout_percent: Optional[float] = None
-
-
-@dataclass(frozen=True)
-class Rollback:
-    """The last rollback: the version left, the one gone to (0: the bundle), when, and why."""
-    from_version: int
-    to_version: int
-    time: int
-    reason: str
-
-
-@dataclass(frozen=True)
-class Lifecycle:
-    """What assetpatch_lifecycle_get reports: versions served and pending (0: none), whether the
-    active release is marked good, launches counted towards max_failed_launches (and the limit in
-    force), how many versions are bad, and the last rollback."""
-    active_version: int
-    pending_version: int
-    marked_good: bool
-    launches: int
-    max_failed_launches: int
-    bad_versions: int
-    last_rollback: Optional[Rollback]
-
-
-class NoUpdateReason(enum.IntEnum):
-    """Why a check or update found nothing to install (assetpatch_no_update_reason)."""
-    CURRENT = 1      # the manifest offers the release installed
-    OLDER = 2        # older than one accepted before: a stale cache edge, or a replay
-    BAD_VERSION = 3  # a version this client rolled back from
-    IN_BUNDLE = 4    # the app's bundle carries it or a newer one
-    NOT_IN_ROLLOUT = 5   # the manifest's staged rollout does not include this client (yet), or is halted
-    CHANNEL_BEHIND = 6   # not given since 0.5: a client moves to another channel when its host names it
-
-
-@dataclass(frozen=True)
-class CheckOutcome:
-    """What the last check or update found (assetpatch_last_check): its status, why there was
-    nothing to install (None unless status is NO_UPDATE), the version the manifest offered and
-    the highest version accepted before from the manifest's channel; the manifest's channel, its
-    rollout share in force (percent; None without a rollout) and this client's bucket (0..9999;
-    None when not computed): the client takes the release iff bucket < share x 100."""
-    status: Status
-    reason: Optional[NoUpdateReason]
-    manifest_version: int
-    accepted_version: int
-    channel: str = ""
-    rollout_percent: Optional[float] = None
-    rollout_bucket: Optional[int] = None
-
-
-@dataclass(frozen=True)
-class Progress:
-    phase: Phase
-    bytes_done: int
-    bytes_total: int
-    files_done: int
-    files_total: int
-
-
-class AssetPatchError(Exception):
-    """A failed library call: `status` (a Status), `name` ("ASSETPATCH_ERR_IO") and the message."""
-
-    status: Status = Status.ERR_INTERNAL
-
-    def __init__(self, status: int, message: str) -> None:
-        try:
-            self.status = Status(status)
-        except ValueError:
-            self.status = Status.ERR_INTERNAL
-        self.name = "ASSETPATCH_" + self.status.name if status == self.status else f"ASSETPATCH_UNKNOWN({status})"
-        self.message = message
-        super().__init__(f"{self.name}: {message}")
-
-
-class ArgumentError(AssetPatchError, ValueError): status = Status.ERR_ARGUMENT
-class FilesystemError(AssetPatchError, OSError): status = Status.ERR_IO
-class NetworkError(AssetPatchError, ConnectionError): status = Status.ERR_NETWORK
-class HTTPError(AssetPatchError):
-    """An HTTP status the request could not use: `status_code` (404, 503, ...) and `url` (without
-    credentials or query), or None where the message does not say."""
-
-    status = Status.ERR_HTTP
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(status, message)
-        m = re.match(r"(?:GET|HEAD) (\S+): HTTP (\d{3})", message)
-        self.url: Optional[str] = m.group(1) if m else None
-        self.status_code: Optional[int] = int(m.group(2)) if m else None
-class ManifestError(AssetPatchError): status = Status.ERR_MANIFEST
-class SignatureError(AssetPatchError): status = Status.ERR_SIGNATURE
-class IntegrityError(AssetPatchError): status = Status.ERR_INTEGRITY
-class ArchiveError(AssetPatchError): status = Status.ERR_ARCHIVE
-class DowngradeError(AssetPatchError): status = Status.ERR_DOWNGRADE
-class ExpiredError(AssetPatchError): status = Status.ERR_EXPIRED
-class IncompatibleError(AssetPatchError): status = Status.ERR_INCOMPATIBLE
-class NotFoundError(AssetPatchError, LookupError): status = Status.ERR_NOT_FOUND
-class RangeError(AssetPatchError): status = Status.ERR_RANGE
-class CancelledError(AssetPatchError): status = Status.ERR_CANCELLED
-class BusyError(AssetPatchError): status = Status.ERR_BUSY
-class StateError(AssetPatchError): status = Status.ERR_STATE
-class InternalError(AssetPatchError): status = Status.ERR_INTERNAL
-
-
-# One class per error status, found from the class declarations themselves.
-_ERRORS: Dict[int, Type[AssetPatchError]] = {cls.status: cls for cls in AssetPatchError.__subclasses__()}
 
 
 def _error(rc: int) -> AssetPatchError:

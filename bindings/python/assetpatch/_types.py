@@ -1,0 +1,121 @@
+"""The values the library hands back: statuses, phases, progress, release information, the
+lifecycle and what a check found (mirrors of the header's enums and structs)."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Optional
+
+
+class Status(enum.IntEnum):
+    OK = 0
+    NO_UPDATE = 1
+    ERR_ARGUMENT = -1
+    ERR_IO = -2
+    ERR_NETWORK = -3
+    ERR_HTTP = -4
+    ERR_MANIFEST = -5
+    ERR_SIGNATURE = -6
+    ERR_INTEGRITY = -7
+    ERR_ARCHIVE = -8
+    ERR_DOWNGRADE = -9
+    ERR_EXPIRED = -10
+    ERR_INCOMPATIBLE = -11
+    ERR_NOT_FOUND = -12
+    ERR_RANGE = -13
+    ERR_CANCELLED = -14
+    ERR_BUSY = -15
+    ERR_STATE = -16
+    ERR_INTERNAL = -99
+
+
+class Phase(enum.IntEnum):
+    CHECK = 1
+    DOWNLOAD = 2
+    INSTALL = 3
+    ACTIVATE = 4
+    DONE = 5
+
+
+@dataclass(frozen=True)
+class Plugin:
+    """A plugin the active release declares: name, its own version, entry symbol, ABI tag ("" when absent)."""
+    name: str
+    version: str
+    entry: str
+    abi: str
+
+
+@dataclass(frozen=True)
+class ReleaseInfo:
+    """What an app may show about a release: version, creation time (Unix seconds, 0 unknown),
+    label, notes, whether the publisher marked it mandatory, whether its signature was verified,
+    whether it is marked good, the channel it comes from and its rollout share (percent; None
+    when its manifest had no rollout)."""
+    version: int
+    created: int
+    label: str
+    notes: str
+    mandatory: bool
+    signature_verified: bool
+    marked_good: bool
+    channel: str = "stable"
+    rollout_percent: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class Rollback:
+    """The last rollback: the version left, the one gone to (0: the bundle), when, and why."""
+    from_version: int
+    to_version: int
+    time: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    """What assetpatch_lifecycle_get reports: versions served and pending (0: none), whether the
+    active release is marked good, launches counted towards max_failed_launches (and the limit in
+    force), how many versions are bad, and the last rollback."""
+    active_version: int
+    pending_version: int
+    marked_good: bool
+    launches: int
+    max_failed_launches: int
+    bad_versions: int
+    last_rollback: Optional[Rollback]
+
+
+class NoUpdateReason(enum.IntEnum):
+    """Why a check or update found nothing to install (assetpatch_no_update_reason)."""
+    CURRENT = 1      # the manifest offers the release installed
+    OLDER = 2        # older than one accepted before: a stale cache edge, or a replay
+    BAD_VERSION = 3  # a version this client rolled back from
+    IN_BUNDLE = 4    # the app's bundle carries it or a newer one
+    NOT_IN_ROLLOUT = 5   # the manifest's staged rollout does not include this client (yet), or is halted
+    CHANNEL_BEHIND = 6   # not given since 0.5: a client moves to another channel when its host names it
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """What the last check or update found (assetpatch_last_check): its status, why there was
+    nothing to install (None unless status is NO_UPDATE), the version the manifest offered and
+    the highest version accepted before from the manifest's channel; the manifest's channel, its
+    rollout share in force (percent; None without a rollout) and this client's bucket (0..9999;
+    None when not computed): the client takes the release iff bucket < share x 100."""
+    status: Status
+    reason: Optional[NoUpdateReason]
+    manifest_version: int
+    accepted_version: int
+    channel: str = ""
+    rollout_percent: Optional[float] = None
+    rollout_bucket: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class Progress:
+    phase: Phase
+    bytes_done: int
+    bytes_total: int
+    files_done: int
+    files_total: int

@@ -96,6 +96,16 @@ check "C++ tests build with g++ and pkg-config" g++ -std=c++17 -Wall -Wextra -We
 mkdir -p "$work/cpp"
 "$work/test_wrapper" "$work/fx" "$work/cpp" | tee "$work/cpp.log"
 count_program "$work/cpp.log" "test_wrapper (g++)"
+check "C++ try_* tests build with -fno-exceptions" g++ -std=c++17 -Wall -Wextra -Werror -fno-exceptions -I"$root/bindings/cpp" \
+  "$root/bindings/cpp/tests/test_no_exceptions.cpp" $cflags -o "$work/test_no_exceptions"
+mkdir -p "$work/cpp-noexc"
+"$work/test_no_exceptions" "$work/fx" "$work/cpp-noexc" | tee "$work/cpp-noexc.log"
+count_program "$work/cpp-noexc.log" "test_no_exceptions (g++ -fno-exceptions)"
+# A throwing call compiles with exceptions and is not declared without them (it could only abort).
+throwing='#include "assetpatch.hpp"
+int main() { assetpatch::client c("/tmp/x"); return (int)c.resolve("a").string().size(); }'
+check "C++ throwing calls compile with exceptions" bash -c "g++ -std=c++17 -fsyntax-only -I'$root/bindings/cpp' $cflags -x c++ - <<< '$throwing'"
+check "C++ throwing calls are not declared under -fno-exceptions" bash -c "! g++ -std=c++17 -fno-exceptions -fsyntax-only -I'$root/bindings/cpp' $cflags -x c++ - <<< '$throwing' 2>/dev/null"
 check "C++ tests build with ThreadSanitizer" g++ -std=c++17 -g -O1 -fsanitize=thread -I"$root/bindings/cpp" \
   "$root/bindings/cpp/tests/test_wrapper.cpp" $cflags -o "$work/test_wrapper_tsan"
 mkdir -p "$work/cpp-tsan"

@@ -5,14 +5,19 @@
 //   c.update([](const assetpatch::progress& p) { std::cerr << p.bytes_done << "\n"; return false; });
 //   std::filesystem::path p = c.resolve("sub/sample.png");
 //
-// Errors throw assetpatch::error (status(), name(), what() = the library's message). A client
-// owns its handle (move-only); destructors never throw. Callbacks run on the updating thread;
-// an exception thrown by one cancels the update and is rethrown from the call that ran it
-// (a C++ exception must never unwind through the library's frames).
+// Every call comes in two forms: `resolve` throws assetpatch::error (status(), name(), what() =
+// the library's message); `try_resolve` returns a result (assetpatch_result.hpp) and throws
+// nothing of its own. Built with -fno-exceptions, only the try_* forms (and `client::try_open`)
+// are declared. A client owns its handle (move-only); destructors never throw. Callbacks run on
+// the updating thread; an exception thrown by one cancels the update and is rethrown from the
+// call that ran it (a C++ exception must never unwind through the library's frames).
 #ifndef ASSETPATCH_HPP
 #define ASSETPATCH_HPP
 
 #include <assetpatch.h>
+
+#include "assetpatch_callbacks.hpp"
+#include "assetpatch_result.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -22,7 +27,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -30,119 +34,43 @@
 
 namespace assetpatch {
 
-/// A failed library call: the status code, its constant's name, and the library's message.
-class error : public std::runtime_error {
-public:
-    error(int status, const std::string& message)
-        : std::runtime_error(std::string(assetpatch_status_name(status)) + ": " + message), status_(status) {}
-    int status() const noexcept { return status_; }
-    const char* name() const noexcept { return assetpatch_status_name(status_); }
-
-private:
-    int status_;
-};
-
-enum class phase { check = ASSETPATCH_PHASE_CHECK, download = ASSETPATCH_PHASE_DOWNLOAD, install = ASSETPATCH_PHASE_INSTALL,
-                   activate = ASSETPATCH_PHASE_ACTIVATE, done = ASSETPATCH_PHASE_DONE };
-
-struct progress {
-    enum phase phase;
-    std::uint64_t bytes_done, bytes_total, files_done, files_total;
-};
-
-/// Return true to cancel the update.
-using progress_fn = std::function<bool(const progress&)>;
-using log_fn = std::function<void(int level, std::string_view message)>;
-
-/// What check() found: the newer release's version and the bytes an update would transfer.
-struct available { std::int64_t version; std::uint64_t download_bytes; };
-
 namespace detail {
-inline int check(int rc) {
-    if (rc < 0) throw error(rc, assetpatch_last_error());
-    return rc;
-}
-
-// What one update's progress callback reaches through userdata: the caller's function and the
-// exception it threw. Each update gets its own, alive and untouched until that update has
-// ended, so a second call never swaps a function out from under a running update.
-struct update_context {
-    explicit update_context(progress_fn fn) : on_progress(std::move(fn)) {}
-    const progress_fn on_progress;
-
-    static int trampoline(const assetpatch_progress* p, void* userdata) noexcept {
-        auto* self = static_cast<update_context*>(userdata);
-        if (self->failed()) return 1;
-        try {
-            return self->on_progress(progress{static_cast<enum phase>(p->phase), p->bytes_done, p->bytes_total,
-                                              p->files_done, p->files_total}) ? 1 : 0;
-        } catch (...) {
-            std::lock_guard<std::mutex> lock(self->mutex_);
-            self->failure_ = std::current_exception();
-            return 1;
-        }
-    }
-
-    assetpatch_progress_fn c_function() const { return on_progress ? &trampoline : nullptr; }
-
-    // The exception the callback threw, once (read by the thread that collects the result).
-    void rethrow() {
-        std::exception_ptr f;
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            f = std::exchange(failure_, nullptr);
-        }
-        if (f) std::rethrow_exception(f);
-    }
-
-private:
-    bool failed() {
-        std::lock_guard<std::mutex> lock(mutex_);
-        return failure_ != nullptr;
-    }
-    std::mutex mutex_;
-    std::exception_ptr failure_;
-};
-
-// A log function, for as long as the library may call it: set_log keeps every function it
-// installed until the client closes, since a line being written on the updating thread may
-// still be in the previous one when set_log returns.
-struct log_context {
-    explicit log_context(log_fn fn) : on_log(std::move(fn)) {}
-    const log_fn on_log;
-
-    static void trampoline(int level, const char* message, void* userdata) noexcept {
-        auto* self = static_cast<log_context*>(userdata);
-        try {
-            self->on_log(level, message ? message : "");
-        } catch (...) {
-            // A logger must not fail the update; the line is dropped.
-        }
-    }
-};
-
-// Everything the C library reaches through userdata lives here, on the heap, so it stays put
-// when the client object moves.
-struct callbacks {
-    std::mutex mutex;
-    std::unique_ptr<update_context> background;       // the update start_update() began
-    std::vector<std::unique_ptr<log_context>> logs;   // every log function installed, newest last
-};
-
 struct client_deleter {
     void operator()(assetpatch_client* c) const noexcept { assetpatch_client_close(c); }
 };
+
+// A call that returned `rc`: its failure (rc < 0), or nothing.
+inline std::optional<failure> failed(int rc) {
+    if (rc < 0) return failure::last(rc);
+    return std::nullopt;
+}
+
+// Reads a string the library writes into a caller's buffer (ERR_RANGE: asks again with the
+// length it reported).
+template <class Call> result<std::string> read_string(std::size_t first_size, Call call) {
+    std::string out(first_size, '\0');
+    std::size_t len = 0;
+    int rc = call(out.data(), out.size(), &len);
+    if (rc == ASSETPATCH_ERR_RANGE) {
+        out.resize(len + 1);
+        rc = call(out.data(), out.size(), &len);
+    }
+    if (auto f = failed(rc)) return *f;
+    out.resize(len);
+    return out;
+}
 }  // namespace detail
 
 /// One client of a data directory. Thread-safe like the C API; move-only.
 class client {
 public:
-    explicit client(const std::filesystem::path& data_dir, const std::optional<std::filesystem::path>& bundle_dir = std::nullopt)
-        : callbacks_(std::make_unique<detail::callbacks>()) {
+    /// Opens the data directory (created if missing) over the bundle (none: nullopt).
+    static result<client> try_open(const std::filesystem::path& data_dir,
+                                   const std::optional<std::filesystem::path>& bundle_dir = std::nullopt) {
         assetpatch_client* raw = nullptr;
         const std::string bundle = bundle_dir ? bundle_dir->string() : std::string();
-        detail::check(assetpatch_client_open(data_dir.c_str(), bundle_dir ? bundle.c_str() : nullptr, &raw));
-        handle_.reset(raw);
+        if (auto f = detail::failed(assetpatch_client_open(data_dir.c_str(), bundle_dir ? bundle.c_str() : nullptr, &raw))) return *f;
+        return client(raw);
     }
 
     client(client&&) noexcept = default;
@@ -159,182 +87,238 @@ public:
     client& operator=(const client&) = delete;
     ~client() = default;  // closes the handle first (declared last), then frees the callbacks
 
-    /// Sets an option (see assetpatch.h); throws error(ASSETPATCH_ERR_ARGUMENT) for bad ones.
-    client& set(std::string_view option, std::string_view value) {
-        detail::check(assetpatch_client_set(get(), std::string(option).c_str(), std::string(value).c_str()));
-        return *this;
+    // The calls that report failure as a result (the throwing forms follow).
+
+    /// Sets an option (see assetpatch.h); ASSETPATCH_ERR_ARGUMENT for bad ones.
+    result<void> try_set(std::string_view option, std::string_view value) {
+        if (!handle_) return moved_from();
+        return done(assetpatch_client_set(handle_.get(), std::string(option).c_str(), std::string(value).c_str()));
     }
 
     /// A newer release, or nullopt when there is nothing new.
-    std::optional<available> check() {
+    result<std::optional<available>> try_check() {
+        if (!handle_) return moved_from();
         std::int64_t version = 0;
         std::uint64_t bytes = 0;
-        if (detail::check(assetpatch_check(get(), &version, &bytes)) == ASSETPATCH_NO_UPDATE) return std::nullopt;
-        return available{version, bytes};
+        const int rc = assetpatch_check(handle_.get(), &version, &bytes);
+        if (auto f = detail::failed(rc)) return *f;
+        if (rc == ASSETPATCH_NO_UPDATE) return std::optional<available>();
+        return std::optional<available>(available{version, bytes});
     }
 
     /// Blocking update: true when a release was installed, false when there was nothing new.
-    bool update(progress_fn on_progress = {}) {
+    result<bool> try_update(progress_fn on_progress = {}) {
+        if (!handle_) return moved_from();
         detail::update_context ctx(std::move(on_progress));  // alive for the whole call
-        int rc = assetpatch_update(get(), ctx.c_function(), &ctx);
+        const int rc = assetpatch_update(handle_.get(), ctx.c_function(), &ctx);
+        auto outcome = detail::failed(rc);  // read before anything else calls the library
         ctx.rethrow();
-        return detail::check(rc) == ASSETPATCH_OK;
+        if (outcome) return *outcome;
+        return rc == ASSETPATCH_OK;
     }
 
-    /// Runs update() on a background thread; collect the result with wait().
-    void start_update(progress_fn on_progress = {}) {
+    /// Runs an update on a background thread; collect its result with try_wait().
+    result<void> try_start_update(progress_fn on_progress = {}) {
+        if (!handle_) return moved_from();
         auto ctx = std::make_unique<detail::update_context>(std::move(on_progress));
         std::lock_guard<std::mutex> lock(callbacks_->mutex);
-        int rc = assetpatch_update_start(get(), ctx->c_function(), ctx.get());
-        detail::check(rc);
+        if (auto f = detail::failed(assetpatch_update_start(handle_.get(), ctx->c_function(), ctx.get()))) return *f;
         // Accepted: no update runs any more on the previous context, so it can go.
         callbacks_->background = std::move(ctx);
+        return {};
     }
 
-    /// Waits for start_update()'s result: true installed, false nothing new; throws its error.
-    /// nullopt when still running after `timeout` (negative: wait forever).
-    std::optional<bool> wait(std::chrono::milliseconds timeout = std::chrono::milliseconds(-1)) {
-        int result = 0;
-        int rc = assetpatch_update_wait(get(), static_cast<int>(timeout.count()), &result);
-        if (rc == ASSETPATCH_ERR_BUSY) return std::nullopt;
-        detail::check(rc);
+    /// Waits for the background update's result: true installed, false nothing new, its
+    /// failure as this result's. nullopt when still running after `timeout` (negative: wait
+    /// forever).
+    result<std::optional<bool>> try_wait(std::chrono::milliseconds timeout = std::chrono::milliseconds(-1)) {
+        if (!handle_) return moved_from();
+        int outcome = 0;
+        const int rc = assetpatch_update_wait(handle_.get(), static_cast<int>(timeout.count()), &outcome);
+        if (rc == ASSETPATCH_ERR_BUSY) return std::optional<bool>();
+        if (auto f = detail::failed(rc)) return *f;
+        auto f = detail::failed(outcome);  // the update's message is this thread's after the wait
         {
             std::lock_guard<std::mutex> lock(callbacks_->mutex);
             if (callbacks_->background) callbacks_->background->rethrow();
         }
-        return detail::check(result) == ASSETPATCH_OK;
+        if (f) return *f;
+        return std::optional<bool>(outcome == ASSETPATCH_OK);
     }
 
     /// Asks a running update to stop soon.
     void cancel() noexcept { assetpatch_cancel(handle_.get()); }
 
     /// The absolute path a resource name resolves to (release first, then bundle).
-    std::filesystem::path resolve(std::string_view name) const {
+    result<std::filesystem::path> try_resolve(std::string_view name) const {
+        if (!handle_) return moved_from();
         const std::string n(name);
-        std::string path(256, '\0');
-        size_t len = 0;
-        int rc = assetpatch_resolve(get(), n.c_str(), path.data(), path.size(), &len);
-        if (rc == ASSETPATCH_ERR_RANGE) {
-            path.resize(len + 1);
-            rc = assetpatch_resolve(get(), n.c_str(), path.data(), path.size(), &len);
-        }
-        detail::check(rc);
-        path.resize(len);
-        return std::filesystem::path(path);
+        auto path = detail::read_string(256, [&](char* buf, std::size_t size, std::size_t* len) {
+            return assetpatch_resolve(handle_.get(), n.c_str(), buf, size, len);
+        });
+        if (!path) return path.error();
+        return std::filesystem::path(std::move(*path));
     }
 
-    /// What the last check() or update() found and why it found nothing to install
+    /// What the last check or update found and why it found nothing to install
     /// (assetpatch_last_check); nullopt before the first. An older manifest than one accepted
     /// before (a stale cache edge) is no update with reason ASSETPATCH_REASON_OLDER.
-    std::optional<assetpatch_check_outcome> last_check() const {
+    result<std::optional<assetpatch_check_outcome>> try_last_check() const {
+        if (!handle_) return moved_from();
         assetpatch_check_outcome out = ASSETPATCH_CHECK_OUTCOME_INIT;
-        const int rc = assetpatch_last_check(get(), &out);
-        if (rc == ASSETPATCH_ERR_STATE) return std::nullopt;
-        detail::check(rc);
-        return out;
+        const int rc = assetpatch_last_check(handle_.get(), &out);
+        if (rc == ASSETPATCH_ERR_STATE) return std::optional<assetpatch_check_outcome>();
+        if (auto f = detail::failed(rc)) return *f;
+        return std::optional<assetpatch_check_outcome>(out);
     }
 
     /// The active release's version; 0 when only the bundle is served.
-    std::int64_t current_version() const {
+    result<std::int64_t> try_current_version() const {
+        if (!handle_) return moved_from();
         std::int64_t v = 0;
-        detail::check(assetpatch_current(get(), &v));
+        if (auto f = detail::failed(assetpatch_current(handle_.get(), &v))) return *f;
         return v;
     }
 
     /// Confirms the active release: never rolled back automatically (max_failed_launches).
-    void mark_good() { detail::check(assetpatch_mark_good(get())); }
+    result<void> try_mark_good() {
+        if (!handle_) return moved_from();
+        return done(assetpatch_mark_good(handle_.get()));
+    }
 
     /// Goes back to the newest kept release, or the bundle; returns the version now served
     /// (0: the bundle). Updates skip the version left until a newer one is published.
-    std::int64_t rollback() {
-        detail::check(assetpatch_rollback(get()));
-        return current_version();
+    result<std::int64_t> try_rollback() {
+        if (!handle_) return moved_from();
+        if (auto f = detail::failed(assetpatch_rollback(handle_.get()))) return *f;
+        return try_current_version();
     }
 
     /// Drops every release and partial download; serves the bundle only.
-    void reset() { detail::check(assetpatch_reset(get())); }
+    result<void> try_reset() {
+        if (!handle_) return moved_from();
+        return done(assetpatch_reset(handle_.get()));
+    }
 
     /// The release `which` names (ASSETPATCH_RELEASE_ACTIVE, _PENDING, or _CANDIDATE: what the
     /// last check found); nullopt when there is none.
-    std::optional<assetpatch_release_info> release(int which = ASSETPATCH_RELEASE_ACTIVE) const {
+    result<std::optional<assetpatch_release_info>> try_release(int which = ASSETPATCH_RELEASE_ACTIVE) const {
+        if (!handle_) return moved_from();
         assetpatch_release_info out = ASSETPATCH_RELEASE_INFO_INIT;
-        const int rc = assetpatch_release_get(get(), which, &out);
-        if (rc == ASSETPATCH_ERR_NOT_FOUND) return std::nullopt;
-        detail::check(rc);
-        return out;
+        const int rc = assetpatch_release_get(handle_.get(), which, &out);
+        if (rc == ASSETPATCH_ERR_NOT_FOUND) return std::optional<assetpatch_release_info>();
+        if (auto f = detail::failed(rc)) return *f;
+        return std::optional<assetpatch_release_info>(out);
     }
 
     /// The release's notes ("" when it has none).
-    std::string release_notes(int which = ASSETPATCH_RELEASE_ACTIVE) const {
-        std::string notes(1024, '\0');
-        size_t len = 0;
-        int rc = assetpatch_release_notes(get(), which, notes.data(), notes.size(), &len);
-        if (rc == ASSETPATCH_ERR_RANGE) {
-            notes.resize(len + 1);
-            rc = assetpatch_release_notes(get(), which, notes.data(), notes.size(), &len);
-        }
-        detail::check(rc);
-        notes.resize(len);
-        return notes;
+    result<std::string> try_release_notes(int which = ASSETPATCH_RELEASE_ACTIVE) const {
+        if (!handle_) return moved_from();
+        return detail::read_string(1024, [&](char* buf, std::size_t size, std::size_t* len) {
+            return assetpatch_release_notes(handle_.get(), which, buf, size, len);
+        });
     }
 
     /// The address of `symbol` (empty: the declared entry) in plugin `name` of the active release,
     /// loaded from verified bytes (assetpatch_plugin_load).
-    void* load_plugin(const std::string& name, const std::string& symbol = std::string()) {
+    result<void*> try_load_plugin(const std::string& name, const std::string& symbol = std::string()) {
+        if (!handle_) return moved_from();
         void* address = nullptr;
-        detail::check(assetpatch_plugin_load(get(), name.c_str(), symbol.empty() ? nullptr : symbol.c_str(), &address));
+        if (auto f = detail::failed(assetpatch_plugin_load(handle_.get(), name.c_str(), symbol.empty() ? nullptr : symbol.c_str(), &address)))
+            return *f;
         return address;
     }
 
-    /// `load_plugin` cast to a function pointer type, e.g. `load_plugin_as<int (*)()>("fx")`.
-    template <class F> F load_plugin_as(const std::string& name, const std::string& symbol = std::string()) {
-        return reinterpret_cast<F>(load_plugin(name, symbol));
-    }
-
     /// The active release's plugins.
-    std::vector<assetpatch_plugin_info> plugins() const {
-        size_t count = 0;
-        detail::check(assetpatch_plugin_list(get(), nullptr, 0, &count));
+    result<std::vector<assetpatch_plugin_info>> try_plugins() const {
+        if (!handle_) return moved_from();
+        std::size_t count = 0;
+        if (auto f = detail::failed(assetpatch_plugin_list(handle_.get(), nullptr, 0, &count))) return *f;
         const assetpatch_plugin_info init = ASSETPATCH_PLUGIN_INFO_INIT;
         std::vector<assetpatch_plugin_info> out(count, init);
-        detail::check(assetpatch_plugin_list(get(), count ? out.data() : nullptr, out.size(), &count));
+        if (auto f = detail::failed(assetpatch_plugin_list(handle_.get(), count ? out.data() : nullptr, out.size(), &count))) return *f;
         out.resize(count < out.size() ? count : out.size());
         return out;
     }
 
     /// Bytes used by installed releases and by downloads (hard links counted once).
-    std::pair<std::uint64_t, std::uint64_t> disk_usage() const {
+    result<std::pair<std::uint64_t, std::uint64_t>> try_disk_usage() const {
+        if (!handle_) return moved_from();
         std::uint64_t releases = 0, downloads = 0;
-        detail::check(assetpatch_disk_usage(get(), &releases, &downloads));
-        return {releases, downloads};
+        if (auto f = detail::failed(assetpatch_disk_usage(handle_.get(), &releases, &downloads))) return *f;
+        return std::make_pair(releases, downloads);
     }
 
     /// The data directory's lifecycle state, read now (assetpatch_lifecycle_get).
-    assetpatch_lifecycle lifecycle() const {
+    result<assetpatch_lifecycle> try_lifecycle() const {
+        if (!handle_) return moved_from();
         assetpatch_lifecycle out = ASSETPATCH_LIFECYCLE_INIT;
-        detail::check(assetpatch_lifecycle_get(get(), &out));
+        if (auto f = detail::failed(assetpatch_lifecycle_get(handle_.get(), &out))) return *f;
         return out;
     }
 
     /// Routes the library's log lines to `fn` (empty: off). Called from the updating thread.
-    void set_log(log_fn fn) {
+    result<void> try_set_log(log_fn fn) {
+        if (!handle_) return moved_from();
         std::lock_guard<std::mutex> lock(callbacks_->mutex);
-        if (!fn) {
-            detail::check(assetpatch_set_log(get(), nullptr, nullptr));
-            return;
-        }
+        if (!fn) return done(assetpatch_set_log(handle_.get(), nullptr, nullptr));
         auto ctx = std::make_unique<detail::log_context>(std::move(fn));
-        detail::check(assetpatch_set_log(get(), &detail::log_context::trampoline, ctx.get()));
+        if (auto f = detail::failed(assetpatch_set_log(handle_.get(), &detail::log_context::trampoline, ctx.get()))) return *f;
         callbacks_->logs.push_back(std::move(ctx));
+        return {};
     }
+
+    /// The C handle, for calls this wrapper does not cover; nullptr once moved from.
+    assetpatch_client* handle() const noexcept { return handle_.get(); }
+
+#if ASSETPATCH_HPP_EXCEPTIONS
+    // The same calls, throwing assetpatch::error.
+
+    explicit client(const std::filesystem::path& data_dir, const std::optional<std::filesystem::path>& bundle_dir = std::nullopt)
+        : client(try_open(data_dir, bundle_dir).value()) {}
+
+    client& set(std::string_view option, std::string_view value) {
+        try_set(option, value).value();
+        return *this;
+    }
+    std::optional<available> check() { return try_check().value(); }
+    bool update(progress_fn on_progress = {}) { return try_update(std::move(on_progress)).value(); }
+    void start_update(progress_fn on_progress = {}) { try_start_update(std::move(on_progress)).value(); }
+    std::optional<bool> wait(std::chrono::milliseconds timeout = std::chrono::milliseconds(-1)) { return try_wait(timeout).value(); }
+    std::filesystem::path resolve(std::string_view name) const { return try_resolve(name).value(); }
+    std::optional<assetpatch_check_outcome> last_check() const { return try_last_check().value(); }
+    std::int64_t current_version() const { return try_current_version().value(); }
+    void mark_good() { try_mark_good().value(); }
+    std::int64_t rollback() { return try_rollback().value(); }
+    void reset() { try_reset().value(); }
+    std::optional<assetpatch_release_info> release(int which = ASSETPATCH_RELEASE_ACTIVE) const { return try_release(which).value(); }
+    std::string release_notes(int which = ASSETPATCH_RELEASE_ACTIVE) const { return try_release_notes(which).value(); }
+    void* load_plugin(const std::string& name, const std::string& symbol = std::string()) { return try_load_plugin(name, symbol).value(); }
+    /// `load_plugin` cast to a function pointer type, e.g. `load_plugin_as<int (*)()>("fx")`.
+    template <class F> F load_plugin_as(const std::string& name, const std::string& symbol = std::string()) {
+        return reinterpret_cast<F>(load_plugin(name, symbol));
+    }
+    std::vector<assetpatch_plugin_info> plugins() const { return try_plugins().value(); }
+    std::pair<std::uint64_t, std::uint64_t> disk_usage() const { return try_disk_usage().value(); }
+    assetpatch_lifecycle lifecycle() const { return try_lifecycle().value(); }
+    void set_log(log_fn fn) { try_set_log(std::move(fn)).value(); }
 
     /// The C handle, for calls this wrapper does not cover.
     assetpatch_client* get() const {
         if (!handle_) throw error(ASSETPATCH_ERR_STATE, "client was moved from");
         return handle_.get();
     }
+#endif
 
 private:
+    explicit client(assetpatch_client* raw) : callbacks_(std::make_unique<detail::callbacks>()), handle_(raw) {}
+
+    static failure moved_from() { return failure(ASSETPATCH_ERR_STATE, "client was moved from"); }
+    static result<void> done(int rc) {
+        if (auto f = detail::failed(rc)) return *f;
+        return {};
+    }
+
     std::unique_ptr<detail::callbacks> callbacks_;
     std::unique_ptr<assetpatch_client, detail::client_deleter> handle_;
 };

@@ -1,0 +1,119 @@
+// assetpatch_callbacks.hpp — the C++ wrapper's callbacks: progress and log functions, and what
+// keeps them alive while the library may call them (included by assetpatch.hpp).
+#ifndef ASSETPATCH_CALLBACKS_HPP
+#define ASSETPATCH_CALLBACKS_HPP
+
+#include <assetpatch.h>
+
+#include "assetpatch_result.hpp"
+
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace assetpatch {
+
+enum class phase { check = ASSETPATCH_PHASE_CHECK, download = ASSETPATCH_PHASE_DOWNLOAD, install = ASSETPATCH_PHASE_INSTALL,
+                   activate = ASSETPATCH_PHASE_ACTIVATE, done = ASSETPATCH_PHASE_DONE };
+
+struct progress {
+    enum phase phase;
+    std::uint64_t bytes_done, bytes_total, files_done, files_total;
+};
+
+/// Return true to cancel the update.
+using progress_fn = std::function<bool(const progress&)>;
+using log_fn = std::function<void(int level, std::string_view message)>;
+
+/// What check() found: the newer release's version and the bytes an update would transfer.
+struct available { std::int64_t version; std::uint64_t download_bytes; };
+
+namespace detail {
+// What one update's progress callback reaches through userdata: the caller's function and the
+// exception it threw. Each update gets its own, alive and untouched until that update has
+// ended, so a second call never swaps a function out from under a running update.
+struct update_context {
+    explicit update_context(progress_fn fn) : on_progress(std::move(fn)) {}
+    const progress_fn on_progress;
+
+    static int trampoline(const assetpatch_progress* p, void* userdata) noexcept {
+        auto* self = static_cast<update_context*>(userdata);
+        const progress now{static_cast<enum phase>(p->phase), p->bytes_done, p->bytes_total, p->files_done, p->files_total};
+#if ASSETPATCH_HPP_EXCEPTIONS
+        if (self->failed()) return 1;
+        try {
+            return self->on_progress(now) ? 1 : 0;
+        } catch (...) {
+            std::lock_guard<std::mutex> lock(self->mutex_);
+            self->failure_ = std::current_exception();
+            return 1;
+        }
+#else
+        return self->on_progress(now) ? 1 : 0;
+#endif
+    }
+
+    assetpatch_progress_fn c_function() const { return on_progress ? &trampoline : nullptr; }
+
+    // The exception the callback threw, once (read by the thread that collects the result).
+    // Without exceptions a callback cannot throw: nothing to do.
+    void rethrow() {
+#if ASSETPATCH_HPP_EXCEPTIONS
+        std::exception_ptr f;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            f = std::exchange(failure_, nullptr);
+        }
+        if (f) std::rethrow_exception(f);
+#endif
+    }
+
+private:
+#if ASSETPATCH_HPP_EXCEPTIONS
+    bool failed() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return failure_ != nullptr;
+    }
+    std::mutex mutex_;
+    std::exception_ptr failure_;
+#endif
+};
+
+// A log function, for as long as the library may call it: set_log keeps every function it
+// installed until the client closes, since a line being written on the updating thread may
+// still be in the previous one when set_log returns.
+struct log_context {
+    explicit log_context(log_fn fn) : on_log(std::move(fn)) {}
+    const log_fn on_log;
+
+    static void trampoline(int level, const char* message, void* userdata) noexcept {
+        auto* self = static_cast<log_context*>(userdata);
+#if ASSETPATCH_HPP_EXCEPTIONS
+        try {
+            self->on_log(level, message ? message : "");
+        } catch (...) {
+            // A logger must not fail the update; the line is dropped.
+        }
+#else
+        self->on_log(level, message ? message : "");
+#endif
+    }
+};
+
+// Everything the C library reaches through userdata lives here, on the heap, so it stays put
+// when the client object moves.
+struct callbacks {
+    std::mutex mutex;
+    std::unique_ptr<update_context> background;       // the update start_update() began
+    std::vector<std::unique_ptr<log_context>> logs;   // every log function installed, newest last
+};
+}  // namespace detail
+
+}  // namespace assetpatch
+
+#endif  // ASSETPATCH_CALLBACKS_HPP

@@ -31,7 +31,7 @@ public func fuzzName(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     precondition(ResourceName.isValid(variant) || variant.utf8.count > ResourceName.maxLength
                  || variant.utf8.split(separator: UInt8(ascii: "/")).contains { $0.count > ResourceName.maxComponentLength },
                  "variant of a valid name is invalid: \(variant)")
-    let index = ResolveIndex(root: "/r", names: [name, variant])
+    let index = NameTable(root: "/r", names: [name, variant])
     precondition(index.lookup(name)?.utf8.elementsEqual(("/r/" + name).utf8) == true
         && index.lookup(variant)?.utf8.elementsEqual(("/r/" + variant).utf8) == true, "index lookup mismatch")
     return 0

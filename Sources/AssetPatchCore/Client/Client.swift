@@ -97,7 +97,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
         }
         if state.highestVerifiedVersion == nil { try migrateTrust() }
         openMessages = messages
-        let bundleIndex = try bundle.map { ResolveIndex(root: $0, names: try FS.walkFiles($0).filter(ResourceName.isValid)) }
+        let bundleIndex = try bundle.map { NameTable(root: $0, names: try FS.walkFiles($0).filter(ResourceName.isValid)) }
         view.replace { _ in ResolveView(release: nil, bundle: bundleIndex, variants: [[]], activeVersion: 0) }
         // The active release, leased; another process may have moved on since the state was
         // read (and cleaned the release up): read it again then.
@@ -109,15 +109,15 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
         try serve(active)
     }
 
-    func loadIndex(_ ref: ReleaseRef?) throws -> ResolveIndex? {
+    func loadIndex(_ ref: ReleaseRef?) throws -> NameTable? {
         guard let ref else { return nil }
         // Fast path: the NUL-separated names file (no JSON, no hashes); release.json otherwise.
         if let bytes = store.loadNames(ref.id),
-           let index = ResolveIndex(root: store.filesDir(ref.id), nulSeparated: bytes) {
+           let index = NameTable(root: store.filesDir(ref.id), nulSeparated: bytes) {
             return index
         }
         let info = try store.loadRelease(ref.id)
-        return ResolveIndex(root: store.filesDir(ref.id), names: info.files.map(\.path))
+        return NameTable(root: store.filesDir(ref.id), names: info.files.map(\.path))
     }
 
     // MARK: Options and logging
@@ -190,7 +190,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
             mark = before.downgradeMarkAnyChannel(verifying: updater.config.verifies)
             let found = try updater.preview(&state, &e)
             if recordAcceptance && state != before {
-                try? Updater.recordAcceptance(state, before: before, judgement: e.judgement, in: store)
+                try? store.recordAcceptance(state, before: before, judgement: e.judgement)
             }
             lastCandidate.withLock { $0 = found?.candidate }
             record(e, found == nil ? .noUpdate : .ok, mark: mark)

@@ -39,11 +39,11 @@ extension Client {
     /// not served: the bundle is, and the next open serves the state's active release.
     func serve(_ ref: ReleaseRef?, record: ReleaseRecord? = nil) throws {
         var next: ServedRelease?
-        var index: ResolveIndex?
+        var index: NameTable?
         if let ref {
             if let lease = try store.lease(ref.id) {
                 next = ServedRelease(ref: ref, lease: lease, record: record)
-                index = try record.map { ResolveIndex(root: store.filesDir(ref.id), names: $0.files.map(\.path)) } ?? loadIndex(ref)
+                index = try record.map { NameTable(root: store.filesDir(ref.id), names: $0.files.map(\.path)) } ?? loadIndex(ref)
             } else {
                 log(.warning, "version \(ref.version) is gone from \(store.root) (another client cleaned it up); serving the bundle")
             }

@@ -5,12 +5,12 @@ struct Candidate {
     var version: Int64
     var releaseID: String
     /// Format 2: the release index, once read (its files are then `manifest.files`).
-    var index: ResolvedIndex?
+    var index: IndexContents?
 }
 
 /// A format-2 release's index, read: its files (as a format-1 manifest lists them) and each
 /// chunked file's chunks.
-struct ResolvedIndex {
+struct IndexContents {
     var files: [ManifestFile]
     var chunks: [String: [ChunkRecord]]
     /// Pages the client did not have, and the bytes their range requests transferred (0 when

@@ -1,9 +1,9 @@
 import Glibc
 
 /// Where one chunk of a chunked file comes from. Small on purpose (a gigabyte of 8 KiB chunks
-/// is 131,072 of them): paths live once, in the plan's `ChunkSources.files`.
-enum ChunkSource: Equatable {
-    /// Bytes of an installed release's file (`ChunkSources.files[file]`) at an offset: copied,
+/// is 131,072 of them): paths live once, in `LocalChunks.files`.
+enum ChunkOrigin: Equatable {
+    /// Bytes of an installed release's file (`LocalChunks.files[file]`) at an offset: copied,
     /// and checked by the whole file's hash.
     case local(file: UInt32, offset: UInt64)
     /// A chunk an earlier, interrupted attempt fetched (`downloads/<archive>.chunks/<sha256>`),
@@ -76,11 +76,11 @@ struct ChunkedFile: Equatable {
     var method: UInt16
     /// The file's chunks (the index's list, shared, not copied) and where each comes from.
     var records: [ChunkRecord]
-    var sources: [ChunkSource]
+    var sources: [ChunkOrigin]
     /// The files `.local` sources name.
     var localFiles: [String]
 
-    var chunks: Zip2Sequence<[ChunkRecord], [ChunkSource]> { zip(records, sources) }
+    var chunks: Zip2Sequence<[ChunkRecord], [ChunkOrigin]> { zip(records, sources) }
 }
 
 /// One range request of chunks: archive bytes `start..<end`, the chunks in it in order (each at
@@ -105,13 +105,13 @@ struct ChunkRange: Equatable {
 /// wanted, at most `maxRequest` bytes a request).
 enum ChunkPlanner {
     static func plan(_ files: [(file: ManifestFile, chunks: [ChunkRecord])], local: LocalChunks,
-                     fetched: [String: String], gap: UInt64 = DifferentialPlan.coalesceGap,
-                     maxRequest: UInt64 = DifferentialPlan.maxRequestBytes) -> (files: [ChunkedFile], ranges: [ChunkRange]) {
+                     fetched: [String: String], gap: UInt64 = FilePlan.coalesceGap,
+                     maxRequest: UInt64 = FilePlan.maxRequestBytes) -> (files: [ChunkedFile], ranges: [ChunkRange]) {
         var out: [ChunkedFile] = []
         var wanted: [ChunkID: (offset: UInt64, method: UInt16, record: ChunkRecord)] = [:]
         for (file, chunks) in files {
             guard let location = file.location else { continue }
-            var sources: [ChunkSource] = []
+            var sources: [ChunkOrigin] = []
             sources.reserveCapacity(chunks.count)
             var offset = location.dataOffset
             for c in chunks {

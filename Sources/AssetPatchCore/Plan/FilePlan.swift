@@ -1,5 +1,5 @@
 /// Where one file of a new release comes from in a differential update.
-enum FileSource: Equatable {
+enum FileOrigin: Equatable {
     /// A file of an installed release (active, pending or kept): hard-linked.
     case installed(String)
     /// A file an earlier, interrupted attempt fetched and verified (`downloads/<archive>.files/`):
@@ -24,10 +24,10 @@ struct FetchRange: Equatable {
 /// The plan of a differential update: a source for every file of the new release, and the
 /// coalesced ranges of the archive to fetch for the rest. Built from the signed manifest's
 /// per-file locations; files whose content is on disk already (same sha256) cost no transfer.
-struct DifferentialPlan {
+struct FilePlan {
     /// Every file of the release, in manifest order, with its source (chunked files rebuilt
     /// from chunks are in `chunked` instead).
-    var files: [(file: ManifestFile, source: FileSource)]
+    var files: [(file: ManifestFile, source: FileOrigin)]
     var ranges: [FetchRange]
     /// Chunked files rebuilt chunk by chunk, and the chunk ranges to fetch for them.
     var chunked: [ChunkedFile] = []
@@ -52,9 +52,9 @@ struct DifferentialPlan {
     /// order, and the other paths with that content link to it.
     /// Files in `chunked` whose content is not on disk are left out: their chunks are planned
     /// apart (`ChunkPlanner`).
-    static func make(_ files: [ManifestFile], local: (ManifestFile) -> FileSource?, chunked: Set<String> = [],
-                     gap: UInt64 = coalesceGap, maxRequest: UInt64 = maxRequestBytes) -> DifferentialPlan? {
-        var sources: [(file: ManifestFile, source: FileSource)] = []
+    static func make(_ files: [ManifestFile], local: (ManifestFile) -> FileOrigin?, chunked: Set<String> = [],
+                     gap: UInt64 = coalesceGap, maxRequest: UInt64 = maxRequestBytes) -> FilePlan? {
+        var sources: [(file: ManifestFile, source: FileOrigin)] = []
         sources.reserveCapacity(files.count)
         var toFetch: [String: ManifestFile] = [:]
         for f in files {
@@ -69,7 +69,7 @@ struct DifferentialPlan {
             toFetch[f.sha256] = f
         }
         let entries = toFetch.values.sorted { $0.location!.headerOffset < $1.location!.headerOffset }
-        return DifferentialPlan(files: sources, ranges: coalesce(entries, gap: gap, maxRequest: maxRequest))
+        return FilePlan(files: sources, ranges: coalesce(entries, gap: gap, maxRequest: maxRequest))
     }
 
     /// Groups entries (in archive order, disjoint) into requests: the next entry joins the
@@ -102,5 +102,35 @@ struct DifferentialPlan {
     /// transfer at most `maxPercent` of it (the `differential_max_percent` option).
     func paysOff(archiveSize: UInt64, maxPercent: Int) -> Bool {
         fetchBytes.multipliedFullWidth(by: 100) <= archiveSize.multipliedFullWidth(by: UInt64(maxPercent))
+    }
+}
+
+extension UpdatePreview {
+    /// What a differential update by `plan` would do.
+    init(candidate: ReleaseSummary, plan: FilePlan, archiveBytes: UInt64) {
+        self.init(candidate: candidate, wholeArchiveReason: nil, transferBytes: plan.fetchBytes, archiveBytes: archiveBytes,
+                  requests: plan.ranges.count + plan.chunkRanges.count)
+        for (f, origin) in plan.files {
+            switch origin {
+            case .installed, .fetched: linkedFiles += 1
+            case .bundle: bundleFiles += 1
+            case .archive: fetchedFiles.append(f.path)
+            }
+        }
+        // A chunked file rebuilt from chunks is fetched in part.
+        fetchedFiles += plan.chunked.map(\.file.path)
+    }
+}
+
+extension FileOrigin {
+    /// Where a file's content already is on disk: an installed release's file of the same
+    /// sha256 and size, a file an earlier attempt fetched, or the bundle's file (in that order).
+    static func onDisk(_ installed: [String: (path: String, size: UInt64)], _ fetched: [String: String],
+                       _ bundle: [String: String] = [:]) -> (ManifestFile) -> FileOrigin? {
+        { f in
+            if let i = installed[f.sha256], i.size == f.size { return .installed(i.path) }
+            if let p = fetched[f.sha256] { return .fetched(p) }
+            return bundle[f.sha256].map(FileOrigin.bundle)
+        }
     }
 }

@@ -8,7 +8,7 @@ import Glibc
 /// A path is its root, "/", and the file's name under the root, copied out in two pieces: the
 /// arena holds each name once (and the file's name only where a variant makes it differ), not
 /// a root per entry, so 100,000 names take about a third of the memory (and cache) they did.
-package final class ResolveIndex: @unchecked Sendable {  // immutable after init; the buffers are never written again
+package final class NameTable: @unchecked Sendable {  // immutable after init; the buffers are never written again
     /// 16 bytes, four to a cache line.
     struct Slot {
         var hash: UInt32       // the high half of the name's hash (the low bits pick the slot)
@@ -87,9 +87,9 @@ package final class ResolveIndex: @unchecked Sendable {  // immutable after init
     /// The names are `bytes[range]` for each range, all files of `root`.
     init(root: String, bytes: [UInt8], ranges: [Range<Int>]) {
         self.root = root
-        (rootBytes, rootSpans) = ResolveIndex.packRoots([root])
-        arena = .allocate(byteCount: max(min(bytes.count, ResolveIndex.arenaLimit), 1), alignment: 8)
-        (slots, mask) = ResolveIndex.makeSlots(for: ranges.count)
+        (rootBytes, rootSpans) = NameTable.packRoots([root])
+        arena = .allocate(byteCount: max(min(bytes.count, NameTable.arenaLimit), 1), alignment: 8)
+        (slots, mask) = NameTable.makeSlots(for: ranges.count)
         var used = 0
         bytes.withUnsafeBytes { all in
             for r in ranges {
@@ -117,9 +117,9 @@ package final class ResolveIndex: @unchecked Sendable {  // immutable after init
     /// entry of a name wins.
     init(roots: [String], entries: Entries) {
         root = roots.first ?? ""
-        (rootBytes, rootSpans) = ResolveIndex.packRoots(roots)
-        arena = .allocate(byteCount: max(min(entries.bytes.count, ResolveIndex.arenaLimit), 1), alignment: 8)
-        (slots, mask) = ResolveIndex.makeSlots(for: entries.spans.count)
+        (rootBytes, rootSpans) = NameTable.packRoots(roots)
+        arena = .allocate(byteCount: max(min(entries.bytes.count, NameTable.arenaLimit), 1), alignment: 8)
+        (slots, mask) = NameTable.makeSlots(for: entries.spans.count)
         var used = 0
         entries.bytes.withUnsafeBytes { all in
             for e in entries.spans {
@@ -159,7 +159,7 @@ package final class ResolveIndex: @unchecked Sendable {  // immutable after init
         let size = nameBytes.count + (file?.count ?? 0)
         guard used + size <= arena.count, nameBytes.count <= Int(UInt16.max), (file?.count ?? 0) <= Int(UInt16.max),
               root < 256, tag < 256 else { return }
-        let h = ResolveIndex.hash(nameBytes)
+        let h = NameTable.hash(nameBytes)
         var i = Int(truncatingIfNeeded: h) & mask
         while slots[i].name != Slot.empty {
             if slots[i].hash == UInt32(truncatingIfNeeded: h >> 32) && bytesEqual(Int(slots[i].name), Int(slots[i].nameLength), nameBytes) { return }
@@ -235,7 +235,7 @@ package final class ResolveIndex: @unchecked Sendable {  // immutable after init
     /// Where `name` resolves (root, file, tag), or nil.
     @inline(__always)
     func lookup(_ name: UnsafeRawBufferPointer) -> Hit? {
-        let h = ResolveIndex.hash(name)
+        let h = NameTable.hash(name)
         let tag = UInt32(truncatingIfNeeded: h >> 32)
         let slots = self.slots.baseAddress!
         var i = Int(truncatingIfNeeded: h) & mask

@@ -3,8 +3,8 @@
 /// release activates or the variants change, so a lookup costs one retain/release and never
 /// waits for an update.
 final class ResolveView: @unchecked Sendable {  // immutable after init
-    let release: ResolveIndex?
-    let bundle: ResolveIndex?
+    let release: NameTable?
+    let bundle: NameTable?
     /// The variant suffixes in order; an empty one is the plain name.
     let variants: [[UInt8]]
     let activeVersion: Int64
@@ -13,9 +13,9 @@ final class ResolveView: @unchecked Sendable {  // immutable after init
     /// and one copy, whatever the variants. Built with the view, before it is swapped in, so
     /// resolvers never wait for it. nil for the plain name only: the release's and the bundle's
     /// own indexes answer then (the open builds nothing more).
-    let table: ResolveIndex?
+    let table: NameTable?
 
-    init(release: ResolveIndex?, bundle: ResolveIndex?, variants: [[UInt8]], activeVersion: Int64) {
+    init(release: NameTable?, bundle: NameTable?, variants: [[UInt8]], activeVersion: Int64) {
         self.release = release
         self.bundle = bundle
         self.variants = variants
@@ -26,8 +26,8 @@ final class ResolveView: @unchecked Sendable {  // immutable after init
     /// For each variant in order and each source (release before bundle), the names whose
     /// candidate with that variant is a file of the source, entered in that order: the first
     /// entry of a name wins, exactly as trying the candidates one by one would decide.
-    static func resolveAhead(release: ResolveIndex?, bundle: ResolveIndex?, variants: [[UInt8]]) -> ResolveIndex {
-        var entries = ResolveIndex.Entries()
+    static func resolveAhead(release: NameTable?, bundle: NameTable?, variants: [[UInt8]]) -> NameTable {
+        var entries = NameTable.Entries()
         let sources = [release, bundle].compactMap { $0 }
         for (i, v) in variants.enumerated() {
             for (root, index) in sources.enumerated() {
@@ -42,7 +42,7 @@ final class ResolveView: @unchecked Sendable {  // immutable after init
                 }
             }
         }
-        return ResolveIndex(roots: sources.map(\.root), entries: entries)
+        return NameTable(roots: sources.map(\.root), entries: entries)
     }
 
     /// The names whose candidate with the non-empty `variant` is `file`: at most two (the suffix
@@ -80,13 +80,13 @@ final class ResolveView: @unchecked Sendable {  // immutable after init
         return out
     }
 
-    func with(release: ResolveIndex?? = nil, variants: [[UInt8]]? = nil, activeVersion: Int64? = nil) -> ResolveView {
+    func with(release: NameTable?? = nil, variants: [[UInt8]]? = nil, activeVersion: Int64? = nil) -> ResolveView {
         ResolveView(release: release ?? self.release, bundle: bundle, variants: variants ?? self.variants,
                     activeVersion: activeVersion ?? self.activeVersion)
     }
 
     @inline(__always)
-    private func lookup(_ name: UnsafeRawBufferPointer) -> ResolveIndex.Hit? {
+    private func lookup(_ name: UnsafeRawBufferPointer) -> NameTable.Hit? {
         if let table { return table.lookup(name) }
         if let r = release, let hit = r.lookup(name) { return hit }
         if let b = bundle, let hit = b.lookup(name) { return hit }

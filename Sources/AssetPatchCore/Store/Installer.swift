@@ -81,7 +81,7 @@ struct Installer {
     /// are renamed into the release instead (the whole archive they came from is still on disk,
     /// so a crash before the release is active costs a local extraction, not a download). A
     /// local file that does not match throws `DifferentialFallback`.
-    func assemble(_ c: Candidate, _ plan: DifferentialPlan, fetched: [String: String], chunks: [String: String] = [:],
+    func assemble(_ c: Candidate, _ plan: FilePlan, fetched: [String: String], chunks: [String: String] = [:],
                   moveFetched: Bool = false) throws -> ReleaseRecord {
         let filesDir = store.stagingFilesDir(c.releaseID)
         let totalBytes = plan.files.reduce(UInt64(0)) { $0 + $1.file.size } + plan.chunked.reduce(UInt64(0)) { $0 + $1.file.size }
@@ -92,14 +92,14 @@ struct Installer {
         /// Fetched files moved into the release: their paths in it, by sha256 (`moveFetched`).
         var moved: [String: String] = [:]
         progress.report(Progress(phase: .install, bytesDone: 0, bytesTotal: totalBytes, filesDone: 0, filesTotal: filesTotal))
-        for (i, (f, source)) in plan.files.enumerated() {
+        for (i, (f, origin)) in plan.files.enumerated() {
             try cancel.check()
             if let dir = f.path.beforeLastSlash, !madeDirs.contains(dir) {
                 try FS.makeDirectories(filesDir + "/" + dir)
                 madeDirs.insert(dir)
             }
             let target = filesDir + "/" + f.path
-            switch source {
+            switch origin {
             case let .installed(path):
                 if link(path, to: target, size: f.size) { durable.insert(f.path) } else { try copyVerified(path, to: target, f) }
             case let .fetched(path):

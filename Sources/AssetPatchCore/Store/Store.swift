@@ -1,7 +1,6 @@
 import Glibc
 
-/// The data directory. Its paths are built by `Store` and its extensions, in this folder and the
-/// manifest cache's (Transfer/ManifestCache.swift):
+/// The data directory. Its paths are built by `Store` and its extensions, in this folder:
 ///
 ///     state.json                       the state: which release is active, kept, pending (atomic rename)
 ///     lock                             flock(2) target serialising updates across processes
@@ -70,6 +69,8 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
     func chunksDir(_ digest: String) -> String { downloadsDir + "/" + digest + ".chunks" }
     /// Where the bundle's file digests are cached (`BundleDigests`).
     var bundleDigestsPath: String { root + "/bundle-digests" }
+    /// Manifests kept with their validators (`ManifestCache`).
+    var manifestCachePath: String { root + "/manifest-cache" }
 
     /// The partial download of the archive with this digest, and its record.
     func partialPath(_ digest: String) -> String { downloadsDir + "/" + digest + ".part" }
@@ -190,6 +191,15 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
                 out[sha] = dir + "/" + sha
             }
         }
+        return out
+    }
+
+    /// The chunks earlier attempts at the archive with this digest fetched, by sha256 hex
+    /// (hashed again when used).
+    func fetchedChunks(_ digest: String) -> [String: String] {
+        let dir = chunksDir(digest)
+        var out: [String: String] = [:]
+        for name in (try? FS.list(dir)) ?? [] where Hex.isHex(name, length: 64) { out[name] = dir + "/" + name }
         return out
     }
 

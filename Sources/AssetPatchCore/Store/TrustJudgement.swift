@@ -153,4 +153,16 @@ extension Store {
             return s.judge(under: keys, vouch: vouch, legacy: j.legacy, verifiedBefore: j.verifiedBefore, now: unixTime())
         }
     }
+
+    /// Writes what accepting a manifest changed in `accepted` (made from the snapshot
+    /// `before`: the pins and the downgrade marks) into the current state, judging it again by
+    /// the keys in force (`commit`) when the client verifies.
+    func recordAcceptance(_ accepted: StoreState, before: StoreState, judgement: Judgement?) throws {
+        if var j = judgement {
+            j.vouch = nil  // what it vouched for was renewed when the evaluation committed it
+            try commit(j, acceptance: (accepted, before))
+        } else {
+            try modifyState { $0.merge(acceptance: accepted, before: before) }
+        }
+    }
 }

@@ -143,20 +143,18 @@ struct ManifestCache {
     }
 }
 
-extension Store {
-    var manifestCachePath: String { root + "/manifest-cache" }
-
-    /// The manifests kept for `url`, if any has a validator.
-    func cachedManifests(url: String) -> ManifestCache? {
-        guard let bytes = try? FS.readFile(manifestCachePath, limit: 512 << 20, followLinks: false), let m = ManifestCache.decode(bytes), m.url == url,
+extension ManifestCache {
+    /// The manifests `store` keeps for `url`, if any has a validator.
+    static func load(from store: Store, url: String) -> ManifestCache? {
+        guard let bytes = try? FS.readFile(store.manifestCachePath, limit: 512 << 20, followLinks: false), let m = decode(bytes), m.url == url,
               !m.conditionalHeaders.isEmpty else { return nil }
         return m
     }
 
-    /// Keeps manifests for the next conditional request. Failing to write them only costs a 200.
-    func cacheManifests(_ m: ManifestCache) {
-        try? FS.writeAtomically(manifestCachePath, m.encode())
+    /// Keeps the manifests for the next conditional request. Failing to write them only costs a 200.
+    func save(to store: Store) {
+        try? FS.writeAtomically(store.manifestCachePath, encode())
     }
 
-    func dropCachedManifests() { try? FS.unlink(manifestCachePath) }
+    static func drop(from store: Store) { try? FS.unlink(store.manifestCachePath) }
 }

@@ -36,13 +36,13 @@ final class RangeFetch {
 
     /// The plan's ranges still to fetch: entries fetched by earlier attempts are left out and the
     /// rest coalesced again.
-    func remaining(_ plan: DifferentialPlan) -> [FetchRange] {
+    func remaining(_ plan: FilePlan) -> [FetchRange] {
         let left = plan.ranges.flatMap(\.entries).filter { fetched[$0.sha256] == nil }
-        return DifferentialPlan.coalesce(left, gap: DifferentialPlan.coalesceGap, maxRequest: DifferentialPlan.maxRequestBytes)
+        return FilePlan.coalesce(left, gap: FilePlan.coalesceGap, maxRequest: FilePlan.maxRequestBytes)
     }
 
     /// One attempt at the ranges not fetched yet.
-    func attempt(_ plan: DifferentialPlan) throws {
+    func attempt(_ plan: FilePlan) throws {
         try FS.makeDirectories(dir)
         let ranges = remaining(plan)
         guard !ranges.isEmpty else { return }

@@ -5,10 +5,13 @@ import Glibc
 extension Updater {
     // MARK: Plan
 
-    /// The download of `c`'s archive. A format-1 manifest bounds it by the archive's declared
-    /// size (more bytes: `ERR_INTEGRITY`); a legacy manifest declares none, so
-    /// `max_legacy_archive_bytes` bounds it (`ERR_ARCHIVE`).
+    /// The download of `c`'s archive, made once per update: the route's choice, the index's
+    /// read, the free-space check and the install's retries share it (and its running digest).
+    /// A format-1 manifest bounds it by the archive's declared size (more bytes:
+    /// `ERR_INTEGRITY`); a legacy manifest declares none, so `max_legacy_archive_bytes` bounds
+    /// it (`ERR_ARCHIVE`).
     func download(for c: Candidate) throws -> ArchiveDownload {
+        if let d = archiveDownload, d.digest == c.manifest.archiveDigest, d.source == c.archive { return d }
         let shown = c.archive.shown
         let limit: UInt64
         let limitError: (UInt64) -> AssetPatchError
@@ -20,8 +23,10 @@ extension Updater {
             limit = cap
             limitError = { AssetPatchError(.archive, "\(shown): archive of \($0) bytes or more exceeds max_legacy_archive_bytes (\(cap))") }
         }
-        return try ArchiveDownload(store: store, source: c.archive, digest: c.manifest.archiveDigest, algorithm: c.manifest.digestAlgorithm,
-                                   expectedSize: c.manifest.archiveSize, limit: limit, limitError: limitError, context: context)
+        let d = try ArchiveDownload(store: store, source: c.archive, digest: c.manifest.archiveDigest, algorithm: c.manifest.digestAlgorithm,
+                                    expectedSize: c.manifest.archiveSize, limit: limit, limitError: limitError, context: context)
+        archiveDownload = d
+        return d
     }
 
     /// Bytes the download would still transfer. A legacy archive's size is learned from the

@@ -13,7 +13,7 @@ extension Updater {
         guard c.manifest.kind == .format2, c.index == nil else { return nil }
         if config.differential {
             do {
-                try resolveIndex(&c, from: c.archive)
+                try walkIndex(&c, from: c.archive)
             } catch let f as DifferentialFallback {
                 guard mayDownload else {
                     return "the host does not answer range requests as asked (\(f.message)): an update downloads the whole archive and reads the release index from it"
@@ -25,7 +25,7 @@ extension Updater {
         }
         if c.index == nil {
             let archive = try fetch(c, try download(for: c))
-            try resolveIndex(&c, from: .file(path: archive, url: c.archive.url))
+            try walkIndex(&c, from: .file(path: archive, url: c.archive.url))
         }
         if c.manifest.releaseBytes > config.maxReleaseBytes {
             throw AssetPatchError(.archive, "\(c.archive.shown): release of \(c.manifest.releaseBytes) bytes exceeds max_release_bytes (\(config.maxReleaseBytes))")
@@ -41,7 +41,7 @@ extension Updater {
     /// checked against the reference that names it; then the files are
     /// checked as a format-1 manifest's are (paths, locations, sizes, plugins). Fills the
     /// candidate's files and chunk lists.
-    func resolveIndex(_ c: inout Candidate, from source: Location) throws {
+    func walkIndex(_ c: inout Candidate, from source: Location) throws {
         guard let index = c.manifest.index, c.index == nil else { return }
         let pages = PageStore(store, readOnly: readOnly)
         let shown = source.shown
@@ -71,6 +71,6 @@ extension Updater {
         let list = files.map(\.file)
         try Manifest.checkIndexedFiles(list, c.manifest, source: shown)
         c.manifest.files = list
-        c.index = ResolvedIndex(files: list, chunks: chunks, newPages: newPages, fetchedBytes: moved)
+        c.index = IndexContents(files: list, chunks: chunks, newPages: newPages, fetchedBytes: moved)
     }
 }

@@ -28,7 +28,7 @@ extension ManifestJudge {
             // this URL are kept with their validators, and a 304 reuses the copy it names
             // (decoded and verified again like any manifest). Racy validators are not kept (see
             // `Validators`).
-            let cache = store.cachedManifests(url: url)
+            let cache = ManifestCache.load(from: store, url: url)
             let r = try context.retrying(location) {
                 try http.fetch(url, limit: config.maxManifestBytes, limitStatus: .manifest, conditions: cache?.conditionalHeaders ?? [])
             }
@@ -40,7 +40,7 @@ extension ManifestJudge {
                 }
                 // A 304 that does not say which of several copies it means: ask again, plainly.
                 log(.info, "GET \(URLs.redacted(url)): 304 without an ETag naming a kept copy; fetching the manifest")
-                if !readOnly { store.dropCachedManifests() }
+                if !readOnly { ManifestCache.drop(from: store) }
                 return try fetchManifest()
             }
             if readOnly {
@@ -48,7 +48,7 @@ extension ManifestJudge {
             } else if let validators = Validators.reusable(r.head) {
                 var updated = cache ?? ManifestCache(url: url, entries: [])
                 updated.insert(ManifestCache.Entry(finalURL: r.head.effectiveURL, validators: validators, bytes: body))
-                store.cacheManifests(updated)
+                updated.save(to: store)
             } else if r.head.header("Last-Modified") != nil {
                 // The copies kept stay good: their validators were not racy, so no later manifest
                 // can share them. This one is not kept.

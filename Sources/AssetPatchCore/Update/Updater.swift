@@ -31,6 +31,8 @@ final class Updater {
     /// A look that changes nothing in the data directory (`status`, `inspect`): nothing is
     /// kept, judged on disk or downloaded.
     let readOnly: Bool
+    /// The archive's download of this update (`download(for:)`).
+    var archiveDownload: ArchiveDownload?
     /// The last archive download resumed a partial file and its digest failed.
     var resumedDamagedPartial = false
     /// Fetched files verified by this updater (its retries trust them without hashing again).
@@ -70,7 +72,7 @@ final class Updater {
         let before = state
         progress.report(Progress(phase: .check))
         guard var candidate = try evaluate(&state, &e) else {
-            if state != before { try Updater.recordAcceptance(state, before: before, judgement: e.judgement, in: store) }
+            if state != before { try store.recordAcceptance(state, before: before, judgement: e.judgement) }
             progress.report(Progress(phase: .check), final: true)
             progress.report(Progress(phase: .done), final: true)
             let why: String
@@ -84,7 +86,7 @@ final class Updater {
             log(.info, "no update: \(why)")
             return .noUpdate
         }
-        if state != before { try Updater.recordAcceptance(state, before: before, judgement: e.judgement, in: store) }
+        if state != before { try store.recordAcceptance(state, before: before, judgement: e.judgement) }
         progress.report(Progress(phase: .check), final: true)
         log(.info, "updating to version \(candidate.version) from \(candidate.archive.shown)")
 
@@ -160,18 +162,7 @@ final class Updater {
         }
         switch try chooseRoute(candidate, state) {
         case let .differential(plan):
-            var p = UpdatePreview(candidate: summary, wholeArchiveReason: nil, transferBytes: plan.fetchBytes,
-                                  archiveBytes: archiveBytes, requests: plan.ranges.count + plan.chunkRanges.count)
-            for (f, source) in plan.files {
-                switch source {
-                case .installed, .fetched: p.linkedFiles += 1
-                case .bundle: p.bundleFiles += 1
-                case .archive: p.fetchedFiles.append(f.path)
-                }
-            }
-            // A chunked file rebuilt from chunks is fetched in part.
-            p.fetchedFiles += plan.chunked.map(\.file.path)
-            return p
+            return UpdatePreview(candidate: summary, plan: plan, archiveBytes: archiveBytes)
         case let .wholeArchive(reason):
             let transfer = try transferEstimate(download(for: candidate))
             return UpdatePreview(candidate: summary, wholeArchiveReason: reason, transferBytes: transfer,
@@ -187,8 +178,8 @@ final class Updater {
         switch route {
         case let .differential(plan):
             var total: UInt64 = 0
-            for (f, source) in plan.files {
-                switch source {
+            for (f, origin) in plan.files {
+                switch origin {
                 case .installed, .fetched: break
                 case .archive, .bundle: total += f.size + 4096
                 }
@@ -216,7 +207,7 @@ final class Updater {
         let installer = Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: cancel, progress: progress)
         let installed = installedFiles(state)
         guard c.manifest.locatesEveryFile,
-              let plan = DifferentialPlan.make(c.manifest.files, local: onDisk(installed, verifiedFetchedFiles())) else {
+              let plan = FilePlan.make(c.manifest.files, local: FileOrigin.onDisk(installed, verifiedFetchedFiles())) else {
             let archive = try fetch(c, d)
             try cancel.check()
             return try installer.install(c, archive: archive, installed: installed)
@@ -228,6 +219,7 @@ final class Updater {
         let resumedFrom = d.resumableBytes()
         try follower.start(available: resumedFrom)
         d.onWritten = follower.advance
+        defer { d.onWritten = nil; d.hashing = true }  // a retry may take the other route
         // The workers check every file against its own sha256 as the archive arrives: hashing
         // the archive too would be a second pass over the same bytes on the downloading thread,
         // the one that limits the update. Its digest is taken only if a file must be read from
@@ -288,17 +280,6 @@ final class Updater {
             }
         }
         return fetched
-    }
-
-    /// Where a file's content already is on disk: an installed release's file of the same
-    /// sha256 and size, a file an earlier attempt fetched, or the bundle's file (in that order).
-    func onDisk(_ installed: [String: (path: String, size: UInt64)], _ fetched: [String: String],
-                        _ bundle: [String: String] = [:]) -> (ManifestFile) -> FileSource? {
-        { f in
-            if let i = installed[f.sha256], i.size == f.size { return .installed(i.path) }
-            if let p = fetched[f.sha256] { return .fetched(p) }
-            return bundle[f.sha256].map(FileSource.bundle)
-        }
     }
 
     // MARK: Activate

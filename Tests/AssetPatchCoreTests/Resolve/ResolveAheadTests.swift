@@ -28,8 +28,8 @@ import Testing
             let bundle = Set(all.filter { _ in Int.random(in: 0..<3, using: &rng) == 0 })
             var variants = Array(suffixes.shuffled(using: &rng).prefix(Int.random(in: 1...4, using: &rng)))
             if round % 3 == 0 && !variants.contains("") { variants.append("") }
-            let view = ResolveView(release: ResolveIndex(root: "/r", names: Array(release)),
-                                   bundle: ResolveIndex(root: "/b", names: Array(bundle)),
+            let view = ResolveView(release: NameTable(root: "/r", names: Array(release)),
+                                   bundle: NameTable(root: "/b", names: Array(bundle)),
                                    variants: variants.map { Array($0.utf8) }, activeVersion: 1)
             for name in Set(all + stems.flatMap { s in exts.map { s + $0 } }) where ResourceName.isValid(name) {
                 let want = reference(name, release: release, bundle: bundle, variants: variants)

@@ -16,19 +16,19 @@ private func located(_ path: String, sha: String = "", size: UInt64 = 10, at sta
         let b = located("b", at: 131 + 10, compressed: 100)   // gap 10
         let c = located("c", at: 5000, compressed: 100)       // gap ~4.7 KB
         let d = located("d", at: 5131, compressed: 3000)      // adjacent to c
-        let ranges = DifferentialPlan.coalesce([a, b, c, d], gap: 64, maxRequest: 2000)
+        let ranges = FilePlan.coalesce([a, b, c, d], gap: 64, maxRequest: 2000)
         #expect(ranges.map(\.entries.count) == [2, 1, 1], "a+b merge (gap 10 <= 64); c alone (gap); d alone (c+d > 2000)")
         #expect(ranges[0].start == 0 && ranges[0].end == b.location!.range.upperBound)
         #expect(ranges.reduce(0) { $0 + $1.count } == a.location!.range.count + 10 + b.location!.range.count + c.location!.range.count + d.location!.range.count)
-        #expect(DifferentialPlan.coalesce([a, b], gap: 9, maxRequest: 1 << 20).count == 2, "a gap one byte too wide stays two requests")
+        #expect(FilePlan.coalesce([a, b], gap: 9, maxRequest: 1 << 20).count == 2, "a gap one byte too wide stays two requests")
         // A wide gap is joined only when it is small next to the wanted bytes: 4.7 KB of gap
         // for 393 wanted bytes is not, for 100 KB wanted it is.
-        #expect(DifferentialPlan.coalesce([a, b, c], gap: 32 << 10, maxRequest: 1 << 20).count == 2)
+        #expect(FilePlan.coalesce([a, b, c], gap: 32 << 10, maxRequest: 1 << 20).count == 2)
         let big = located("big", at: 5000, compressed: 100_000)
-        #expect(DifferentialPlan.coalesce([a, b, big], gap: 32 << 10, maxRequest: 1 << 20).count == 1)
+        #expect(FilePlan.coalesce([a, b, big], gap: 32 << 10, maxRequest: 1 << 20).count == 1)
         // Gaps under 512 bytes always join (a request's headers cost about that).
         let near = located("near", at: 131 + 10 + 131 + 400, compressed: 10)
-        #expect(DifferentialPlan.coalesce([a, b, near], gap: 32 << 10, maxRequest: 1 << 20).count == 1)
+        #expect(FilePlan.coalesce([a, b, near], gap: 32 << 10, maxRequest: 1 << 20).count == 1)
     }
 
     @Test func sourcesPreferInstalledThenFetchedThenBundleAndFetchEachContentOnce() throws {
@@ -39,7 +39,7 @@ private func located(_ path: String, sha: String = "", size: UInt64 = 10, at sta
                      located("three", sha: shaC, at: 200, compressed: 50),
                      located("dup-late", sha: shaD, at: 1000, compressed: 50),
                      located("dup-early", sha: shaD, at: 300, compressed: 50)]
-        let plan = try #require(DifferentialPlan.make(files, local: { f in
+        let plan = try #require(FilePlan.make(files, local: { f in
             switch f.sha256 {
             case shaA: return .installed("/r/one")
             case shaB: return .fetched("/d/b")
@@ -55,12 +55,12 @@ private func located(_ path: String, sha: String = "", size: UInt64 = 10, at sta
 
     @Test func aFileWithoutLocationMeansNoPlanAndTheShareDecidesWhetherRangesPayOff() {
         var files = [located("a", at: 0, compressed: 600), located("b", at: 700, compressed: 200)]
-        let plan = DifferentialPlan.make(files, local: { $0.path == "a" ? .installed("/a") : nil })!
+        let plan = FilePlan.make(files, local: { $0.path == "a" ? .installed("/a") : nil })!
         #expect(plan.fetchBytes == 231)
         #expect(plan.paysOff(archiveSize: 1000, maxPercent: 75) && plan.paysOff(archiveSize: 308, maxPercent: 75))
         #expect(!plan.paysOff(archiveSize: 307, maxPercent: 75) && plan.paysOff(archiveSize: 231, maxPercent: 100))
         files[1].location = nil
-        #expect(DifferentialPlan.make(files, local: { _ in nil }) == nil)
+        #expect(FilePlan.make(files, local: { _ in nil }) == nil)
     }
 }
 
@@ -223,7 +223,7 @@ private func located(_ path: String, sha: String = "", size: UInt64 = 10, at sta
 
         let checked = try #require(try c.check())
         #expect(checked.version == 2)
-        #expect(checked.downloadBytes >= needed && checked.downloadBytes <= needed + DifferentialPlan.coalesceGap,
+        #expect(checked.downloadBytes >= needed && checked.downloadBytes <= needed + FilePlan.coalesceGap,
                 "\(checked.downloadBytes) bytes planned for \(needed) bytes of changed entries")
 
         var seen: [Progress] = []

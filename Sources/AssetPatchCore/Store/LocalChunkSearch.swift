@@ -1,0 +1,42 @@
+import Glibc
+
+extension Store {
+    /// Where the chunks an update can copy lie: the installed releases' chunked files (active,
+    /// pending, kept; their chunk lists in the page store), and for each file `rebuilt` needs,
+    /// the file at its path in an installed release that has no chunk list for it (installed
+    /// from a format-1 manifest) and in the bundle, cut and hashed as the publisher cut the new
+    /// release (`ChunkScan`, cached). Returns them and how many files on disk were cut now.
+    func localChunks(_ state: StoreState, for rebuilt: [(file: ManifestFile, chunks: [ChunkRecord])], chunkSize: Int,
+                     bundleDir: String?, cancel: CancelToken) throws -> (chunks: LocalChunks, scanned: Int) {
+        var out = LocalChunks()
+        var scanned = 0
+        let pages = PageStore(self)
+        var listed = Set<String>()
+        var releases: [String] = []
+        for ref in [state.active, state.pending].compactMap({ $0 }) + state.kept {
+            releases.append(filesDir(ref.id))
+            guard let record = try? loadRelease(ref.id), let root = record.indexRoot else { continue }
+            for f in pages.files(root: root) where !f.chunkPages.isEmpty {
+                let path = filesDir(ref.id) + "/" + f.file.path
+                out.add(path, pages: f.chunkPages) { pages.chunks(of: $0) }
+                listed.insert(path)
+            }
+        }
+        if let chunker = Chunker(averageSize: chunkSize) {
+            var scan = ChunkScan(store: self, chunker: chunker, cancel: cancel)
+            var seen = Set<[UInt64]>()
+            for (file, _) in rebuilt {
+                var candidates = releases.map { $0 + "/" + file.path }.filter { !listed.contains($0) }
+                if let bundleDir { candidates.append(bundleDir + "/" + file.path) }
+                for path in candidates {
+                    // One scan per file on disk: releases share unchanged files as hard links.
+                    guard let f = BundleDigests.Fingerprint(path), seen.insert([f.device, f.inode]).inserted else { continue }
+                    if let chunks = try scan.chunks(of: path) { out.add(path, chunks) }
+                }
+            }
+            scanned = scan.scanned
+        }
+        out.seal()
+        return (out, scanned)
+    }
+}

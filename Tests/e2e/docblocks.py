@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Every code block of the README and docs/, taken from the files themselves and checked as
 what it claims to be: C and C++ compiled and linked against the installed library with
--Wall -Wextra -Werror, Swift compiled against AssetPatchKit, Python compiled (interactive sessions line by line), JSON parsed (a
+-Wall -Wextra -Werror (and the -f options a C++ block's fence names), Swift compiled against AssetPatchKit, Python compiled (interactive sessions line by line), JSON parsed (a
 format-1 manifest also read by `assetpatch inspect`), shell parsed by `bash -n` and, for
 blocks marked ```sh run, run in a fresh directory with the installed CLI on PATH, CMake
 configured and built as a consumer of the installed package, nginx configuration checked by
@@ -53,6 +53,7 @@ class Checker:
         open(path, "w").write(src)
         link = "int main" in src
         cmd = ["g++", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-I", f"{self.root}/bindings/cpp", path] + self.flags
+        cmd += [o for o in opts if o.startswith("-f")]  # ```cpp -fno-exceptions: built as the block says
         cmd += ["-o", f"{d}/a.out"] if link else ["-c", "-o", f"{d}/a.o"]
         return sh(cmd, env=self.env)
 

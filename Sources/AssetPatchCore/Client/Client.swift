@@ -56,7 +56,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
         // one ends that release before a launch of it is counted.
         let marker = bundle.flatMap(BundleMarker.load)
         let fingerprint = bundle.map(BundleMarker.fingerprint)
-        let (messages, state) = try store.modifyState { s -> [(LogLevel, String)] in
+        var (messages, state) = try store.modifyState { s -> [(LogLevel, String)] in
             var out: [(LogLevel, String)] = []
             let now = unixTime()
             if let fingerprint, s.bundleFingerprint != fingerprint {
@@ -93,6 +93,10 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
         }
         if let lock = try store.tryLock() {
             try store.recover(state)
+            if let lost = try store.dropLostReleases() {
+                messages.append((.warning, lost))
+                state = try store.loadState()
+            }
             _ = lock
         }
         if state.highestVerifiedVersion == nil { try migrateTrust() }
@@ -356,52 +360,4 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
 
     /// The plugins of the release this client serves.
     package func listPlugins() throws -> [PluginListing] { try plugins.list(try servedRelease.map { ($0.ref, try $0.info(store)) }) }
-
-    // MARK: Resolving
-
-    /// The active release's version; 0 when only the bundle is served.
-    package var currentVersion: Int64 { view.read { $0.activeVersion } }
-
-    /// Resolves `name` (raw UTF-8) into `out` (see `ResolveView.resolve`): the resolve fast
-    /// path, non-generic so that a caller in another module (the C ABI) runs specialised code.
-    package func resolve(_ name: UnsafeRawBufferPointer, into out: UnsafeMutableRawPointer?, capacity: Int,
-                        length: inout Int) throws(AssetPatchError) {
-        var variant = 0
-        try resolve(name, into: out, capacity: capacity, length: &length, variant: &variant)
-    }
-
-    /// As `resolve(_:into:capacity:length:)`, and `variant` gets the index in `variants` of the
-    /// variant that matched (the host learns the scale of what it loads).
-    package func resolve(_ name: UnsafeRawBufferPointer, into out: UnsafeMutableRawPointer?, capacity: Int,
-                        length: inout Int, variant: inout Int) throws(AssetPatchError) {
-        let found = view.read { $0.resolve(name, into: out, capacity: capacity, length: &length, variant: &variant) }
-        if found != .ok { throw ResolveView.error(found, name: name, length: length, capacity: capacity) }
-    }
-
-    /// The absolute path `name` resolves to. Throws `.argument` for invalid names, `.notFound`.
-    package func resolve(_ name: String) throws(AssetPatchError) -> String {
-        try resolveVariant(name).path
-    }
-
-    /// The absolute path `name` resolves to and the index in `variants` of the variant that
-    /// matched. Throws `.argument` for invalid names, `.notFound`.
-    package func resolveVariant(_ name: String) throws(AssetPatchError) -> (path: String, variant: Int) {
-        var name = name
-        var length = 0, variant = 0, capacity = 1024
-        while true {
-            // On the stack: a path is copied once, into the String returned.
-            let found = name.withUTF8 { n in
-                withUnsafeTemporaryAllocation(byteCount: capacity, alignment: 1) { out -> Result<String?, AssetPatchError> in
-                    do throws(AssetPatchError) {
-                        try resolve(UnsafeRawBufferPointer(n), into: out.baseAddress, capacity: out.count, length: &length, variant: &variant)
-                        return .success(String(decoding: UnsafeRawBufferPointer(rebasing: out[..<length]), as: UTF8.self))
-                    } catch {
-                        return error.status == .range && capacity <= length ? .success(nil) : .failure(error)
-                    }
-                }
-            }
-            if let path = try found.get() { return (path, variant) }
-            capacity = length + 1  // longer than the buffer; the view may change before the retry
-        }
-    }
 }

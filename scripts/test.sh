@@ -50,8 +50,10 @@ echo "== faults: resume, retries, codings, real zippers, TLS, hostile servers, d
 export ASSETPATCH_LIBRARY="$root/build/prefix/lib/libassetpatch.so.1"
 "$venv/bin/python" -m pytest -q -p no:cacheprovider "$root/Tests/faults" -rs
 
-echo "== crash states: a sample of what power cuts during updates can leave (scripts/crashstates.sh: all)"
-"$venv/bin/python" "$root/Tests/crash/crashstates.py" --sample 12 --seed "$(date +%j)"
+echo "== crash states: a sample of every flow under both models, the sync mutation gate, ext4 images (scripts/crashstates.sh: all)"
+"$venv/bin/python" "$root/Tests/crash/crashstates.py" --sample 6 --mutation-cap 10 --gate-tries 2 --recovery-bases 2 --seed "$(date +%j)"
+"$venv/bin/python" "$root/Tests/crash/realfs.py" --fs ext4 --points 4
+"$venv/bin/python" "$root/Tests/crash/realfs.py" --fs ext4 --flows full_update,mark_good --points 2 --self-test
 
 echo "== packages: .debs and the wheel (scripts/package.sh), then installed in a Debian 12 root without Swift"
 package_log="$root/build/package.log"

@@ -1,0 +1,124 @@
+"""Opens a crash state as a fresh process of the app would, and says what is wrong with it."""
+import hashlib
+import json
+import os
+
+
+def sha(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def file_sha(path):
+    with open(path, "rb") as f:
+        return sha(f.read())
+
+
+def check_state(data, bundle, url, expect, returned, published, options=None, refuse_url=None):
+    """Runs in a forked child that has not loaded the library yet. `published`: each version's
+    files by path, as sha256 (version 0: the bundle); `options`: the client's (a pinned key);
+    `refuse_url`: a manifest an update must refuse once the call returned (a retired key's).
+    Returns an error message, or None."""
+    import assetpatch
+
+    def served(c):
+        """The version served, every file of it resolved and hashed against what was published."""
+        v = c.current_version
+        if v not in published:
+            return f"serves version {v}, which was never published"
+        for path, digest in published[v].items():
+            try:
+                got = file_sha(c.resolve(path))
+            except (OSError, assetpatch.AssetPatchError) as e:
+                return f"{path} of version {v} does not resolve: {e}"
+            if got != digest:
+                return f"{path} of version {v} resolves to bytes that are not the published ones"
+        return v
+
+    def on_disk(version):
+        """Whether `version` is listed by the state and all its files hash as published."""
+        try:
+            state = json.load(open(os.path.join(data, "state.json")))
+        except (OSError, ValueError) as e:
+            return f"state.json unreadable ({e})"
+        refs = [r for r in [state.get("active"), state.get("pending")] + state.get("kept", []) if r]
+        ref = next((r for r in refs if r["version"] == version), None)
+        if ref is None:
+            return f"version {version} is no longer listed (the state has {sorted(r['version'] for r in refs)})"
+        files = os.path.join(data, "releases", ref["id"], "files")
+        for path, digest in published[version].items():
+            try:
+                if file_sha(os.path.join(files, path)) != digest:
+                    return f"version {version}'s {path} on disk is not the published one"
+            except OSError as e:
+                return f"version {version}'s {path} is missing on disk ({e.strerror})"
+        return None
+
+    allowed = expect.after if returned else expect.before
+    when = "after the call returned" if returned else "before the call returned"
+    with assetpatch.Client(data, bundle, **(options or {})) as c:
+        v = served(c)
+        if isinstance(v, str):
+            return v
+        if v not in allowed:
+            return f"serves version {v} {when}, expected one of {allowed}"
+        info = c.release_info("active")  # the release's record: what plugins and release info read
+        if (info.version if info else 0) != v:
+            return f"the active release's record says version {info.version if info else None}, not {v}"
+        for keep in expect.kept:
+            if keep != v:
+                problem = on_disk(keep)
+                if problem:
+                    return f"version {keep}, active or kept before the flow, is lost: {problem}"
+        if returned and expect.marked_after and not c.lifecycle.marked_good:
+            return f"version {v} is not marked good, though mark_good returned"
+        if returned and refuse_url:
+            c.set("manifest_url", refuse_url)
+            try:
+                c.update()
+            except assetpatch.AssetPatchError:
+                pass
+            if c.current_version != v:
+                return f"after the call returned, an update to {refuse_url} was accepted (serves version {c.current_version})"
+        c.set("manifest_url", url)
+        c.update()
+        v2 = served(c)
+        if isinstance(v2, str):
+            return "after an update: " + v2
+        final = expect.final[v] if isinstance(expect.final, dict) else expect.final
+        if v2 != final:
+            return f"the update after the crash serves version {v2}, not {final}"
+    return None
+
+
+def check_in_child(args):
+    """Forks; the child checks the state and reports on a pipe. Returns (pid, read end)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        # The library's own log (warnings about what the state holds) is not the verdict.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        try:
+            msg = check_state(*args)
+        except BaseException as e:  # noqa: BLE001 - any failure of the library is the finding
+            msg = f"{type(e).__name__}: {e}"
+        os.write(w, (msg or "").encode()[:4000])
+        os._exit(0)
+    os.close(w)
+    return pid, r
+
+
+def collect(pid, r):
+    chunks = []
+    while True:
+        b = os.read(r, 65536)
+        if not b:
+            break
+        chunks.append(b)
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    msg = b"".join(chunks).decode()
+    if status != 0 and not msg:
+        msg = f"the checking process died (status {status})"
+    return msg or None

@@ -96,7 +96,7 @@ def main():
     scratch = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else os.environ.get("TMPDIR", "/var/tmp")
     base = a.work or tempfile.mkdtemp(prefix="assetpatch-crash.", dir=scratch)
     os.makedirs(base, exist_ok=True)
-    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", os.path.join(base, "fstrace.so"), os.path.join(HERE, "fstrace.c"),
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", os.path.join(base, "fstrace.so"), os.path.join(HERE, "fstrace.c"), os.path.join(HERE, "fstrace_refused.c"),
                     "-ldl", "-lpthread"], check=True)
     os.environ["ASSETPATCH_LIBRARY"] = LIB
     sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))

@@ -189,7 +189,7 @@ def main():
     a = ap.parse_args()
     base = a.work or tempfile.mkdtemp(prefix="assetpatch-realfs.", dir="/var/tmp")
     os.makedirs(base, exist_ok=True)
-    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", os.path.join(base, "fstrace.so"), os.path.join(HERE, "fstrace.c"),
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", os.path.join(base, "fstrace.so"), os.path.join(HERE, "fstrace.c"), os.path.join(HERE, "fstrace_refused.c"),
                     "-ldl", "-lpthread"], check=True)
     os.environ["ASSETPATCH_LIBRARY"] = LIB
     sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))

@@ -47,6 +47,14 @@ public:
     /// The status constant's name, e.g. "ASSETPATCH_ERR_ARGUMENT".
     const char* name() const noexcept { return assetpatch_status_name(status_); }
     const std::string& message() const noexcept { return message_; }
+    /// Throws this failure as an assetpatch::error; aborts in a build without exceptions.
+    [[noreturn]] void raise() const {
+#if ASSETPATCH_HPP_EXCEPTIONS
+        throw assetpatch::error(status_, message_);
+#else
+        std::abort();
+#endif
+    }
 
 private:
     int status_;
@@ -82,12 +90,7 @@ public:
 
 private:
     void require() const {
-        if (ok()) return;
-#if ASSETPATCH_HPP_EXCEPTIONS
-        throw assetpatch::error(failure_.status(), failure_.message());
-#else
-        std::abort();
-#endif
+        if (!ok()) failure_.raise();
     }
     std::optional<T> value_;
     failure failure_;
@@ -104,12 +107,7 @@ public:
     const failure& error() const noexcept { return failure_; }
     /// Nothing, or the failure thrown (with exceptions) or an abort (without).
     void value() const {
-        if (ok()) return;
-#if ASSETPATCH_HPP_EXCEPTIONS
-        throw assetpatch::error(failure_.status(), failure_.message());
-#else
-        std::abort();
-#endif
+        if (!ok()) failure_.raise();
     }
 
 private:

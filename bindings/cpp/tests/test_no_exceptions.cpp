@@ -4,6 +4,7 @@
 // aborts rather than continuing with garbage.
 //   test_no_exceptions FIXTURES_DIR WORK_DIR        closes with "N passed, N failed"
 #include "assetpatch.hpp"
+#include "fixtures.hpp"
 
 #if ASSETPATCH_HPP_EXCEPTIONS
 #error "build this test with -fno-exceptions"
@@ -22,7 +23,6 @@
 
 static int passed = 0, failed = 0;
 static bool current_ok = true;
-static std::string fixtures, work;
 
 // Records a failed expectation and goes on (no exceptions to unwind with).
 #define EXPECT(cond)                                                                  \
@@ -38,20 +38,6 @@ template <class F> static void run(const char* name, F f) {
     f();
     (current_ok ? passed : failed)++;
     std::cout << (current_ok ? "ok - " : "not ok - ") << name << "\n";
-}
-
-static std::string slurp(const std::filesystem::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
-static std::string url(const std::string& repo) { return "file://" + fixtures + "/repos/" + repo + "/manifest.json"; }
-static std::filesystem::path fresh(const std::string& name) {
-    auto dir = std::filesystem::path(work) / name;
-    std::filesystem::remove_all(dir);
-    return dir;
 }
 
 // Whether `f` run in a child process ends it with SIGABRT.

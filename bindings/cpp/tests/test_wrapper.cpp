@@ -2,6 +2,7 @@
 // and message, std::filesystem paths, callbacks whose exceptions cancel and are rethrown.
 //   test_wrapper FIXTURES_DIR WORK_DIR        closes with "N passed, N failed"
 #include "assetpatch.hpp"
+#include "fixtures.hpp"
 
 #include <atomic>
 #include <condition_variable>
@@ -15,7 +16,6 @@
 #include <vector>
 
 static int passed = 0, failed = 0;
-static std::string fixtures, work;
 
 #define EXPECT(cond) do { if (!(cond)) throw std::runtime_error(std::string("line ") + std::to_string(__LINE__) + ": " #cond); } while (0)
 
@@ -28,20 +28,6 @@ template <class F> static void run(const char* name, F f) {
         failed++;
         std::cout << "not ok - " << name << ": " << e.what() << "\n";
     }
-}
-
-static std::string slurp(const std::filesystem::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
-static std::string url(const std::string& repo) { return "file://" + fixtures + "/repos/" + repo + "/manifest.json"; }
-static std::filesystem::path fresh(const std::string& name) {
-    auto dir = std::filesystem::path(work) / name;
-    std::filesystem::remove_all(dir);
-    return dir;
 }
 
 int main(int argc, char** argv) {

@@ -21,7 +21,7 @@ results="$root/bench/CRASHSTATES.md"
 work=$(mktemp -d "${TMPDIR:-/var/tmp}/assetpatch-crashstates.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 status=0
-python3 "$root/Tests/crash/crashstates.py" --mutation-cap 400 --results "$work/explorer.md" "$@" || status=1
+python3 "$root/Tests/crash/crashstates.py" --mutation-cap 150 --gate-tries 4 --results "$work/explorer.md" "$@" || status=1
 python3 "$root/Tests/crash/realfs.py" --points 10 --results "$work/realfs.md" || status=1
 python3 "$root/Tests/crash/realfs.py" --points 4 --self-test --results "$work/realfs-self-test.md" || status=1
 cat "$work/explorer.md" "$work/realfs.md" "$work/realfs-self-test.md" > "$results"

@@ -162,7 +162,7 @@ def main():
                 print(f"  sync {kind}: removing it is not caught ({entry['new']} new states) and no reason is listed")
                 gate_failures.append(f"{kind}: removing it is not caught and no reason is listed")
     if a.results:
-        write_results(a.results, counts, gate, NOT_NEEDED, a, time.monotonic() - started)
+        write_results(a.results, counts, gate, NOT_NEEDED, a, time.monotonic() - started, base)
     summary = f"{total} crash states, {bad} inconsistent"
     if not a.no_mutations:
         summary += f", mutation gate: {sum(1 for e in gate.values() if e['caught'])} of {len(gate)} syncs caught, " \

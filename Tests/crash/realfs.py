@@ -174,7 +174,7 @@ def write_section(path, a, rows):
                 "checked as the explorer checks a state (Tests/crash/realfs.py).")
     out = [title, "", text, "", "| file system | flows | crash points | inconsistent |", "|---|---|---|---|"] + rows + [""]
     with open(path, "w") as f:
-        f.write("\n".join(out))
+        f.write("\n".join(out) + "\n")
 
 
 def main():

@@ -4,7 +4,8 @@ import datetime
 from model import MODELS
 
 
-def write_results(path, counts, gate, not_needed, args, seconds):
+def write_results(path, counts, gate, not_needed, args, seconds, work):
+    """`work`: the scratch directory, named "…" in the messages quoted."""
     out = ["# Crash states: what power cuts during updates leave, opened by the library", ""]
     out.append("Written by `bash scripts/crashstates.sh` (Tests/crash/crashstates.py"
                + (f" --sample {args.sample}" if args.sample else ", every state")
@@ -40,10 +41,10 @@ def write_results(path, counts, gate, not_needed, args, seconds):
         for kind, e in sorted(gate.items()):
             if e["caught"]:
                 flow, model, _why, msg = e["caught"]
-                verdict = f"{flow}, \"{model}\": {msg.splitlines()[-1]}"
+                verdict = f"{flow}, \"{model}\": {msg.splitlines()[-1].replace(work, '…')}"
             else:
                 verdict = "not caught: " + not_needed.get(kind, "no reason listed")
             out.append(f"| `{kind}` | {', '.join(sorted(set(e['flows'])))} | {e['new']:,} | {verdict.replace('|', '/')} |")
         out.append("")
     with open(path, "w") as f:
-        f.write("\n".join(out))
+        f.write("\n".join(out) + "\n")

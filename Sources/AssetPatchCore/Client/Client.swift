@@ -93,7 +93,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
         }
         if let lock = try store.tryLock() {
             try store.recover(state)
-            if let lost = try store.dropLostReleases() {
+            if let lost = try store.dropLostReleases(state) {
                 messages.append((.warning, lost))
                 state = try store.loadState()
             }

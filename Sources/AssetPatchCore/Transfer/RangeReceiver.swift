@@ -1,6 +1,5 @@
 import Glibc
 
-
 /// Turns the bytes of one `FetchRange`, pushed as they arrive, into verified files: for each
 /// entry it checks the local header against the manifest's location and name, inflates the data
 /// while hashing it, and, when size, CRC-32 and sha256 match the manifest, renames the file to

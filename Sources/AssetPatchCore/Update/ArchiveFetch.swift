@@ -54,7 +54,7 @@ extension Updater {
     func fetch(_ c: Candidate, _ d: ArchiveDownload) throws -> String {
         let total = c.manifest.archiveSize ?? 0
         let resumedFrom = d.resumableBytes()
-        progress.report(Progress(phase: .download, bytesDone: d.resumableBytes(), bytesTotal: total))
+        progress.report(Progress(phase: .download, bytesDone: resumedFrom, bytesTotal: total))
         let digestHex = try context.retrying(d.source) { try d.attempt() }
         let size = FS.fileSize(d.partPath) ?? 0
         progress.report(Progress(phase: .download, bytesDone: size, bytesTotal: total == 0 ? size : total), final: true)

@@ -63,9 +63,35 @@ struct Publish: ParsableCommand {
     var chunkSize: Int = Publisher.defaultChunkSize
     @Option(name: .long, help: "Threads compressing files (default: one per processor). The archive is the same whatever the number.")
     var jobs: Int?
+    @Option(name: .long, help: "NAME=PATTERN (repeatable): files whose paths match the shell pattern (its * matching / too) make the on-demand group NAME; a file is in the first group that matches it.")
+    var group: [String] = []
+    @Option(name: .customLong("install-group"), help: "NAME=PATTERN (repeatable): as --group, for a group installed with every update.")
+    var installGroup: [String] = []
+    @Flag(name: .customLong("scale-groups"), help: "Put variant files in no other group into one on-demand group per scale: scale-3x (a@3x.png), scale-2x, and scale-1x (a.png beside them).")
+    var scaleGroups = false
     @Flag(name: .long, help: "Print what was published as JSON.") var json = false
     @Flag(name: .customLong("dry-run"), help: "Check everything and build the archive to report its size; change nothing in the repository.")
     var dryRun = false
+
+    /// The --group and --install-group options in the order given (`--group` ones first).
+    func groupRules() throws -> [GroupRule] {
+        var rules: [GroupRule] = []
+        for (option, values, delivery) in [("--group", group, ReleaseGroup.Delivery.onDemand), ("--install-group", installGroup, .install)] {
+            for v in values {
+                guard let eq = v.firstIndex(of: "="), eq != v.startIndex, v.index(after: eq) != v.endIndex else {
+                    throw AssetPatchError(.argument, "\(option) \(v): expected NAME=PATTERN")
+                }
+                let name = String(v[..<eq]), pattern = String(v[v.index(after: eq)...])
+                if let i = rules.firstIndex(where: { $0.name == name }) {
+                    guard rules[i].delivery == delivery else { throw AssetPatchError(.argument, "\(option) \(name): given as --group and --install-group") }
+                    rules[i].patterns.append(pattern)
+                } else {
+                    rules.append(GroupRule(name: name, delivery: delivery, patterns: [pattern]))
+                }
+            }
+        }
+        return rules
+    }
 
     func run() throws {
         try cli {
@@ -89,6 +115,8 @@ struct Publish: ParsableCommand {
             r.maxAppVersion = maxAppVersion
             r.mandatory = mandatory
             r.archiveURLBase = archiveURLBase
+            r.groups = try groupRules()
+            r.scaleGroups = scaleGroups
             if let notes {
                 let bytes = try FS.readFile(notes, limit: 65536, limitStatus: .argument)
                 guard let text = String(validating: bytes, as: UTF8.self) else {
@@ -128,10 +156,16 @@ struct Publish: ParsableCommand {
                                    ("archive", .string(done.archivePath)), ("archive_bytes", .int(Int64(done.archiveSize))),
                                    ("index_pages", .int(Int64(done.indexPages))), ("signed", .bool(!r.seeds.isEmpty)),
                                    ("rollout", r.rollout.map { .string($0.summary) } ?? .null),
-                                   ("revision", head?["revision"] ?? .null), ("expires", head?["expires"] ?? .null)]).serialized(indent: 2))
+                                   ("revision", head?["revision"] ?? .null), ("expires", head?["expires"] ?? .null),
+                                   ("groups", .array(done.groups.map { g in
+                                       .object([("name", .string(g.name)), ("delivery", .string(g.delivery.name)), ("files", .int(Int64(g.files))),
+                                                ("bytes", .int(Int64(g.size))), ("archive_bytes", .int(Int64(g.storedBytes)))]) }))]).serialized(indent: 2))
                 return
             }
             print("\(dryRun ? "would have " : "")published \(m.package ?? "default") version \(m.version): \(files.count) files\(chunked), \(total) bytes, archive \(done.archivePath) (\(done.archiveSize) bytes), index \(done.indexPages) pages\(r.seeds.isEmpty ? "" : ", signed")\(channel.map { ", channel \($0)" } ?? "")\(r.rollout.map { ", rollout \($0.summary)" } ?? "")")
+            for g in done.groups {
+                print("  group \(g.name) (\(g.delivery.name)): \(g.files) files, \(g.size) bytes, \(g.storedBytes) in the archive")
+            }
         }
     }
 }

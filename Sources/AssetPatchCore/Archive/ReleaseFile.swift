@@ -27,12 +27,15 @@ package struct ManifestFile: Sendable, Equatable {
     package var sha256: String
     /// Where the file lies in the archive, when the manifest says (optional; `publish` writes it).
     package var location: ArchiveLocation?
+    /// The number of the release group it is in (`GroupTable`), 0 for the base.
+    package var group: UInt16 = 0
 
-    package init(path: String, size: UInt64, sha256: String, location: ArchiveLocation? = nil) {
+    package init(path: String, size: UInt64, sha256: String, location: ArchiveLocation? = nil, group: UInt16 = 0) {
         self.path = path
         self.size = size
         self.sha256 = sha256
         self.location = location
+        self.group = group
     }
 }
 

@@ -12,13 +12,19 @@ package struct IndexLocation: Sendable, Equatable {
     package var size: UInt64
     package var root: PageRef
     package var chunkSize: Int
+    /// The group page (`GroupTable`), last in the index entry; nil: the release has no groups.
+    package var groups: PageRef?
 
-    package init(offset: UInt64, size: UInt64, root: PageRef, chunkSize: Int) {
+    package init(offset: UInt64, size: UInt64, root: PageRef, chunkSize: Int, groups: PageRef? = nil) {
         self.offset = offset
         self.size = size
         self.root = root
         self.chunkSize = chunkSize
+        self.groups = groups
     }
+
+    /// Where the group page's stored bytes lie in the archive: the index entry's last bytes.
+    package var groupsOffset: UInt64? { groups.map { offset + size - UInt64($0.compressedSize) } }
 
     /// The name of the archive entry holding the index pages. A format-1 manifest published
     /// beside a head lists it as a file (so clients before 0.4 accept the archive); a format-2
@@ -40,11 +46,21 @@ package struct IndexLocation: Sendable, Equatable {
         }
         let chunkSize = Int(try number("chunk_size"))
         guard Chunker(averageSize: chunkSize) != nil else { throw fail("chunk_size \(chunkSize) is not a power of two from 4 KiB to 1 MiB") }
-        return IndexLocation(offset: offset, size: size, root: PageRef(sha256: root, compressedSize: UInt32(rootSize)), chunkSize: chunkSize)
+        var groups: PageRef?
+        if let g = v["groups"], g != .null {
+            guard g.isObject, let hex = g["sha256"]?.string, Hex.isHex(hex, length: 64), let sha = Hex.decode(hex),
+                  let n = g["size"]?.int64, n > 0, UInt64(n) <= size - rootSize, n <= Int64(IndexPage.maxBytes) else {
+                throw fail("groups must be {\"sha256\": 64 hex digits, \"size\": its stored length, inside the index after the root}")
+            }
+            groups = PageRef(sha256: sha, compressedSize: UInt32(n))
+        }
+        return IndexLocation(offset: offset, size: size, root: PageRef(sha256: root, compressedSize: UInt32(rootSize)), chunkSize: chunkSize,
+                             groups: groups)
     }
 
     func toJSON() -> JSON {
         .object([("offset", .int(Int64(offset))), ("size", .int(Int64(size))), ("root", .string(root.hex)),
-                 ("root_size", .int(Int64(root.compressedSize))), ("chunk_size", .int(Int64(chunkSize)))])
+                 ("root_size", .int(Int64(root.compressedSize))), ("chunk_size", .int(Int64(chunkSize)))]
+                + (groups.map { [("groups", JSON.object([("sha256", .string($0.hex)), ("size", .int(Int64($0.compressedSize)))]))] } ?? []))
     }
 }

@@ -181,7 +181,11 @@ package enum IndexPage: Equatable {
 
     /// The page's bytes as stored in the archive, and the reference naming them.
     package func sealed() throws -> (ref: PageRef, stored: [UInt8]) {
-        let bytes = encode()
+        try IndexPage.seal(encode())
+    }
+
+    /// A page's decoded `bytes` as stored, and the reference naming them.
+    package static func seal(_ bytes: [UInt8]) throws -> (ref: PageRef, stored: [UInt8]) {
         let stored = try RawDeflate.compress(bytes, level: 9)
         let d = try Digest(.sha256)
         d.update(bytes)
@@ -208,7 +212,7 @@ package enum IndexPage: Equatable {
 }
 
 /// Reads a page's fields, every read bounds-checked.
-private struct PageReader {
+struct PageReader {
     let bytes: [UInt8]
     let source: String
     var at = 0

@@ -39,6 +39,11 @@ package struct PublishRequest {
     /// Everything is checked and the archive built (to know its size and name), then dropped:
     /// nothing in the repository changes.
     package var dryRun = false
+    /// The release's groups, in order: a file is in the first whose patterns match its path.
+    package var groups: [GroupRule] = []
+    /// Variant files (`name@2x.png`, `name@3x.png`, and a plain `name.png` beside them) in no
+    /// other group go to one on-demand group per scale (`GroupRule.scaleGroup`).
+    package var scaleGroups = false
 
     package init(source: String, repo: String) {
         self.source = source
@@ -56,6 +61,8 @@ package struct PublishResult {
     /// The archive's path relative to the repository (`archives/<sha256>.zip`).
     package var archivePath: String
     package var archiveSize: UInt64
+    /// The groups made (empty: none).
+    package var groups: [ReleaseGroup] = []
 }
 
 /// Publishes a release into a repository: the archive under its own sha256 first (each file
@@ -139,7 +146,14 @@ package enum Publisher {
         let files = indexed.map(\.file)
         // The index last: it lists every file's location. Clients before 0.4 see it as one
         // more file of the format-1 manifest.
-        let index = try IndexBuilder.build(indexed)
+        var index = try IndexBuilder.build(indexed)
+        let table = try GroupRule.assign(files, r.groups, scales: r.scaleGroups)
+        var groupsPage: PageRef?
+        if let table {
+            let page = try IndexPage.seal(table.encode())
+            groupsPage = page.ref
+            index.bytes += page.stored  // last: clients before groups never read past the chunk pages
+        }
         let indexFile = try writer.addStored(name: IndexLocation.entryName, bytes: index.bytes)
         try writer.finish()
         let zipSHA = try Digest.hexOfFile(tmpZip)
@@ -167,7 +181,8 @@ package enum Publisher {
         var head = manifest
         head.kind = .format2
         head.files = []
-        head.index = IndexLocation(offset: indexFile.location!.dataOffset, size: indexFile.size, root: index.root, chunkSize: r.chunkSize)
+        head.index = IndexLocation(offset: indexFile.location!.dataOffset, size: indexFile.size, root: index.root, chunkSize: r.chunkSize,
+                                   groups: groupsPage)
         manifest.files.append(indexFile)
         let release = ChannelRelease(manifest: manifest.toJSON(), head: head.toJSON())
         if !r.dryRun { try ChannelManifests.recordHistory(repo: repoDir, release) }
@@ -175,7 +190,7 @@ package enum Publisher {
         manifest.payload = Array((manifest.toJSON().serialized(indent: 2) + "\n").utf8)
         head.payload = Array((head.toJSON().serialized(indent: 2) + "\n").utf8)
         return PublishResult(manifest: manifest, head: head, chunkedFiles: indexed.filter { !$0.chunks.isEmpty }.count,
-                             indexPages: index.pages, archivePath: archiveName, archiveSize: zipSize)
+                             indexPages: index.pages, archivePath: archiveName, archiveSize: zipSize, groups: table?.groups ?? [])
     }
 
     /// The repository's default channel's manifest, if any (envelopes are opened without

@@ -4,8 +4,13 @@ struct Candidate {
     var archive: Location
     var version: Int64
     var releaseID: String
-    /// Format 2: the release index, once read (its files are then `manifest.files`).
+    /// Format 2: the release index, once read. `manifest.files` are then the files this update
+    /// installs: the base, install groups, and the on-demand groups in `installedGroups`.
     var index: IndexContents?
+    /// The on-demand groups this update installs (what the host wants, what it has on disk).
+    var installedGroups: [String] = []
+    /// Every file of the release, installed or not.
+    var allFiles: [ManifestFile] { index?.files ?? manifest.files }
 }
 
 /// A format-2 release's index, read: its files (as a format-1 manifest lists them) and each
@@ -13,6 +18,8 @@ struct Candidate {
 struct IndexContents {
     var files: [ManifestFile]
     var chunks: [String: [ChunkRecord]]
+    /// The release's groups and each file's (`files[i].group` too), nil without groups.
+    var groups: GroupTable?
     /// Pages the client did not have, and the bytes their range requests transferred (0 when
     /// read from an archive on disk).
     var newPages: Int

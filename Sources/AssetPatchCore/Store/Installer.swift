@@ -83,7 +83,17 @@ struct Installer {
     /// local file that does not match throws `DifferentialFallback`.
     func assemble(_ c: Candidate, _ plan: FilePlan, fetched: [String: String], chunks: [String: String] = [:],
                   moveFetched: Bool = false) throws -> ReleaseRecord {
-        let filesDir = store.stagingFilesDir(c.releaseID)
+        let info = ReleaseRecord(c, files: c.allFiles)
+        let stage = store.stagingDir(c.releaseID) + "/"
+        let durable = try place(plan, fetched: fetched, chunks: chunks, moveFetched: moveFetched) { stage + info.relativePath(of: $0) }
+        try store.sealStaging(c.releaseID, info, installed: c.manifest.files, durable: durable)
+        return info
+    }
+
+    /// Puts the plan's files at `target(file)`, each as `assemble` says; returns the paths of
+    /// the files already durable (links to installed files).
+    func place(_ plan: FilePlan, fetched: [String: String], chunks: [String: String] = [:], moveFetched: Bool = false,
+               target: (ManifestFile) -> String) throws -> Set<String> {
         let totalBytes = plan.files.reduce(UInt64(0)) { $0 + $1.file.size } + plan.chunked.reduce(UInt64(0)) { $0 + $1.file.size }
         let filesTotal = UInt64(plan.files.count + plan.chunked.count)
         var bytesDone: UInt64 = 0
@@ -94,11 +104,11 @@ struct Installer {
         progress.report(Progress(phase: .install, bytesDone: 0, bytesTotal: totalBytes, filesDone: 0, filesTotal: filesTotal))
         for (i, (f, origin)) in plan.files.enumerated() {
             try cancel.check()
-            if let dir = f.path.beforeLastSlash, !madeDirs.contains(dir) {
-                try FS.makeDirectories(filesDir + "/" + dir)
+            let target = target(f)
+            if let dir = target.beforeLastSlash, !madeDirs.contains(dir) {
+                try FS.makeDirectories(dir)
                 madeDirs.insert(dir)
             }
-            let target = filesDir + "/" + f.path
             switch origin {
             case let .installed(path):
                 if link(path, to: target, size: f.size) { durable.insert(f.path) } else { try copyVerified(path, to: target, f) }
@@ -108,9 +118,9 @@ struct Installer {
                 guard let path = fetched[f.sha256] else { throw AssetPatchError(.internal, "\"\(f.path)\" was planned but not fetched") }
                 // Content moved already for another path is linked (or copied) from there.
                 let first = moved[f.sha256]
-                let source = first.map { filesDir + "/" + $0 } ?? path
+                let source = first ?? path
                 if first == nil, moveFetched, move(source, to: target, size: f.size) {
-                    moved[f.sha256] = f.path
+                    moved[f.sha256] = target
                 } else if !link(source, to: target, size: f.size) {
                     try copyVerified(source, to: target, f)
                 }
@@ -123,12 +133,13 @@ struct Installer {
         }
         for (i, chunked) in plan.chunked.enumerated() {
             try cancel.check()
-            if let dir = chunked.file.path.beforeLastSlash, !madeDirs.contains(dir) {
-                try FS.makeDirectories(filesDir + "/" + dir)
+            let target = target(chunked.file)
+            if let dir = target.beforeLastSlash, !madeDirs.contains(dir) {
+                try FS.makeDirectories(dir)
                 madeDirs.insert(dir)
             }
             let base = bytesDone
-            try rebuild(chunked, to: filesDir + "/" + chunked.file.path, chunks: chunks) { done in
+            try rebuild(chunked, to: target, chunks: chunks) { done in
                 progress.report(Progress(phase: .install, bytesDone: base + done, bytesTotal: totalBytes,
                                          filesDone: UInt64(plan.files.count + i), filesTotal: filesTotal))
             }
@@ -136,9 +147,7 @@ struct Installer {
         }
         progress.report(Progress(phase: .install, bytesDone: bytesDone, bytesTotal: totalBytes,
                                  filesDone: filesTotal, filesTotal: filesTotal), final: true)
-        let info = ReleaseRecord(c, files: c.manifest.files)
-        try store.sealStaging(c.releaseID, info, durable: durable)
-        return info
+        return durable
     }
 
     /// Copies `source` to `target` (read-only), sharing extents where the filesystem can
@@ -223,5 +232,9 @@ extension ReleaseRecord {
         indexRoot = c.manifest.index?.root
         channel = c.manifest.channel
         rolloutBasisPoints = c.manifest.rollout.map { Rollout.basisPoints($0.percent(at: unixTime())) }
+        groups = c.index?.groups?.groups ?? []
+        if let index = c.manifest.index, let size = c.manifest.archiveSize {
+            (archiveURL, archiveSize, self.index) = (c.archive.url, size, index)
+        }
     }
 }

@@ -16,8 +16,20 @@ extension Store {
         for ref in [state.active, state.pending].compactMap({ $0 }) + state.kept {
             releases.append(filesDir(ref.id))
             guard let record = try? loadRelease(ref.id), let root = record.indexRoot else { continue }
+            // Files of on-demand groups: where they lie, and those not on disk.
+            let local = state.groups.local[ref.id] ?? []
+            var inGroups: [String: String?] = [:]
+            for f in record.files where record.onDemandGroup(of: f) != nil {
+                inGroups[f.path] = record.isPresent(f, local: local) ? releaseDir(ref.id) + "/" + record.relativePath(of: f) : .some(nil)
+            }
             for f in pages.files(root: root) where !f.chunkPages.isEmpty {
-                let path = filesDir(ref.id) + "/" + f.file.path
+                let path: String
+                if let placed = inGroups[f.file.path] {
+                    guard let placed else { continue }
+                    path = placed
+                } else {
+                    path = filesDir(ref.id) + "/" + f.file.path
+                }
                 out.add(path, pages: f.chunkPages) { pages.chunks(of: $0) }
                 listed.insert(path)
             }

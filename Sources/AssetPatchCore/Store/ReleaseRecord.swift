@@ -20,6 +20,14 @@ package struct ReleaseRecord: Sendable {
     package var channel: String?
     /// Its manifest's rollout share when it was installed, in basis points (nil: no rollout).
     package var rolloutBasisPoints: Int32?
+    /// The release's groups (`files[i].group` numbers them from 1; 0 is the base). Files of
+    /// on-demand groups lie in `groups/<name>/` beside `files/`, when the group is on disk.
+    package var groups: [ReleaseGroup] = []
+    /// Format 2: where its archive and index are (the signed head's, the URL resolved), so that
+    /// a group can be fetched later from the release's own archive.
+    package var archiveURL: String?
+    package var archiveSize: UInt64?
+    package var index: IndexLocation?
 
     /// The record's text, exactly as `toJSON().serialized()`, handed to `sink` in pieces of
     /// about `pieceSize` bytes, without building a value per file first: for a 1,000-file
@@ -49,7 +57,7 @@ package struct ReleaseRecord: Sendable {
                 JSON.quote(f.path, into: &out)
                 out += ",\"size\":\(f.size),\"sha256\":"
                 JSON.quote(f.sha256, into: &out)
-                out += "}"
+                out += f.group == 0 ? "}" : ",\"group\":\(f.group)}"
                 try flush(false)
             }
             out += "]"
@@ -76,6 +84,15 @@ package struct ReleaseRecord: Sendable {
         ]
         if let channel { pairs.append(("channel", .string(channel))) }
         if let rolloutBasisPoints { pairs.append(("rollout_basis_points", .int(Int64(rolloutBasisPoints)))) }
+        if !groups.isEmpty {
+            pairs.append(("groups", .array(groups.map { g in
+                .object([("name", .string(g.name)), ("delivery", .string(g.delivery.name)), ("files", .int(Int64(g.files))),
+                         ("size", .int(Int64(g.size))), ("stored", .int(Int64(g.storedBytes)))])
+            })))
+        }
+        if let archiveURL, let archiveSize, let index {
+            pairs += [("archive_url", .string(archiveURL)), ("archive_size", .int(Int64(archiveSize))), ("index", index.toJSON())]
+        }
         if let indexRoot {
             pairs.append(("index_root", .object([("sha256", .string(indexRoot.hex)), ("size", .int(Int64(indexRoot.compressedSize)))])))
         }
@@ -98,16 +115,52 @@ package struct ReleaseRecord: Sendable {
         info.mandatory = json["mandatory"] == .bool(true)
         info.minAppVersion = json["min_app_version"]?.string
         info.maxAppVersion = json["max_app_version"]?.string
+        for g in json["groups"]?.array ?? [] {
+            guard let name = g["name"]?.string, ReleaseGroup.isValidName(name), let d = g["delivery"]?.string.flatMap(ReleaseGroup.Delivery.init(name:)),
+                  let n = g["files"]?.int64, let size = g["size"]?.int64, let stored = g["stored"]?.int64, n >= 0, size >= 0, stored >= 0 else { return nil }
+            info.groups.append(ReleaseGroup(name: name, delivery: d, files: Int(n), size: UInt64(size), storedBytes: UInt64(stored)))
+        }
+        if let url = json["archive_url"]?.string, let size = json["archive_size"]?.int64, size >= 0,
+           let index = try? IndexLocation.decode(json["index"], archiveSize: UInt64(size), source: "release record") {
+            (info.archiveURL, info.archiveSize, info.index) = (url, UInt64(size), index)
+        }
         info.files.reserveCapacity(files.count)
         for f in files {
             guard let p = f["path"]?.string, ResourceName.isValid(p), let size = f["size"]?.int64, size >= 0,
                   let sha = f["sha256"]?.string else { return nil }
-            info.files.append(ManifestFile(path: p, size: UInt64(size), sha256: sha))
+            let group = f["group"]?.int64 ?? 0
+            guard group >= 0, group <= Int64(info.groups.count) else { return nil }
+            info.files.append(ManifestFile(path: p, size: UInt64(size), sha256: sha, group: UInt16(group)))
         }
         for p in json["plugins"]?.array ?? [] {
             guard let decl = PluginDeclaration.from(p) else { return nil }
             info.plugins.append(decl)
         }
         return info
+    }
+}
+
+extension ReleaseRecord {
+    /// The on-demand group file `f` is in, nil for the base and install groups (under `files/`).
+    func onDemandGroup(of f: ManifestFile) -> ReleaseGroup? {
+        guard f.group > 0 else { return nil }
+        let g = groups[Int(f.group) - 1]
+        return g.delivery == .onDemand ? g : nil
+    }
+
+    /// Where file `f` lies in the release directory: `files/<path>`, or `groups/<name>/<path>`
+    /// for a file of an on-demand group.
+    func relativePath(of f: ManifestFile) -> String {
+        onDemandGroup(of: f).map { "groups/\($0.name)/\(f.path)" } ?? "files/" + f.path
+    }
+
+    /// Whether `f` is on disk when the on-demand groups `local` are.
+    func isPresent(_ f: ManifestFile, local: [String]) -> Bool {
+        onDemandGroup(of: f).map { local.contains($0.name) } ?? true
+    }
+
+    /// The group table, as the release's `group-table` file holds it.
+    var groupTable: GroupTable? {
+        groups.isEmpty ? nil : GroupTable(groups: groups, fileGroups: files.map(\.group))
     }
 }

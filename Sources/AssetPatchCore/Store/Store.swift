@@ -56,7 +56,11 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
     func releaseRecordPath(_ id: String) -> String { releaseDir(id) + "/" + Store.recordName }
     func namesPath(_ id: String) -> String { releaseDir(id) + "/" + Store.namesName }
     /// A release directory's own files, the same in staging and in place.
-    private static let recordName = "release.json", namesName = "names"
+    private static let recordName = "release.json", namesName = "names", groupTableName = "group-table"
+    /// The release's group table (`GroupTable`'s encoding), beside its names: what an open reads.
+    func groupTablePath(_ id: String) -> String { releaseDir(id) + "/" + Store.groupTableName }
+    /// An on-demand group's files, when it is on disk.
+    package func groupDir(_ id: String, _ group: String) -> String { releaseDir(id) + "/groups/" + group }
 
     package func stagingDir(_ id: String) -> String { stagingRoot + "/" + id }
     func stagingFilesDir(_ id: String) -> String { stagingDir(id) + "/files" }
@@ -106,6 +110,7 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
         let before = state
         let result = try body(&state)
         state.good = state.good.filter(state.liveReleaseIDs.contains)
+        state.groups.local = state.groups.local.filter { state.liveReleaseIDs.contains($0.key) }
         if state != before { try save(state) }
         return (result, state)
     }
@@ -140,8 +145,8 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
     /// release's own bytes are waited for, never what other processes have dirty on the
     /// filesystem (as syncfs would). A failure means the staging directory is discarded and the
     /// step redone from scratch: an interrupted staging directory is never used.
-    func sealStaging(_ id: String, _ info: ReleaseRecord, durable: Set<String> = []) throws {
-        let stage = stagingDir(id), filesDir = stagingFilesDir(id)
+    func sealStaging(_ id: String, _ info: ReleaseRecord, installed: [ManifestFile]? = nil, durable: Set<String> = []) throws {
+        let stage = stagingDir(id)
         var names: [UInt8] = []
         for f in info.files { names += f.path.utf8; names.append(0) }
         var paths: [String] = []
@@ -152,13 +157,15 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
         let record = try create(Store.recordName)
         try info.serialize { text in try text.withUTF8 { try record.write(UnsafeRawBufferPointer($0)) } }
         try create(Store.namesName).write(names)
-        var dirs = Set<String>()
-        for f in info.files {
-            if !durable.contains(f.path) { paths.append(filesDir + "/" + f.path) }
-            var p = f.path
+        if let table = info.groupTable { try create(Store.groupTableName).write(table.encode()) }
+        var dirs = Set<String>(["files"])
+        for f in installed ?? info.files {
+            let rel = info.relativePath(of: f)
+            if !durable.contains(f.path) { paths.append(stage + "/" + rel) }
+            var p = rel
             while let parent = p.beforeLastSlash, dirs.insert(parent).inserted { p = parent }
         }
-        let directories = dirs.sorted { $0.utf8.count > $1.utf8.count }.map { filesDir + "/" + $0 } + [filesDir, stage]
+        let directories = dirs.sorted { $0.utf8.count > $1.utf8.count }.map { stage + "/" + $0 } + [stage]
         try FS.syncFiles(paths, directories: directories)
     }
 
@@ -214,8 +221,11 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
         var found: [String: (path: String, size: UInt64)] = [:]
         for ref in [state.active, state.pending].compactMap({ $0 }) + state.kept {
             guard let info = try? loadRelease(ref.id) else { continue }
-            let dir = filesDir(ref.id)
-            for f in info.files where found[f.sha256] == nil { found[f.sha256] = (dir + "/" + f.path, f.size) }
+            let dir = releaseDir(ref.id) + "/"
+            let local = state.groups.local[ref.id] ?? []
+            for f in info.files where found[f.sha256] == nil && info.isPresent(f, local: local) {
+                found[f.sha256] = (dir + info.relativePath(of: f), f.size)
+            }
         }
         return found
     }

@@ -105,6 +105,8 @@ package struct StoreState: Sendable, Equatable {
     package var bundleVersion: Int64 = 0
     /// What the bundle looked like at the last open (an app upgrade changes it).
     package var bundleFingerprint: String?
+    /// The on-demand groups each release has on disk, the pinned ones, and their use.
+    package var groups = GroupState()
 
     package init() {}
 
@@ -221,6 +223,7 @@ package struct StoreState: Sendable, Equatable {
         }
         pairs += [("bundle_version", .int(bundleVersion)), ("bundle_fingerprint", string(bundleFingerprint)),
                   ("last_rollback", rollback)]
+        if groups != GroupState() { pairs.append(("groups", groups.toJSON())) }
         return .object(pairs)
     }
 
@@ -294,6 +297,7 @@ package struct StoreState: Sendable, Equatable {
         if let r = json["last_rollback"], let from = r["from"]?.int64, let to = r["to"]?.int64, let reason = r["reason"]?.string {
             s.lastRollback = RollbackRecord(from: from, to: to, reason: reason, time: r["time"]?.int64 ?? 0)
         }
+        s.groups = GroupState.from(json["groups"])
         return s
     }
 }

@@ -36,6 +36,11 @@ package struct ClientConfig: Sendable {
     /// A key document the host pins (option `key_document`): the chain of key documents starts
     /// from it instead of from `public_keys`.
     package var keyDocument: KeyDocument?
+    /// On-demand groups this host wants with every update (its language, its scale).
+    package var groups: [String] = []
+    /// The most the on-demand groups fetched into the active release may occupy (unpacked
+    /// bytes); nil: no quota.
+    package var groupQuotaBytes: UInt64?
 
     /// Whether manifests must be signed.
     package var verifies: Bool { !publicKeys.isEmpty || keyDocument != nil }
@@ -151,6 +156,18 @@ package struct ClientConfig: Sendable {
                 throw AssetPatchError(.argument, "option key_document: \(e.message)")
             }
             keyDocument = doc
+        case "groups":
+            var names: [String] = []
+            for item in value.split(separator: ",") {
+                let name = String(item)
+                guard ReleaseGroup.isValidName(name) else {
+                    throw AssetPatchError(.argument, "option groups: \"\(name)\" is not a group name (1 to 63 letters, digits, '.', '_' or '-')")
+                }
+                if !names.contains(name) { names.append(name) }
+            }
+            groups = names
+        case "group_quota_bytes":
+            groupQuotaBytes = value.isEmpty || value == "0" ? nil : UInt64(try ClientConfig.number(option, value, 0...Int64.max))
         case "ca_file":
             http.caFile = value.isEmpty ? nil : value
         case "header":

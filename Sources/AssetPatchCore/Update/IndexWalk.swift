@@ -9,7 +9,7 @@ extension Updater {
     /// a look): no archive byte is fetched but the index's own ranges; when those cannot be
     /// had, returns why the update would download the whole archive instead.
     @discardableResult
-    func readIndex(_ c: inout Candidate, mayDownload: Bool = true) throws -> String? {
+    func readIndex(_ c: inout Candidate, _ state: StoreState, mayDownload: Bool = true) throws -> String? {
         guard c.manifest.kind == .format2, c.index == nil else { return nil }
         if config.differential {
             do {
@@ -27,6 +27,8 @@ extension Updater {
             let archive = try fetch(c, try download(for: c))
             try walkIndex(&c, from: .file(path: archive, url: c.archive.url))
         }
+        // What this update installs of the release: the bytes held to max_release_bytes.
+        selectGroups(&c, state)
         if c.manifest.releaseBytes > config.maxReleaseBytes {
             throw AssetPatchError(.archive, "\(c.archive.shown): release of \(c.manifest.releaseBytes) bytes exceeds max_release_bytes (\(config.maxReleaseBytes))")
         }
@@ -68,9 +70,17 @@ extension Updater {
         }
 
         let (files, chunks) = try IndexReader.walk(index, source: shown, prefetch: prefetch, load: load)
-        let list = files.map(\.file)
+        var list = files.map(\.file)
         try Manifest.checkIndexedFiles(list, c.manifest, source: shown)
+        // The group page, last in the index entry (`GroupTable`).
+        var table: GroupTable?
+        if let ref = index.groups, let at = index.groupsOffset {
+            let t = try GroupTable.decode(try load([(ref, at)])[0], files: list.count, source: shown)
+            for i in list.indices { list[i].group = t.fileGroups[i] }
+            try t.check(list, source: shown)
+            table = t
+        }
         c.manifest.files = list
-        c.index = IndexContents(files: list, chunks: chunks, newPages: newPages, fetchedBytes: moved)
+        c.index = IndexContents(files: list, chunks: chunks, groups: table, newPages: newPages, fetchedBytes: moved)
     }
 }

@@ -102,7 +102,7 @@ final class Updater {
         var startedOver = false
         while true {
             do {
-                try readIndex(&candidate)
+                try readIndex(&candidate, state)
                 let route = try chooseRoute(candidate, state)
                 try store.requireFreeSpace(try spaceNeeded(route, candidate, state), for: "version \(candidate.version)")
                 if case let .differential(plan) = route, let done = try installDifferentially(candidate, plan) {
@@ -149,7 +149,7 @@ final class Updater {
     /// preview is the whole archive, and why.
     func preview(_ state: inout StoreState, _ e: inout Evaluation) throws -> UpdatePreview? {
         guard var candidate = try evaluate(&state, &e) else { return nil }
-        let unread = try readIndex(&candidate, mayDownload: false)
+        let unread = try readIndex(&candidate, state, mayDownload: false)
         let archiveBytes = candidate.manifest.archiveSize ?? 0
         let m = candidate.manifest
         var summary = ReleaseSummary(version: candidate.version, created: m.created, label: m.label, notes: m.notes,
@@ -254,7 +254,7 @@ final class Updater {
         // The central directory must describe the entries the manifest locates; if it does not,
         // the archive's digest tells damaged bytes from a manifest that disagrees with its archive.
         do {
-            _ = try ZipReader(path: archive, source: c.archive.shown).fileEntries(matching: c.manifest.files)
+            _ = try ZipReader(path: archive, source: c.archive.shown).fileEntries(matching: c.allFiles)
         } catch {
             if !verified { try verifyArchive(c, path: archive, resumedFrom: resumedFrom) }
             throw error
@@ -307,6 +307,7 @@ final class Updater {
             }
             s.kept = Array(s.kept.filter { $0.id != ref.id }.prefix(keep))
             s.highestInstalled = max(s.highestInstalled, c.version)
+            if !inPlace { s.groups.local[ref.id] = c.installedGroups.isEmpty ? nil : c.installedGroups.sorted() }
         }
         // Every partial download and fetched file is now superseded (one updater at a time).
         store.discardDownloads()

@@ -102,6 +102,10 @@ typedef enum assetpatch_status {
     ASSETPATCH_ERR_CANCELLED    = -14,  /* assetpatch_cancel or a progress callback stopped the update */
     ASSETPATCH_ERR_BUSY         = -15,  /* an update is already running (this process or another) */
     ASSETPATCH_ERR_STATE        = -16,  /* not valid now: no manifest_url set, no update started */
+    ASSETPATCH_ERR_NOT_LOCAL    = -17,  /* the resource's group is not on disk: fetch it first
+                                           (assetpatch_group_fetch; the message names the group) */
+    ASSETPATCH_ERR_QUOTA        = -18,  /* group_quota_bytes can't hold the groups asked for: pinned
+                                           groups and those the groups option wants leave no room */
     ASSETPATCH_ERR_INTERNAL     = -99   /* a bug in the library: please report it with the message */
 } assetpatch_status;
 /* docs/status.md lists which failure gets which status. */

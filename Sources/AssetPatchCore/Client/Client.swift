@@ -113,15 +113,18 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
         try serve(active)
     }
 
-    func loadIndex(_ ref: ReleaseRef?) throws -> NameTable? {
-        guard let ref else { return nil }
-        // Fast path: the NUL-separated names file (no JSON, no hashes); release.json otherwise.
-        if let bytes = store.loadNames(ref.id),
-           let index = NameTable(root: store.filesDir(ref.id), nulSeparated: bytes) {
-            return index
+    /// The release's name table and groups. Fast path: the NUL-separated names file and the
+    /// group table (no JSON, no hashes); release.json otherwise.
+    func loadIndex(_ ref: ReleaseRef) throws -> (NameTable, [ReleaseGroup]) {
+        let dir = store.releaseDir(ref.id)
+        if let bytes = store.loadNames(ref.id) {
+            let table = store.loadGroupTable(ref.id, names: bytes)
+            if table != .none, let index = NameTable(releaseDir: dir, nulSeparated: bytes, groups: table ?? nil) {
+                return (index, table??.groups ?? [])
+            }
         }
         let info = try store.loadRelease(ref.id)
-        return NameTable(root: store.filesDir(ref.id), names: info.files.map(\.path))
+        return (NameTable(releaseDir: dir, files: info.files, groups: info.groups), info.groups)
     }
 
     // MARK: Options and logging

@@ -18,7 +18,7 @@ extension Client {
     package func resolve(_ name: UnsafeRawBufferPointer, into out: UnsafeMutableRawPointer?, capacity: Int,
                         length: inout Int, variant: inout Int) throws(AssetPatchError) {
         let found = view.read { $0.resolve(name, into: out, capacity: capacity, length: &length, variant: &variant) }
-        if found != .ok { throw ResolveView.error(found, name: name, length: length, capacity: capacity) }
+        if found != .ok { throw view.read { $0.error(found, name: name, length: length, capacity: capacity, root: variant) } }
     }
 
     /// The absolute path `name` resolves to. Throws `.argument` for invalid names, `.notFound`.

@@ -13,11 +13,26 @@ final class ServedRelease: @unchecked Sendable {  // `record` is only touched un
     // with another thread's inside the (uninstrumented) Swift runtime.
     private let lock = Condition()
     private var record: ReleaseRecord?
+    /// The release's groups (from its group table: no record parsed at open).
+    let groups: [ReleaseGroup]
+    /// Shared leases on the on-demand groups this client serves files from, by name.
+    private var groupLeases: [String: ReleaseLease] = [:]
 
-    init(ref: ReleaseRef, lease: ReleaseLease, record: ReleaseRecord?) {
+    init(ref: ReleaseRef, lease: ReleaseLease, record: ReleaseRecord?, groups: [ReleaseGroup]) {
         self.ref = ref
         self.lease = lease
         self.record = record
+        self.groups = groups
+    }
+
+    /// Holds (or with nil, lets go of) the lease on group `name`.
+    func hold(group name: String, _ lease: ReleaseLease?) {
+        lock.locked { groupLeases[name] = lease }
+    }
+
+    /// The root index of group `name` in the release's table (its number), nil if there is none.
+    func groupNumber(_ name: String) -> Int? {
+        groups.firstIndex { $0.name == name }.map { $0 + 1 }
     }
 
     /// The release's record, read from disk once (a served release never changes).
@@ -40,10 +55,30 @@ extension Client {
     func serve(_ ref: ReleaseRef?, record: ReleaseRecord? = nil) throws {
         var next: ServedRelease?
         var index: NameTable?
+        var groupNames: [String] = [], absent = Set<Int>()
         if let ref {
             if let lease = try store.lease(ref.id) {
-                next = ServedRelease(ref: ref, lease: lease, record: record)
-                index = try record.map { NameTable(root: store.filesDir(ref.id), names: $0.files.map(\.path)) } ?? loadIndex(ref)
+                let groups: [ReleaseGroup]
+                if let record {
+                    index = NameTable(releaseDir: store.releaseDir(ref.id), files: record.files, groups: record.groups)
+                    groups = record.groups
+                } else {
+                    (index, groups) = try loadIndex(ref)
+                }
+                let served = ServedRelease(ref: ref, lease: lease, record: record, groups: groups)
+                // The on-demand groups the state lists, leased while this client serves them.
+                if groups.contains(where: { $0.delivery == .onDemand }) {
+                    let local = try store.loadState().groups.local[ref.id] ?? []
+                    groupNames = [""] + groups.map { $0.delivery == .onDemand ? $0.name : "" }
+                    for (i, g) in groups.enumerated() where g.delivery == .onDemand {
+                        if local.contains(g.name), let l = try store.groupLease(ref.id, g.name) {
+                            served.hold(group: g.name, l)
+                        } else {
+                            absent.insert(i + 1)
+                        }
+                    }
+                }
+                next = served
             } else {
                 log(.warning, "version \(ref.version) is gone from \(store.root) (another client cleaned it up); serving the bundle")
             }
@@ -55,7 +90,7 @@ extension Client {
         }
         // The previous release's lease is let go only once no resolve can still return its paths.
         withExtendedLifetime(previous) {
-            view.replace { $0.with(release: .some(index), activeVersion: version) }
+            view.replace { $0.with(release: .some(index), activeVersion: version, groups: (groupNames, absent)) }
         }
     }
 

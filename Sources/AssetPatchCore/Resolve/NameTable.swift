@@ -27,6 +27,8 @@ package final class NameTable: @unchecked Sendable {  // immutable after init; t
         var root: UnsafeRawBufferPointer
         var file: UnsafeRawBufferPointer
         var tag: Int
+        /// Which of the table's roots (a release's on-demand groups have their own).
+        var rootIndex: Int
         var count: Int { root.count + file.count }
 
         /// Writes the path and a NUL at `out` (`count + 1` bytes).
@@ -53,6 +55,8 @@ package final class NameTable: @unchecked Sendable {  // immutable after init; t
     private let rootSpans: UnsafeMutableBufferPointer<(offset: UInt32, length: UInt32)>
     package private(set) var count = 0
     package let root: String
+    /// Every root, in order (entries name one by index).
+    package let roots: [String]
 
     /// `root` is the directory holding the files; `names` are validated relative names.
     package convenience init(root: String, names: [String]) {
@@ -69,7 +73,7 @@ package final class NameTable: @unchecked Sendable {  // immutable after init; t
 
     /// Builds from NUL-separated names (the release's `names` file), straight from the bytes;
     /// nil if any name is invalid.
-    package convenience init?(root: String, nulSeparated bytes: [UInt8]) {
+    package convenience init?(root: String, nulSeparated bytes: [UInt8], roots: [String]? = nil, rootOf: ((Int) -> Int)? = nil) {
         var ranges: [Range<Int>] = []
         let valid = bytes.withUnsafeBytes { all -> Bool in
             var start = 0
@@ -81,19 +85,21 @@ package final class NameTable: @unchecked Sendable {  // immutable after init; t
             return start == all.count
         }
         guard valid else { return nil }
-        self.init(root: root, bytes: bytes, ranges: ranges)
+        self.init(root: root, bytes: bytes, ranges: ranges, roots: roots, rootOf: rootOf)
     }
 
     /// The names are `bytes[range]` for each range, all files of `root`.
-    init(root: String, bytes: [UInt8], ranges: [Range<Int>]) {
+    /// `rootOf(i)`: the root of name `i` (default: the first); `roots` at most 255.
+    init(root: String, bytes: [UInt8], ranges: [Range<Int>], roots: [String]? = nil, rootOf: ((Int) -> Int)? = nil) {
         self.root = root
-        (rootBytes, rootSpans) = NameTable.packRoots([root])
+        self.roots = roots ?? [root]
+        (rootBytes, rootSpans) = NameTable.packRoots(self.roots)
         arena = .allocate(byteCount: max(min(bytes.count, NameTable.arenaLimit), 1), alignment: 8)
         (slots, mask) = NameTable.makeSlots(for: ranges.count)
         var used = 0
         bytes.withUnsafeBytes { all in
-            for r in ranges {
-                insert(UnsafeRawBufferPointer(rebasing: all[r]), file: nil, root: 0, tag: 0, used: &used)
+            for (i, r) in ranges.enumerated() {
+                insert(UnsafeRawBufferPointer(rebasing: all[r]), file: nil, root: rootOf?(i) ?? 0, tag: 0, used: &used)
             }
         }
     }
@@ -117,6 +123,7 @@ package final class NameTable: @unchecked Sendable {  // immutable after init; t
     /// entry of a name wins.
     init(roots: [String], entries: Entries) {
         root = roots.first ?? ""
+        self.roots = roots
         (rootBytes, rootSpans) = NameTable.packRoots(roots)
         arena = .allocate(byteCount: max(min(entries.bytes.count, NameTable.arenaLimit), 1), alignment: 8)
         (slots, mask) = NameTable.makeSlots(for: entries.spans.count)
@@ -177,11 +184,11 @@ package final class NameTable: @unchecked Sendable {  // immutable after init; t
         count += 1
     }
 
-    /// Every file an entry resolves to (under this index's root).
-    func forEachFile(_ body: (UnsafeRawBufferPointer) -> Void) {
+    /// Every file an entry resolves to, and the index of its root.
+    func forEachFile(_ body: (UnsafeRawBufferPointer, Int) -> Void) {
         for i in 0...mask where slots[i].name != Slot.empty {
             let s = slots[i]
-            body(file(of: s, name: UnsafeRawBufferPointer(start: arena.baseAddress! + Int(s.name), count: Int(s.nameLength))))
+            body(file(of: s, name: UnsafeRawBufferPointer(start: arena.baseAddress! + Int(s.name), count: Int(s.nameLength))), Int(s.root))
         }
     }
 
@@ -246,7 +253,7 @@ package final class NameTable: @unchecked Sendable {  // immutable after init; t
                 let stored = UnsafeRawBufferPointer(start: arena.baseAddress! + Int(s.name), count: Int(s.nameLength))
                 let r = rootSpans.baseAddress![Int(s.root)]
                 return Hit(root: UnsafeRawBufferPointer(start: rootBytes.baseAddress! + Int(r.offset), count: Int(r.length)),
-                           file: file(of: s, name: stored), tag: Int(s.tag))
+                           file: file(of: s, name: stored), tag: Int(s.tag), rootIndex: Int(s.root))
             }
             i = (i + 1) & mask
         }

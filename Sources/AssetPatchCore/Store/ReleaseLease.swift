@@ -25,8 +25,13 @@ extension Store {
     /// Takes a shared lease on release `id`; nil when its directory is gone (a clean-up deleted
     /// it before the lease was taken: the caller reads the state again).
     func lease(_ id: String) throws -> ReleaseLease? {
+        try lease(id, at: leasePath(id), whileDirectory: releaseDir(id))
+    }
+
+    /// A shared lease on the lock file `path` while `directory` exists (a release's, a group's).
+    func lease(_ id: String, at path: String, whileDirectory directory: String) throws -> ReleaseLease? {
         for _ in 0..<8 {
-            let file = try File.open(leasePath(id), O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o644)
+            let file = try File.open(path, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o644)
             if retryingEINTR({ flock(file.fd, LOCK_SH) }) != 0 { throw ioError("flock", file.path) }
             // The lock must be on the file at that name now: a clean-up unlinks the lease file
             // under its exclusive lock, and a lock on an unlinked file protects nothing.
@@ -35,19 +40,24 @@ extension Store {
             if lstat(file.path, &there) != 0 || mine.st_ino != there.st_ino || mine.st_dev != there.st_dev {
                 continue
             }
-            guard FS.isDirectory(releaseDir(id)) else {
+            guard FS.isDirectory(directory) else {
                 flock(file.fd, LOCK_UN)
                 return nil
             }
             return ReleaseLease(id: id, file: file)
         }
-        throw AssetPatchError(.io, "\(leasePath(id)): the lease keeps being replaced")
+        throw AssetPatchError(.io, "\(path): the lease keeps being replaced")
     }
 
     /// Runs `body` (the deletion of release `id`) under the exclusive lock on its lease, then
     /// removes the lease; false, without running it, when a client holds the lease.
     func withExclusiveLease(_ id: String, _ body: () throws -> Void) throws -> Bool {
-        let file = try File.open(leasePath(id), O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o644)
+        try withExclusiveLease(at: leasePath(id), body)
+    }
+
+    /// `body` under the exclusive lock on the lease file `path`, which is removed after it.
+    func withExclusiveLease(at path: String, _ body: () throws -> Void) throws -> Bool {
+        let file = try File.open(path, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o644)
         if flock(file.fd, LOCK_EX | LOCK_NB) != 0 {
             if errno == EWOULDBLOCK || errno == EAGAIN { return false }
             throw ioError("flock", file.path)

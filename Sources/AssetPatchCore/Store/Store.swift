@@ -254,6 +254,7 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
         removeStaleTemporaries(in: root)
         removeStaleTemporaries(in: downloadsDir)
         try collectGarbage(state)
+        collectGroups(state)
     }
 
     /// Removes release directories the state does not reference, except those a client still

@@ -20,6 +20,8 @@ package enum Status: Int32, Sendable, CaseIterable {
     case cancelled = -14
     case busy = -15
     case state = -16
+    case notLocal = -17
+    case quota = -18
     case `internal` = -99
 
     /// The C enum constant's name, e.g. `ASSETPATCH_ERR_IO`.
@@ -43,6 +45,8 @@ package enum Status: Int32, Sendable, CaseIterable {
         case .cancelled: "ASSETPATCH_ERR_CANCELLED"
         case .busy: "ASSETPATCH_ERR_BUSY"
         case .state: "ASSETPATCH_ERR_STATE"
+        case .notLocal: "ASSETPATCH_ERR_NOT_LOCAL"
+        case .quota: "ASSETPATCH_ERR_QUOTA"
         case .internal: "ASSETPATCH_ERR_INTERNAL"
         }
     }

@@ -313,6 +313,7 @@ final class Updater {
         store.discardDownloads()
         do {
             let leased = try store.collectGarbage(state)
+            store.collectGroups(state)
             store.pruneIndexPages(keepingReleases: state.liveReleaseIDs.union(leased))
             ChunkScan.prune(store)
         } catch let e as AssetPatchError {

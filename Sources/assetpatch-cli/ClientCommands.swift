@@ -24,8 +24,12 @@ struct ClientOptions: ParsableArguments {
 struct SourceOptions: ParsableArguments {
     @Option(name: .long, help: "The manifest URL (https://, http:// or file://).") var url: String
 
+    @Option(name: .long, help: "Comma-separated on-demand groups this client wants with every update (its language, its scale).")
+    var groups: String?
+
     func configure(_ client: Client) throws {
         try client.set("manifest_url", url)
+        if let groups { try client.set("groups", groups) }
         try trust.configure(client)
     }
 

@@ -14,6 +14,11 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
     /// What this client serves (`ServedRelease`): set with `view`, by `serve` only.
     let served = Locked<ServedRelease?>(nil)
     private let cancelToken = CancelToken()
+    /// The group fetches running now (`cancel` stops them too), the bytes each has so far, and
+    /// the pinned groups (as this client last read or wrote them).
+    let groupCancels = Locked<[CancelToken]>([])
+    let groupProgress = Locked<[String: UInt64]>([:])
+    let groupPins = Locked<Set<String>>([])
     let updating = Atomic<Bool>(false)
     private let logger = Locked<(@Sendable (LogLevel, String) -> Void)?>(nil)
     /// What the open did that the host should hear of (a crash-loop rollback): logged to the
@@ -101,6 +106,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
         }
         if state.highestVerifiedVersion == nil { try migrateTrust() }
         openMessages = messages
+        groupPins.withLock { $0 = Set(state.groups.pinned) }
         let bundleIndex = try bundle.map { NameTable(root: $0, names: try FS.walkFiles($0).filter(ResourceName.isValid)) }
         view.replace { _ in ResolveView(release: nil, bundle: bundleIndex, variants: [[]], activeVersion: 0) }
         // The active release, leased; another process may have moved on since the state was
@@ -336,13 +342,17 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
     }
 
     /// Asks a running update to stop soon.
-    package func cancel() { cancelToken.cancel() }
+    package func cancel() {
+        cancelToken.cancel()
+        for t in groupCancels.withLock({ $0 }) { t.cancel() }
+    }
 
     /// Cancels a running update, waits for it to stop, and lets go of the release this client
     /// served (its lease): another client's clean-up may then delete it if it is neither active
     /// nor kept.
     package func close() {
         cancelToken.cancel()
+        for t in groupCancels.withLock({ $0 }) { t.cancel() }
         background.locked {
             while case .running = backgroundState { background.wait(until: nil) }
             if let t = backgroundThread { pthread_join(t, nil); backgroundThread = nil }

@@ -56,4 +56,45 @@ extension Store {
         }
         return kept
     }
+
+    // MARK: Fetching a group
+
+    /// What group fetches keep across attempts: `<id>@<group>/files/<sha256>`, `chunks/<sha256>`,
+    /// `stage/` (the group's directory being built), and `<id>@<group>.lock`, held by the fetch.
+    var groupDownloadsDir: String { downloadsDir + "/groups" }
+    func groupDownload(_ id: String, _ group: String) -> String { groupDownloadsDir + "/" + id + "@" + group }
+
+    /// Takes the lock of the fetch of group `group` of release `id` (one fetch of a group at a
+    /// time, across processes), waiting while another holds it; `cancel` stops the wait.
+    func lockGroupFetch(_ id: String, _ group: String, cancel: CancelToken) throws -> UpdateLock {
+        try FS.makeDirectories(groupDownloadsDir)
+        let path = groupDownload(id, group) + ".lock"
+        while true {
+            let file = try File.open(path, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o644)
+            while flock(file.fd, LOCK_EX | LOCK_NB) != 0 {
+                guard errno == EWOULDBLOCK || errno == EAGAIN || errno == EINTR else { throw ioError("flock", file.path) }
+                try cancel.check()
+                usleep(20_000)
+            }
+            // A clean-up unlinks the lock file under the lock: a lock on an unlinked file is none.
+            var mine = stat(), there = stat()
+            if fstat(file.fd, &mine) == 0, lstat(path, &there) == 0, mine.st_ino == there.st_ino, mine.st_dev == there.st_dev {
+                return UpdateLock(file: file)
+            }
+            flock(file.fd, LOCK_UN)
+        }
+    }
+
+    /// Drops what group fetches kept, except what a fetch running now holds (its lock).
+    func discardGroupDownloads(_ id: String? = nil, _ group: String? = nil) {
+        for name in (try? FS.list(groupDownloadsDir)) ?? [] where name.hasSuffix(".lock") {
+            let base = String(name.dropLast(5))
+            if let id, let group, base != id + "@" + group { continue }
+            guard let file = try? File.open(groupDownloadsDir + "/" + name, O_RDWR | O_NOFOLLOW),
+                  flock(file.fd, LOCK_EX | LOCK_NB) == 0 else { continue }
+            try? FS.removeTree(groupDownloadsDir + "/" + base)
+            try? FS.unlink(groupDownloadsDir + "/" + name)
+            flock(file.fd, LOCK_UN)
+        }
+    }
 }

@@ -192,8 +192,10 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
     /// Every file fetched by differential updates so far, by sha256 (any archive's).
     func fetchedFiles() -> [String: String] {
         var out: [String: String] = [:]
-        for name in (try? FS.list(downloadsDir)) ?? [] where name.hasSuffix(".files") {
-            let dir = downloadsDir + "/" + name
+        var dirs: [String] = []
+        for name in (try? FS.list(downloadsDir)) ?? [] where name.hasSuffix(".files") { dirs.append(downloadsDir + "/" + name) }
+        for name in (try? FS.list(groupDownloadsDir)) ?? [] where !name.hasSuffix(".lock") { dirs.append(groupDownloadsDir + "/" + name + "/files") }
+        for dir in dirs {
             for sha in (try? FS.list(dir)) ?? [] where Hex.isHex(sha, length: 64) {
                 out[sha] = dir + "/" + sha
             }
@@ -204,7 +206,11 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
     /// The chunks earlier attempts at the archive with this digest fetched, by sha256 hex
     /// (hashed again when used).
     func fetchedChunks(_ digest: String) -> [String: String] {
-        let dir = chunksDir(digest)
+        chunks(in: chunksDir(digest))
+    }
+
+    /// The chunks kept in `dir`, by sha256 hex.
+    func chunks(in dir: String) -> [String: String] {
         var out: [String: String] = [:]
         for name in (try? FS.list(dir)) ?? [] where Hex.isHex(name, length: 64) { out[name] = dir + "/" + name }
         return out
@@ -212,7 +218,8 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
 
     /// Drops every partial download and fetched file (a reset).
     func discardDownloads() {
-        for name in (try? FS.list(downloadsDir)) ?? [] { try? FS.removeTree(downloadsDir + "/" + name) }
+        for name in (try? FS.list(downloadsDir)) ?? [] where name != "groups" { try? FS.removeTree(downloadsDir + "/" + name) }
+        discardGroupDownloads()
     }
 
     /// The files of the installed releases (active, pending, kept) by sha256, with their sizes:

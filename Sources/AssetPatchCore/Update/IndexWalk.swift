@@ -43,7 +43,7 @@ extension Updater {
     /// checked against the reference that names it; then the files are
     /// checked as a format-1 manifest's are (paths, locations, sizes, plugins). Fills the
     /// candidate's files and chunk lists.
-    func walkIndex(_ c: inout Candidate, from source: Location) throws {
+    func walkIndex(_ c: inout Candidate, from source: Location, groups known: GroupTable? = nil) throws {
         guard let index = c.manifest.index, c.index == nil else { return }
         let pages = PageStore(store, readOnly: readOnly)
         let shown = source.shown
@@ -74,7 +74,14 @@ extension Updater {
         try Manifest.checkIndexedFiles(list, c.manifest, source: shown)
         // The group page, last in the index entry (`GroupTable`).
         var table: GroupTable?
-        if let ref = index.groups, let at = index.groupsOffset {
+        if let known {
+            // An installed release's table, read from the archive when it was installed.
+            guard known.fileGroups.count == list.count else {
+                throw AssetPatchError(.io, "\(shown): the release's group table lists \(known.fileGroups.count) files, its index \(list.count)")
+            }
+            for i in list.indices { list[i].group = known.fileGroups[i] }
+            table = known
+        } else if let ref = index.groups, let at = index.groupsOffset {
             let t = try GroupTable.decode(try load([(ref, at)])[0], files: list.count, source: shown)
             for i in list.indices { list[i].group = t.fileGroups[i] }
             try t.check(list, source: shown)

@@ -19,30 +19,9 @@ extension Updater {
         guard config.differential else { return .wholeArchive("differential=off") }
         guard !c.manifest.isLegacy, let archiveSize = c.manifest.archiveSize else { return .wholeArchive("a legacy manifest") }
         guard c.manifest.locatesEveryFile else { return .wholeArchive("the manifest has no per-file locations") }
-        let installed = installedFiles(state)
-        let fetched = verifiedFetchedFiles()
-        var bundle: [String: String] = [:]
-        if let bundleDir {
-            let local = FileOrigin.onDisk(installed, fetched)
-            let missing = Set(c.manifest.files.filter { local($0) == nil }.map(\.size))
-            var digests = BundleDigests(bundleDir: bundleDir, cachePath: store.bundleDigestsPath)
-            bundle = try digests.digests(sizes: missing, cancel: cancel)
-            if digests.hashedCount > 0 { log(.info, "hashed \(digests.hashedCount) bundle files (cached for later updates)") }
-        }
-        let local = FileOrigin.onDisk(installed, fetched, bundle)
-        let chunkLists = c.index?.chunks ?? [:]
-        guard var delta = FilePlan.make(c.manifest.files, local: local, chunked: Set(chunkLists.keys)) else {
+        guard let delta = try plan(c.manifest.files, chunkLists: c.index?.chunks ?? [:], chunkSize: c.manifest.index?.chunkSize ?? 0,
+                                   state, fetchedChunks: store.fetchedChunks(c.manifest.archiveDigest)) else {
             return .wholeArchive("the manifest has no per-file locations")
-        }
-        // Chunked files whose content is not on disk: rebuilt from chunks, only new ones fetched.
-        let rebuilt = c.manifest.files.filter { local($0) == nil }.compactMap { f in chunkLists[f.path].map { (file: f, chunks: $0) } }
-        if !rebuilt.isEmpty {
-            let (chunksOnDisk, scanned) = try store.localChunks(state, for: rebuilt, chunkSize: c.manifest.index?.chunkSize ?? 0,
-                                                         bundleDir: bundleDir, cancel: cancel)
-            if scanned > 0 { log(.info, "cut \(scanned) files on disk into chunks to find those the new release shares (cached for later updates)") }
-            let planned = ChunkPlanner.plan(rebuilt, local: chunksOnDisk, fetched: store.fetchedChunks(c.manifest.archiveDigest))
-            delta.chunked = planned.files
-            delta.chunkRanges = planned.ranges
         }
         guard delta.paysOff(archiveSize: archiveSize, maxPercent: config.differentialMaxPercent) else {
             return .wholeArchive("ranges would transfer \(delta.fetchBytes) of the archive's \(archiveSize) bytes (more than \(config.differentialMaxPercent)%)")
@@ -54,6 +33,36 @@ extension Updater {
             return .wholeArchive("resuming the interrupted download (\(archiveSize - min(archiveSize, partial)) bytes left) transfers no more than ranges (\(delta.fetchBytes) bytes)")
         }
         return .differential(delta)
+    }
+
+    /// Where each of `files` comes from: installed releases, what earlier attempts fetched
+    /// (hashed again unless this updater verified it), the bundle (digests cached), else the
+    /// archive; a chunked file whose content is nowhere on disk gets an origin per chunk
+    /// (`fetchedChunks`: the chunks earlier attempts kept). nil: a file has no location.
+    func plan(_ files: [ManifestFile], chunkLists: [String: [ChunkRecord]], chunkSize: Int, _ state: StoreState,
+              fetchedChunks: [String: String]) throws -> FilePlan? {
+        let installed = installedFiles(state)
+        let fetched = verifiedFetchedFiles()
+        var bundle: [String: String] = [:]
+        if let bundleDir {
+            let local = FileOrigin.onDisk(installed, fetched)
+            let missing = Set(files.filter { local($0) == nil }.map(\.size))
+            var digests = BundleDigests(bundleDir: bundleDir, cachePath: store.bundleDigestsPath)
+            bundle = try digests.digests(sizes: missing, cancel: cancel)
+            if digests.hashedCount > 0 { log(.info, "hashed \(digests.hashedCount) bundle files (cached for later updates)") }
+        }
+        let local = FileOrigin.onDisk(installed, fetched, bundle)
+        guard var delta = FilePlan.make(files, local: local, chunked: Set(chunkLists.keys)) else { return nil }
+        // Chunked files whose content is not on disk: rebuilt from chunks, only new ones fetched.
+        let rebuilt = files.filter { local($0) == nil }.compactMap { f in chunkLists[f.path].map { (file: f, chunks: $0) } }
+        if !rebuilt.isEmpty {
+            let (chunksOnDisk, scanned) = try store.localChunks(state, for: rebuilt, chunkSize: chunkSize, bundleDir: bundleDir, cancel: cancel)
+            if scanned > 0 { log(.info, "cut \(scanned) files on disk into chunks to find those the new release shares (cached for later updates)") }
+            let planned = ChunkPlanner.plan(rebuilt, local: chunksOnDisk, fetched: fetchedChunks)
+            delta.chunked = planned.files
+            delta.chunkRanges = planned.ranges
+        }
+        return delta
     }
 
     /// Fetches the plan's ranges (retrying transient failures; files verified by one attempt
@@ -90,12 +99,12 @@ extension Updater {
     /// Fetches the plan's chunk ranges into `downloads/<archive>.chunks/`, retrying transient
     /// failures (chunks kept by an attempt are not asked for again); returns every chunk now
     /// there, by sha256 hex.
-    func fetchChunks(_ c: Candidate, _ plan: FilePlan) throws -> [String: String] {
-        let dir = store.chunksDir(c.manifest.archiveDigest)
+    func fetchChunks(_ c: Candidate, _ plan: FilePlan, into dir: String? = nil) throws -> [String: String] {
+        let dir = dir ?? store.chunksDir(c.manifest.archiveDigest)
         try FS.makeDirectories(dir)
         let fetch = RangeFetch(source: c.archive, archiveSize: c.manifest.archiveSize ?? 0, dir: dir, http: http,
                                parallel: config.parallelDownloads, cancel: cancel, progress: progress)
-        var kept = store.fetchedChunks(c.manifest.archiveDigest)
+        var kept = store.chunks(in: dir)
         let attempt = {
             let left = plan.chunkRanges.compactMap { r -> ChunkRange? in
                 var r = r

@@ -1,0 +1,172 @@
+import Glibc
+
+/// What `assetpatch_group_status` reports of one group of the release a client serves.
+package struct GroupStatus: Sendable, Equatable {
+    package enum State: Int32, Sendable { case absent = 0, partial = 1, local = 2 }
+    package var name: String
+    package var state: State
+    package var delivery: ReleaseGroup.Delivery
+    package var pinned: Bool
+    package var files: Int
+    /// Unpacked bytes of its files, and of those on disk.
+    package var totalBytes: UInt64
+    package var localBytes: UInt64
+    /// Its files' bytes in the archive: the most a fetch transfers (less when content is on disk).
+    package var archiveBytes: UInt64
+}
+
+/// Content on demand: the groups of the release a client serves, asked about from memory,
+/// fetched from that release's own archive, evicted, pinned, held to a quota.
+extension Client {
+    /// The groups of the release this client serves, in the release's order.
+    package var groupNames: [String] { servedRelease?.groups.map(\.name) ?? [] }
+
+    /// A group's state from memory: no system call, no lock but the view's read.
+    package func groupStatus(_ name: String) throws(AssetPatchError) -> GroupStatus {
+        guard let served = servedRelease, let n = served.groupNumber(name) else {
+            throw AssetPatchError(.notFound, "no group \"\(name)\" in the release this client serves")
+        }
+        let g = served.groups[n - 1]
+        let local = g.delivery == .install || view.read { $0.isLocal(group: name) }
+        let partial = local ? 0 : groupProgress.withLock { $0[name] ?? 0 }
+        return GroupStatus(name: name, state: local ? .local : partial > 0 ? .partial : .absent, delivery: g.delivery,
+                           pinned: groupPins.withLock { $0.contains(name) }, files: g.files, totalBytes: g.size,
+                           localBytes: local ? g.size : 0, archiveBytes: g.storedBytes)
+    }
+
+    /// Fetches the on-demand groups `names` of the release this client serves (install groups
+    /// are always there), one after the other; returns the bytes transferred. A group another
+    /// process fetched is taken as it is. With `group_quota_bytes`, unpinned groups are evicted
+    /// first, least recently used first; `.quota` when pinned and wanted groups leave no room.
+    @discardableResult
+    package func fetchGroups(_ names: [String], progress: ProgressHandler?) throws -> UInt64 {
+        try loggingFailure {
+            guard let served = servedRelease else { throw AssetPatchError(.notFound, "no release is served: the bundle has no groups") }
+            var wanted: [String] = []
+            for name in names where !wanted.contains(name) {
+                guard served.groupNumber(name) != nil else {
+                    throw AssetPatchError(.notFound, "no group \"\(name)\" in version \(served.ref.version)")
+                }
+                wanted.append(name)
+            }
+            let token = CancelToken()
+            groupCancels.withLock { $0.append(token) }
+            defer { groupCancels.withLock { $0.removeAll { $0 === token } } }
+            var moved: UInt64 = 0
+            for name in wanted {
+                let number = served.groupNumber(name)!
+                let group = served.groups[number - 1]
+                guard group.delivery == .onDemand else { continue }
+                // The bytes a fetch has so far make the group partial for `groupStatus`.
+                let updater = Updater(store: store, config: configuration, bundleDir: bundleDir, cancel: token, progress: { [weak self] p in
+                    if p.phase == .download, p.bytesDone > 0 { self?.groupProgress.withLock { $0[name] = p.bytesDone } }
+                    return progress?(p) ?? false
+                }) { [weak self] level, message in
+                    self?.log(level, message)
+                }
+                moved += try fetchGroup(group, number: UInt16(number), served, updater, token)
+            }
+            return moved
+        }
+    }
+
+    private func fetchGroup(_ group: ReleaseGroup, number: UInt16, _ served: ServedRelease, _ updater: Updater, _ token: CancelToken) throws -> UInt64 {
+        let id = served.ref.id
+        let lock = try store.lockGroupFetch(id, group.name, cancel: token)
+        defer { _ = lock }
+        defer { groupProgress.withLock { $0[group.name] = nil } }
+        let state = try store.loadState()
+        if view.read({ $0.isLocal(group: group.name) }) || FS.isDirectory(store.groupDir(id, group.name)) {
+            // On disk already (this client's, another process's fetch, or kept for a client
+            // that served it after an eviction): listed and served as it is.
+            if let lease = try store.groupLease(id, group.name) {
+                served.hold(group: group.name, lease)
+                try markLocal(group.name, number: number, served)
+                return 0
+            }
+        }
+        try makeRoom(for: group, served, state)
+        let target = GroupFetchTarget(releaseID: id, record: try served.info(store), group: group, number: number)
+        let moved = try updater.fetchGroup(target, try store.loadState()) { served.hold(group: group.name, $0) }
+        try markLocal(group.name, number: number, served)
+        try? FS.removeTree(store.groupDownload(id, group.name))
+        try? FS.unlink(store.groupDownload(id, group.name) + ".lock")  // under the lock: see `lockGroupFetch`
+        return moved
+    }
+
+    /// Lists the group in the state as on disk and used now, and serves it.
+    private func markLocal(_ name: String, number: UInt16, _ served: ServedRelease) throws {
+        try store.modifyState { s in
+            s.groups.setLocal(name, in: served.ref.id, true)
+            s.groups.touch(name)
+        }
+        setAbsent(number, false, served)
+    }
+
+    /// Marks root `number` of the served release's table as (not) on disk in the view, if the
+    /// client still serves that release.
+    private func setAbsent(_ number: UInt16, _ absent: Bool, _ served: ServedRelease) {
+        view.replace { v in
+            guard servedRelease === served else { return v }
+            var set = Set(v.groupNames.indices.filter { !v.isLocal(group: v.groupNames[$0]) && !v.groupNames[$0].isEmpty })
+            if absent { set.insert(Int(number)) } else { set.remove(Int(number)) }
+            return v.with(absent: set)
+        }
+    }
+
+    /// Evicts on-demand group `name` of the served release: the state stops listing it, this
+    /// client stops serving it (resolve gives `.notLocal`), and its directory is deleted unless
+    /// another client serves files from it (then at a clean-up after that client closes).
+    package func evictGroup(_ name: String) throws {
+        try loggingFailure {
+            guard let served = servedRelease, let number = served.groupNumber(name) else {
+                throw AssetPatchError(.notFound, "no group \"\(name)\" in the release this client serves")
+            }
+            guard served.groups[number - 1].delivery == .onDemand else {
+                throw AssetPatchError(.argument, "group \(name) is installed with every update: it can't be evicted")
+            }
+            try evict(name, number: UInt16(number), served)
+        }
+    }
+
+    private func evict(_ name: String, number: UInt16, _ served: ServedRelease) throws {
+        try store.modifyState { $0.groups.setLocal(name, in: served.ref.id, false) }
+        setAbsent(number, true, served)
+        served.hold(group: name, nil)
+        if try !store.removeGroup(served.ref.id, name) {
+            log(.info, "group \(name) stays on disk while another client serves it; it goes at a clean-up after that client closes")
+        }
+    }
+
+    /// Pins (or unpins) group `name`: a pinned group is never evicted to make room under the quota.
+    package func pinGroup(_ name: String, _ on: Bool) throws {
+        try loggingFailure {
+            guard servedRelease?.groupNumber(name) != nil else {
+                throw AssetPatchError(.notFound, "no group \"\(name)\" in the release this client serves")
+            }
+            let (_, state) = try store.modifyState { $0.groups.pin(name, on) }
+            groupPins.withLock { $0 = Set(state.groups.pinned) }
+        }
+    }
+
+    /// Evicts unpinned groups the host does not want with every update, least recently used
+    /// first, until `group` fits `group_quota_bytes` beside the groups left; `.quota` when it can't.
+    private func makeRoom(for group: ReleaseGroup, _ served: ServedRelease, _ state: StoreState) throws {
+        guard let quota = configuration.groupQuotaBytes else { return }
+        let id = served.ref.id
+        let kept = Set(state.groups.pinned).union(configuration.groups)
+        var local = served.groups.filter { $0.delivery == .onDemand && $0.name != group.name && state.groups.isLocal($0.name, in: id) }
+        var used = local.reduce(UInt64(0)) { $0 + $1.size }
+        // Never used first, then in the order of their last use.
+        let order = { (g: ReleaseGroup) in state.groups.used.firstIndex(of: g.name) ?? -1 }
+        local.sort { order($0) < order($1) }
+        for victim in local where used + group.size > quota && !kept.contains(victim.name) {
+            log(.info, "evicting group \(victim.name) (\(victim.size) bytes) to fit group \(group.name) in group_quota_bytes \(quota)")
+            try evict(victim.name, number: UInt16(served.groupNumber(victim.name)!), served)
+            used -= victim.size
+        }
+        if used + group.size > quota {
+            throw AssetPatchError(.quota, "group \(group.name) (\(group.size) bytes) does not fit group_quota_bytes \(quota): pinned groups and those the groups option wants hold \(used) bytes")
+        }
+    }
+}

@@ -1,0 +1,100 @@
+import Glibc
+
+/// One on-demand group of an installed release, to fetch from that release's own archive.
+struct GroupFetchTarget {
+    var releaseID: String
+    var record: ReleaseRecord
+    var group: ReleaseGroup
+    /// Its number in the release's group table.
+    var number: UInt16
+}
+
+extension Updater {
+    /// The candidate a group fetch reads: the installed release's own archive and index, as
+    /// its record keeps them (from the signed head it was installed from), never a newer one.
+    func candidate(installed id: String, _ record: ReleaseRecord) throws -> Candidate {
+        guard let url = record.archiveURL, let size = record.archiveSize, let index = record.index, let archive = Location(url) else {
+            throw AssetPatchError(.state, "version \(record.version) was installed without its archive's location (from a format-1 manifest, or before groups): its groups come with the next update")
+        }
+        var m = Manifest(kind: .format2, package: nil, version: record.version, label: record.label, created: record.created,
+                         expires: nil, minAppVersion: nil, archiveURL: url, archiveSize: size, archiveDigest: record.archiveDigest,
+                         files: [], plugins: record.plugins, signatureVerified: record.signatureVerified, payload: [])
+        m.index = index
+        return Candidate(manifest: m, archive: archive, version: record.version, releaseID: id)
+    }
+
+    /// Fetches group `t` into `releases/<id>/groups/<name>/`: its files and chunks found on disk
+    /// (installed releases, earlier attempts, the bundle) are linked or copied, the rest fetched
+    /// by range from the release's archive into `downloads/groups/<id>@<name>/` (kept across
+    /// attempts: a killed fetch resumes), each checked against its sha256 as it arrives; the
+    /// group's directory is built beside them, made durable file by file and directory by
+    /// directory, then renamed into the release in one step. `leased` gets the lease on the
+    /// group's directory, taken before the rename (a clean-up never deletes it from under the
+    /// fetch). The caller holds the group's fetch lock and then lists the group in the state.
+    /// Returns the bytes transferred.
+    func fetchGroup(_ t: GroupFetchTarget, _ state: StoreState, leased: (ReleaseLease) -> Void) throws -> UInt64 {
+        var c = try candidate(installed: t.releaseID, t.record)
+        try walkIndex(&c, from: c.archive, groups: t.record.groupTable)
+        let files = c.allFiles.filter { $0.group == t.number }
+        let download = store.groupDownload(t.releaseID, t.group.name)
+        try FS.makeDirectories(download + "/files")
+        guard let plan = try plan(files, chunkLists: c.index?.chunks ?? [:], chunkSize: c.manifest.index?.chunkSize ?? 0, state,
+                                  fetchedChunks: store.chunks(in: download + "/chunks")) else {
+            throw AssetPatchError(.manifest, "\(c.archive.shown): the index lists a file of group \(t.group.name) without its location")
+        }
+        try store.requireFreeSpace(plan.files.reduce(plan.chunked.reduce(0) { $0 + $1.file.size }) { $0 + $1.file.size }, for: "group \(t.group.name)")
+        log(.info, "fetching group \(t.group.name) of version \(t.record.version): \(plan.fetchEntries) files and chunks in \(plan.ranges.count + plan.chunkRanges.count) ranges, \(plan.fetchBytes) bytes")
+        progress.report(Progress(phase: .download, bytesDone: 0, bytesTotal: plan.fetchBytes, filesDone: 0, filesTotal: UInt64(plan.fetchEntries)))
+        let fetch = RangeFetch(source: c.archive, archiveSize: c.manifest.archiveSize ?? 0, dir: download + "/files", http: http,
+                               parallel: config.parallelDownloads, cancel: cancel, progress: progress)
+        let chunks: [String: String]
+        do {
+            chunks = plan.chunkRanges.isEmpty ? store.chunks(in: download + "/chunks") : try fetchChunks(c, plan, into: download + "/chunks")
+            try context.retrying(c.archive) { try fetch.attempt(plan) }
+        } catch let f as DifferentialFallback {
+            throw AssetPatchError(.http, "\(f.message): groups are fetched by range, which this host does not answer as asked")
+        }
+        progress.report(Progress(phase: .download, bytesDone: plan.fetchBytes, bytesTotal: plan.fetchBytes,
+                                 filesDone: UInt64(plan.fetchEntries), filesTotal: UInt64(plan.fetchEntries)), final: true)
+        for path in fetch.fetched.values { verifiedFetched.insert(path) }
+        try cancel.check()
+
+        // The group's directory, built beside the downloads and made durable before it is named.
+        let stage = download + "/stage"
+        try FS.removeTree(stage)
+        try FS.makeDirectories(stage)
+        let durable: Set<String>
+        do {
+            durable = try Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: cancel, progress: progress)
+                .place(plan, fetched: fetch.fetched, chunks: chunks) { stage + "/" + $0.path }
+        } catch let f as DifferentialFallback {
+            throw AssetPatchError(.integrity, "group \(t.group.name): \(f.message)")
+        }
+        var paths: [String] = [], dirs = Set<String>()
+        for f in files {
+            if !durable.contains(f.path) { paths.append(stage + "/" + f.path) }
+            var p = f.path
+            while let parent = p.beforeLastSlash, dirs.insert(parent).inserted { p = parent }
+        }
+        try FS.syncFiles(paths, directories: dirs.sorted { $0.utf8.count > $1.utf8.count }.map { stage + "/" + $0 } + [stage])
+
+        let groupsDir = store.groupsDir(t.releaseID)
+        if !FS.isDirectory(groupsDir) {
+            try FS.makeDirectories(groupsDir)
+            try FS.syncDirectory(store.releaseDir(t.releaseID))
+        }
+        guard let lease = try store.lease(t.releaseID + "@" + t.group.name, at: store.groupLeasePath(t.releaseID, t.group.name),
+                                          whileDirectory: stage) else {
+            throw AssetPatchError(.io, "\(stage): gone while the group was built")
+        }
+        let target = store.groupDir(t.releaseID, t.group.name)
+        // A directory already there is complete (it is only ever renamed in whole): another
+        // process's fetch, or one evicted while a client served it. It is kept as it is.
+        if !FS.exists(target) {
+            try FS.rename(stage, target)
+            try FS.syncDirectory(groupsDir)
+        }
+        leased(lease)
+        return plan.fetchBytes
+    }
+}

@@ -211,6 +211,13 @@ int assetpatch_client_open(const char *data_dir, const char *bundle_dir, assetpa
  *   variants            comma-separated suffixes tried in order before the extension, e.g. "@3x,@2x,"
  *                       (an empty item is the plain name); default "" (plain name only)
  *   apply               "immediate" (default) or "next_open"
+ *   groups              comma-separated on-demand groups this host wants with every update (its
+ *                       language, its scale); "" (default): none. They are never evicted for
+ *                       group_quota_bytes
+ *   group_quota_bytes   the most the on-demand groups on disk in the served release may take
+ *                       (unpacked bytes): a fetch past it evicts groups neither pinned nor in
+ *                       groups, least recently used first, and is ERR_QUOTA when those alone
+ *                       leave no room; 0 or "" (default): no quota
  *   keep_versions       earlier releases kept on disk (default 1)
  *   max_failed_launches opens of a release not marked good after which an open rolls it back
  *                       (see assetpatch_lifecycle); persisted for the data_dir; 0 (default) never
@@ -451,7 +458,9 @@ int assetpatch_last_check(assetpatch_client *c, assetpatch_check_outcome *out);
  * the NUL, also when path_cap is too small. path == NULL with path_cap == 0 is a size query.
  * A returned path stays valid while this client serves its release, and after that while the
  * release is active or kept (keep_versions).
- * @return ASSETPATCH_OK; ERR_NOT_FOUND; ERR_RANGE (path_cap too small, size query);
+ * A name whose file is in an on-demand group not on disk is ERR_NOT_LOCAL (the message names
+ * the group): never the bundle's or an older release's copy, whatever the variants.
+ * @return ASSETPATCH_OK; ERR_NOT_FOUND; ERR_NOT_LOCAL; ERR_RANGE (path_cap too small, size query);
  *         ERR_ARGUMENT (NULL c or name; empty name, name starting with '/', containing '\\', or
  *         with an empty, "." or ".." component, or a component longer than 255 bytes). */
 ASSETPATCH_WARN_UNUSED_RESULT
@@ -463,6 +472,102 @@ int assetpatch_resolve(assetpatch_client *c, const char *name, char *path, size_
 ASSETPATCH_WARN_UNUSED_RESULT
 int assetpatch_resolve_variant(assetpatch_client *c, const char *name, char *path, size_t path_cap, size_t *path_len,
                                int *variant);
+
+/* ------------------------------------------------------------------------------------------
+ * Groups: content on demand (docs/groups.md)
+ *
+ * A publisher may put files in named groups (`assetpatch publish --group NAME=PATTERN`): an
+ * "install" group comes with every update, an "on_demand" group only when the host fetches it
+ * (a level, a language, a scale of art). Files in no group are the release's base. An update
+ * installs the base, the install groups, the on-demand groups in the groups option and those
+ * the active release has on disk (moved forward: only their changed files and chunks travel);
+ * assetpatch_check plans exactly these bytes. Groups need a format-2 head (head.json).
+ * ---------------------------------------------------------------------------------------- */
+
+typedef enum assetpatch_group_state {
+    ASSETPATCH_GROUP_ABSENT = 0,   /* not on disk: resolving its files gives ERR_NOT_LOCAL */
+    ASSETPATCH_GROUP_PARTIAL = 1,  /* a fetch by this client is under way */
+    ASSETPATCH_GROUP_LOCAL = 2     /* on disk, verified and durable: its files resolve */
+} assetpatch_group_state;
+
+typedef enum assetpatch_group_delivery {
+    ASSETPATCH_GROUP_INSTALL = 0,   /* installed with every update */
+    ASSETPATCH_GROUP_ON_DEMAND = 1  /* fetched when the host asks (assetpatch_group_fetch) */
+} assetpatch_group_delivery;
+
+/* One group of the release this client serves. */
+typedef struct assetpatch_group_info {
+    uint32_t size;           /* set by the caller: sizeof(assetpatch_group_info); first version 112 */
+    int32_t  state;          /* assetpatch_group_state */
+    int32_t  delivery;       /* assetpatch_group_delivery */
+    int32_t  pinned;         /* 1 when pinned (assetpatch_group_pin) */
+    uint64_t files;          /* files in the group */
+    uint64_t total_bytes;    /* their unpacked bytes */
+    uint64_t local_bytes;    /* of those, the bytes on disk (total_bytes when local, else 0) */
+    uint64_t archive_bytes;  /* their bytes in the release's archive: the most a fetch transfers
+                                (less when some content is already on disk) */
+    char     name[64];       /* NUL-terminated */
+} assetpatch_group_info;
+
+#define ASSETPATCH_GROUP_INFO_INIT { sizeof(assetpatch_group_info), 0, 0, 0, 0, 0, 0, 0, "" }
+#define ASSETPATCH_GROUP_INFO_SIZE_0_5 112
+
+/* *count gets the number of groups of the release this client serves (0 for the bundle).
+ * From memory. Any thread.
+ * @return ASSETPATCH_OK; ERR_ARGUMENT (NULL c or count). */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_group_count(assetpatch_client *c, size_t *count);
+
+/* Fills *out for group number `index` (0 to count - 1, the release's order) of the release this
+ * client serves. From memory. Any thread.
+ * @return ASSETPATCH_OK; ERR_NOT_FOUND (index past the groups); ERR_ARGUMENT (NULL c or out,
+ *         out->size below the first version). */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_group_at(assetpatch_client *c, size_t index, assetpatch_group_info *out);
+
+/* Fills *out for group `name` of the release this client serves: answered from memory, without
+ * a system call or a lock held by anything but a swap of what resolving reads (well under a
+ * microsecond at 100,000 files). A group another process fetched shows as local once this
+ * client fetches it too (which then transfers nothing) or opens again. Any thread.
+ * @return ASSETPATCH_OK; ERR_NOT_FOUND (no such group); ERR_ARGUMENT. */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_group_status(assetpatch_client *c, const char *name, assetpatch_group_info *out);
+
+/* Fetches the on-demand groups `names` (a NULL-terminated array) of the release this client
+ * serves, from that release's own archive (never bytes of a newer release): files and chunks
+ * already on disk (installed releases, the bundle, an interrupted fetch) are not fetched again,
+ * the rest arrives by range requests and is checked against the signed sha256 of every file and
+ * chunk; the group is made durable, then resolves. Install groups and groups on disk return at
+ * once (a group fetched by another process is taken as it is). A killed or cancelled fetch
+ * resumes where it stopped. Blocks; progress as for assetpatch_update (phases download and
+ * install); assetpatch_cancel stops it (ERR_CANCELLED, keeping what arrived). Resolving goes on
+ * meanwhile, and so may an update by this or another client: one that lands mid-fetch leaves the
+ * fetch to complete into the release this client serves; a client serving the new release
+ * fetches the group there (files unchanged since are linked, not transferred). One fetch of a
+ * group at a time per data_dir: a second waits for the first. With group_quota_bytes, groups
+ * not pinned and not in the groups option are evicted first, least recently used first (a
+ * fetch uses a group). Any thread.
+ * @return ASSETPATCH_OK; ERR_NOT_FOUND (no such group, or only the bundle is served); ERR_QUOTA;
+ *         ERR_STATE (the release was installed without its archive's location: before 0.5);
+ *         ERR_NETWORK, ERR_HTTP (also a host that does not answer ranges as asked),
+ *         ERR_INTEGRITY, ERR_IO, ERR_CANCELLED; ERR_ARGUMENT. */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_group_fetch(assetpatch_client *c, const char *const *names, assetpatch_progress_fn progress, void *userdata);
+
+/* Evicts on-demand group `name` of the release this client serves: this client stops
+ * resolving its files (ERR_NOT_LOCAL) and its files are deleted, unless another client serves
+ * files from it: they stay until that client closes and go at a later clean-up. Paths this
+ * client handed out from the group stop being valid. Any thread.
+ * @return ASSETPATCH_OK (also when it was not on disk); ERR_NOT_FOUND; ERR_ARGUMENT (an install
+ *         group, NULL c or name); ERR_IO. */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_group_evict(assetpatch_client *c, const char *name);
+
+/* Pins (on != 0) or unpins group `name`: a pinned group is never evicted to make room under
+ * group_quota_bytes. Pins are kept in data_dir by name, for every release. Any thread.
+ * @return ASSETPATCH_OK; ERR_NOT_FOUND; ERR_IO; ERR_ARGUMENT. */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_group_pin(assetpatch_client *c, const char *name, int on);
 
 /* ------------------------------------------------------------------------------------------
  * Releases
@@ -656,7 +761,8 @@ int assetpatch_lifecycle_get(assetpatch_client *c, assetpatch_lifecycle *out);
  *   each setting). A security policy that forbids executable mappings of anonymous files
  *   (SELinux's execute permission on them, for one) makes dlopen fail: ERR_ARCHIVE with
  *   dlerror's text.
- * @return ASSETPATCH_OK; ERR_NOT_FOUND (bundle only, unknown plugin or symbol); ERR_SIGNATURE
+ * @return ASSETPATCH_OK; ERR_NOT_FOUND (bundle only, unknown plugin or symbol); ERR_NOT_LOCAL
+ *         (its file is in an on-demand group not on disk); ERR_SIGNATURE
  *         (unsigned release); ERR_INTEGRITY (the file changed on disk since install);
  *         ERR_ARCHIVE (another machine's code, or dlopen failed, e.g. a missing dependency:
  *         dlerror's text is in the message); ERR_ARGUMENT; ERR_IO. */

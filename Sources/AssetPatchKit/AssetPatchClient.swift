@@ -56,7 +56,7 @@ public final class AssetPatchClient: Sendable {
         core.close()
     }
 
-    private func open() throws(AssetPatchError) -> Client {
+    func open() throws(AssetPatchError) -> Client {
         if closed.load(ordering: .acquiring) { throw AssetPatchError(.state, "the client is closed") }
         return core
     }
@@ -164,7 +164,7 @@ public final class AssetPatchClient: Sendable {
 
     /// Runs blocking core work on a thread of its own: an update blocks for seconds and must not
     /// hold one of the few threads of the cooperative pool.
-    private func offPool<T: Sendable>(_ body: @escaping @Sendable () throws(AssetPatchError) -> T) async -> Result<T, AssetPatchError> {
+    func offPool<T: Sendable>(_ body: @escaping @Sendable () throws(AssetPatchError) -> T) async -> Result<T, AssetPatchError> {
         await withCheckedContinuation { continuation in
             do {
                 try detachThread {

@@ -77,6 +77,10 @@ extension AssetPatchClient {
         public var tcpQuickAck: Bool?
         /// Whether key documents may come from another origin than the manifest's. Default false.
         public var allowCrossOriginKeys: Bool?
+        /// On-demand groups this host wants with every update (its language, its scale).
+        public var groups: [String]?
+        /// The most the fetched on-demand groups may take on disk; 0: no quota.
+        public var groupQuotaBytes: UInt64?
 
         /// Options with the given fields set; everything else stays as it is.
         public init(manifestURL: String? = nil, publicKeys: [String]? = nil, package: String? = nil, appVersion: String? = nil,
@@ -86,8 +90,11 @@ extension AssetPatchClient {
                     maxLegacyArchiveBytes: UInt64? = nil, caFile: String? = nil, headers: [String]? = nil, userAgent: String? = nil,
                     parallelDownloads: Int? = nil, differential: Bool? = nil, differentialMaxPercent: Int? = nil,
                     allowUnsignedPlugins: Bool? = nil, tcpQuickAck: Bool? = nil, keyDocument: String? = nil,
-                    channel: String? = nil, rolloutID: String? = nil, allowCrossOriginKeys: Bool? = nil) {
+                    channel: String? = nil, rolloutID: String? = nil, allowCrossOriginKeys: Bool? = nil,
+                    groups: [String]? = nil, groupQuotaBytes: UInt64? = nil) {
             self.allowCrossOriginKeys = allowCrossOriginKeys
+            self.groups = groups
+            self.groupQuotaBytes = groupQuotaBytes
             self.keyDocument = keyDocument
             self.channel = channel
             self.rolloutID = rolloutID
@@ -152,6 +159,8 @@ extension AssetPatchClient {
             add("allow_unsigned_plugins", flag(allowUnsignedPlugins))
             add("tcp_quickack", flag(tcpQuickAck))
             add("allow_cross_origin_keys", flag(allowCrossOriginKeys))
+            add("groups", groups.map { $0.joined(separator: ",") })
+            add("group_quota_bytes", groupQuotaBytes.map(String.init))
             return out
         }
     }

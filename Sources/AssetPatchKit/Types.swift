@@ -59,6 +59,10 @@ public struct AssetPatchError: Error, Sendable, Equatable, CustomStringConvertib
         case busy = -15
         /// Not valid now: no manifest URL set, nothing to roll back, a closed client.
         case state = -16
+        /// The resource's group is not on disk: fetch it first (the message names the group).
+        case notLocal = -17
+        /// `group_quota_bytes` can't hold the groups asked for beside pinned and wanted ones.
+        case quota = -18
         /// A bug in assetpatch; please report it with the message.
         case `internal` = -99
 

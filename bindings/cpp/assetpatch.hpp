@@ -249,6 +249,52 @@ public:
         return std::make_pair(releases, downloads);
     }
 
+    /// The groups of the release this client serves, in its order (from memory).
+    result<std::vector<assetpatch_group_info>> try_groups() const {
+        if (!handle_) return moved_from();
+        std::size_t count = 0;
+        if (auto f = detail::failed(assetpatch_group_count(handle_.get(), &count))) return *f;
+        std::vector<assetpatch_group_info> out;
+        for (std::size_t i = 0; i < count; ++i) {
+            assetpatch_group_info g = ASSETPATCH_GROUP_INFO_INIT;
+            if (auto f = detail::failed(assetpatch_group_at(handle_.get(), i, &g))) return *f;
+            out.push_back(g);
+        }
+        return out;
+    }
+
+    /// One group's state (from memory; ERR_NOT_FOUND for no such group).
+    result<assetpatch_group_info> try_group(const std::string& name) const {
+        if (!handle_) return moved_from();
+        assetpatch_group_info out = ASSETPATCH_GROUP_INFO_INIT;
+        if (auto f = detail::failed(assetpatch_group_status(handle_.get(), name.c_str(), &out))) return *f;
+        return out;
+    }
+
+    /// Fetches on-demand groups of the release this client serves (blocking, resumable).
+    result<void> try_fetch_groups(const std::vector<std::string>& names, progress_fn on_progress = {}) {
+        if (!handle_) return moved_from();
+        std::vector<const char*> list;
+        for (const auto& n : names) list.push_back(n.c_str());
+        list.push_back(nullptr);
+        detail::update_context ctx(std::move(on_progress));
+        const int rc = assetpatch_group_fetch(handle_.get(), list.data(), ctx.c_function(), &ctx);
+        auto outcome = detail::failed(rc);
+        ctx.rethrow();
+        if (outcome) return *outcome;
+        return {};
+    }
+
+    /// Evicts an on-demand group; pins or unpins a group (never evicted for the quota).
+    result<void> try_evict_group(const std::string& name) {
+        if (!handle_) return moved_from();
+        return done(assetpatch_group_evict(handle_.get(), name.c_str()));
+    }
+    result<void> try_pin_group(const std::string& name, bool on = true) {
+        if (!handle_) return moved_from();
+        return done(assetpatch_group_pin(handle_.get(), name.c_str(), on ? 1 : 0));
+    }
+
     /// The data directory's lifecycle state, read now (assetpatch_lifecycle_get).
     result<assetpatch_lifecycle> try_lifecycle() const {
         if (!handle_) return moved_from();
@@ -301,6 +347,13 @@ public:
     std::vector<assetpatch_plugin_info> plugins() const { return try_plugins().value(); }
     std::pair<std::uint64_t, std::uint64_t> disk_usage() const { return try_disk_usage().value(); }
     assetpatch_lifecycle lifecycle() const { return try_lifecycle().value(); }
+    std::vector<assetpatch_group_info> groups() const { return try_groups().value(); }
+    assetpatch_group_info group(const std::string& name) const { return try_group(name).value(); }
+    void fetch_groups(const std::vector<std::string>& names, progress_fn on_progress = {}) {
+        try_fetch_groups(names, std::move(on_progress)).value();
+    }
+    void evict_group(const std::string& name) { try_evict_group(name).value(); }
+    void pin_group(const std::string& name, bool on = true) { try_pin_group(name, on).value(); }
     void set_log(log_fn fn) { try_set_log(std::move(fn)).value(); }
 
     /// The C handle, for calls this wrapper does not cover.

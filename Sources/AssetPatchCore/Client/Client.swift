@@ -366,7 +366,10 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
     /// release, loaded from verified bytes (see `PluginLoader`).
     package func loadPlugin(_ name: String, symbol: String?) throws -> UnsafeMutableRawPointer {
         try loggingFailure {
-            let served = try servedRelease.map { ($0.ref, try $0.info(store)) }
+            let v = view.read { $0 }
+            let served = try servedRelease.map { s in
+                (s.ref, try s.info(store), Set(s.groups.filter { $0.delivery == .install || v.isLocal(group: $0.name) }.map(\.name)))
+            }
             return try plugins.load(store, served, name: name, symbol: symbol, allowUnsigned: configuration.allowUnsignedPlugins)
         }
     }

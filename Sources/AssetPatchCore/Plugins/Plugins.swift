@@ -30,7 +30,7 @@ final class PluginLoader: @unchecked Sendable {  // `loaded` is only touched und
     /// The address of `symbol` (nil: the declared entry) in plugin `name` of the release the
     /// client serves. Loaded once per release and plugin; a load of one already loaded reads
     /// nothing from disk (the record is the served release's, read once).
-    func load(_ store: Store, _ served: (ref: ReleaseRef, record: ReleaseRecord)?, name: String, symbol: String?,
+    func load(_ store: Store, _ served: (ref: ReleaseRef, record: ReleaseRecord, localGroups: Set<String>)?, name: String, symbol: String?,
               allowUnsigned: Bool) throws -> UnsafeMutableRawPointer {
         guard let served else {
             throw AssetPatchError(.notFound, "plugin \"\(name)\": only the bundle is served, which has no plugins")
@@ -49,7 +49,10 @@ final class PluginLoader: @unchecked Sendable {  // `loaded` is only touched und
             guard let file = info.files.first(where: { $0.path == decl.path }) else {
                 throw AssetPatchError(.notFound, "plugin \"\(name)\": \(decl.path) is not a file of version \(active.version)")
             }
-            let h = try PluginLoader.open(store.filesDir(active.id) + "/" + decl.path, file, name: name)
+            if let group = info.onDemandGroup(of: file), !served.localGroups.contains(group.name) {
+                throw AssetPatchError(.notLocal, "plugin \"\(name)\": \(decl.path) is in group \(group.name), which is not on disk: fetch it first (assetpatch_group_fetch)")
+            }
+            let h = try PluginLoader.open(store.releaseDir(active.id) + "/" + info.relativePath(of: file), file, name: name)
             loaded[key] = h
             return h
         }

@@ -58,7 +58,7 @@ final class ChunkReceiver: RangeConsumer {
         do {
             bytes = try pending.withUnsafeBytes { try ChunkDecoder.decode($0, method: c.method, chunk: c.record) }
         } catch {
-            throw DifferentialFallback(message: "\(shown): the chunk at \(c.offset) (\(c.record.compressedSize) bytes) does not decode to its sha256 (\(error))")
+            throw DifferentialFallback(message: "\(shown): the chunk at \(c.offset) (\(c.record.compressedSize) bytes) does not decode to its sha256 (\(error))", badBytes: true)
         }
         let hex = c.record.id.hex
         let path = dir + "/" + hex

@@ -60,7 +60,7 @@ final class RangeReceiver: RangeConsumer {
 
     private func mismatch(_ what: String) -> DifferentialFallback {
         let name = index < range.entries.count ? "\"\(range.entries[index].path)\"" : "the range"
-        return DifferentialFallback(message: "\(shown): bytes \(range.start)-\(range.end - 1): \(name) \(what)")
+        return DifferentialFallback(message: "\(shown): bytes \(range.start)-\(range.end - 1): \(name) \(what)", badBytes: true)
     }
 
     func push(_ chunk: UnsafeRawBufferPointer) throws {

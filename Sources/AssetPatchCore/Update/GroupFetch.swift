@@ -52,6 +52,7 @@ extension Updater {
             chunks = plan.chunkRanges.isEmpty ? store.chunks(in: download + "/chunks") : try fetchChunks(c, plan, into: download + "/chunks")
             try context.retrying(c.archive) { try fetch.attempt(plan) }
         } catch let f as DifferentialFallback {
+            if f.badBytes { throw AssetPatchError(.integrity, "group \(t.group.name): \(f.message)") }
             throw AssetPatchError(.http, "\(f.message): groups are fetched by range, which this host does not answer as asked")
         }
         progress.report(Progress(phase: .download, bytesDone: plan.fetchBytes, bytesTotal: plan.fetchBytes,

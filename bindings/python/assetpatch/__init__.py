@@ -15,15 +15,16 @@ from typing import Any, Callable, Iterable, Optional, Tuple, Union
 from . import _ffi
 from ._errors import (_ERRORS, ArchiveError, ArgumentError, AssetPatchError, BusyError, CancelledError, DowngradeError,  # noqa: F401
                       ExpiredError, FilesystemError, HTTPError, IncompatibleError, IntegrityError, InternalError, ManifestError,
-                      NetworkError, NotFoundError, RangeError, SignatureError, StateError)
-from ._types import CheckOutcome, Lifecycle, NoUpdateReason, Phase, Plugin, Progress, ReleaseInfo, Rollback, Status  # noqa: F401
+                      NetworkError, NotFoundError, NotLocalError, QuotaError, RangeError, SignatureError, StateError)
+from ._groups import GroupsMixin
+from ._types import CheckOutcome, Group, Lifecycle, NoUpdateReason, Phase, Plugin, Progress, ReleaseInfo, Rollback, Status  # noqa: F401
 
 __all__ = [
-    "Client", "Phase", "Plugin", "Progress", "Lifecycle", "ReleaseInfo", "Rollback", "Status", "CheckOutcome", "NoUpdateReason",
+    "Client", "Group", "Phase", "Plugin", "Progress", "Lifecycle", "ReleaseInfo", "Rollback", "Status", "CheckOutcome", "NoUpdateReason",
     "AssetPatchError", "ArgumentError", "FilesystemError",
     "NetworkError", "HTTPError", "ManifestError", "SignatureError", "IntegrityError", "ArchiveError",
     "DowngradeError", "ExpiredError", "IncompatibleError", "NotFoundError", "RangeError", "CancelledError",
-    "BusyError", "StateError", "InternalError", "LibraryNotFound", "library_version", "__version__",
+    "BusyError", "StateError", "NotLocalError", "QuotaError", "InternalError", "LibraryNotFound", "library_version", "__version__",
 ]
 
 # The release this package belongs to; equal to ASSETPATCH_VERSION_STRING in assetpatch.h (a test
@@ -115,7 +116,7 @@ def _system_ca_bundle() -> Optional[str]:
     return next((p for p in _CA_BUNDLES[1:] if os.path.exists(p)), None)
 
 
-class Client:
+class Client(GroupsMixin):
     """A client of one data directory. Thread-safe; use as a context manager or call close().
 
     Options are keyword arguments (any option of the C API by its name) or set(name, value):
@@ -124,7 +125,7 @@ class Client:
     max_failed_launches, connect_timeout_ms, stall_timeout_ms, low_speed_limit, low_speed_time_ms,
     max_manifest_bytes, max_release_bytes, max_legacy_archive_bytes, ca_file, headers, user_agent,
     parallel_downloads, differential, differential_max_percent, allow_unsigned_plugins,
-    allow_cross_origin_keys, tcp_quickack. On/off options take Python booleans.
+    allow_cross_origin_keys, tcp_quickack, groups, group_quota_bytes. On/off options take Python booleans.
     """
 
     def __init__(self, data_dir: str, bundle_dir: Optional[str] = None, *, manifest_url: Optional[str] = None,

@@ -49,6 +49,16 @@ class RangeError(AssetPatchError): status = Status.ERR_RANGE
 class CancelledError(AssetPatchError): status = Status.ERR_CANCELLED
 class BusyError(AssetPatchError): status = Status.ERR_BUSY
 class StateError(AssetPatchError): status = Status.ERR_STATE
+class NotLocalError(AssetPatchError, LookupError):
+    """A resource (or plugin) whose group is not on disk: `group` names it (fetch_groups)."""
+
+    status = Status.ERR_NOT_LOCAL
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(status, message)
+        m = re.search(r" is in group (\S+),", message)
+        self.group: Optional[str] = m.group(1) if m else None
+class QuotaError(AssetPatchError): status = Status.ERR_QUOTA
 class InternalError(AssetPatchError): status = Status.ERR_INTERNAL
 
 

@@ -79,6 +79,20 @@ class CheckOutcome(ctypes.Structure):
     ]
 
 
+class GroupInfo(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_uint32),
+        ("state", ctypes.c_int32),
+        ("delivery", ctypes.c_int32),
+        ("pinned", ctypes.c_int32),
+        ("files", ctypes.c_uint64),
+        ("total_bytes", ctypes.c_uint64),
+        ("local_bytes", ctypes.c_uint64),
+        ("archive_bytes", ctypes.c_uint64),
+        ("name", ctypes.c_char * 64),
+    ]
+
+
 def sized(struct: Any) -> Any:
     """An instance of a struct the library fills, its leading `size` set (the header's _INIT)."""
     return struct(size=ctypes.sizeof(struct))
@@ -165,6 +179,12 @@ def signatures() -> dict:
         "assetpatch_reset": (c.c_int, [client_p]),
         "assetpatch_lifecycle_get": (c.c_int, [client_p, c.POINTER(Lifecycle)]),
         "assetpatch_release_get": (c.c_int, [client_p, c.c_int, c.POINTER(ReleaseInfo)]),
+        "assetpatch_group_count": (c.c_int, [client_p, c.POINTER(c.c_size_t)]),
+        "assetpatch_group_at": (c.c_int, [client_p, c.c_size_t, c.POINTER(GroupInfo)]),
+        "assetpatch_group_status": (c.c_int, [client_p, c.c_char_p, c.POINTER(GroupInfo)]),
+        "assetpatch_group_fetch": (c.c_int, [client_p, c.POINTER(c.c_char_p), PROGRESS_FN, c.c_void_p]),
+        "assetpatch_group_evict": (c.c_int, [client_p, c.c_char_p]),
+        "assetpatch_group_pin": (c.c_int, [client_p, c.c_char_p, c.c_int]),
         "assetpatch_release_notes": (c.c_int, [client_p, c.c_int, c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)]),
         "assetpatch_plugin_load": (c.c_int, [client_p, c.c_char_p, c.c_char_p, c.POINTER(c.c_void_p)]),
         "assetpatch_plugin_list": (c.c_int, [client_p, c.POINTER(PluginInfo), c.c_size_t, c.POINTER(c.c_size_t)]),

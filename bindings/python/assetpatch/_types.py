@@ -26,6 +26,8 @@ class Status(enum.IntEnum):
     ERR_CANCELLED = -14
     ERR_BUSY = -15
     ERR_STATE = -16
+    ERR_NOT_LOCAL = -17
+    ERR_QUOTA = -18
     ERR_INTERNAL = -99
 
 
@@ -119,3 +121,18 @@ class Progress:
     bytes_total: int
     files_done: int
     files_total: int
+
+
+@dataclass(frozen=True)
+class Group:
+    """One group of the release a client serves: its state ("absent", "partial", "local"), its
+    delivery ("install" or "on_demand"), whether it is pinned, its files, their unpacked bytes,
+    the bytes of them on disk, and their bytes in the archive (the most a fetch transfers)."""
+    name: str
+    state: str
+    delivery: str
+    pinned: bool
+    files: int
+    total_bytes: int
+    local_bytes: int
+    archive_bytes: int

@@ -2,7 +2,9 @@
 # The demo: publish two releases of examples/, then update the C example program from the
 # bundle to release 1 over file:// and to release 2 over a private nginx on 127.0.0.1,
 # printing progress, resolved paths and the contents behind them; then two signed releases of
-# the plugins of examples/plugin, loaded and called by the plugin host before and after an update.
+# a third release whose levels are groups, each fetched when the player reaches it; then two
+# signed releases of the plugins of examples/plugin, loaded and called by the plugin host before
+# and after an update.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export PATH="/opt/swift/usr/bin:$PATH"
@@ -60,6 +62,14 @@ step "run again: nothing new"
 show "$url" >/dev/null
 grep -E 'no update|updated' "$demo/out.txt"
 "$cli" status --data-dir "$demo/data"
+
+step "content on demand: release 3 puts each level in a group; a level is fetched when the player reaches it"
+cc -Wall "$root/examples/ondemand/level.c" $(pkg-config --cflags --libs assetpatch) -o "$demo/level"
+rm -rf "$demo/v3"; cp -r "$root/examples/v2" "$demo/v3"; mkdir -p "$demo/v3/levels/level2"
+head -c 3000000 /dev/urandom >"$demo/v3/levels/level2/terrain.bin"
+"$cli" publish "$demo/v3" --repo "$demo/repo" --label "levels on demand" --group 'level1=levels/level1*' --group 'level2=levels/level2*'
+"$demo/level" "$demo/level-data" "$url" 1 2
+"$cli" groups --data-dir "$demo/level-data"
 
 step "plugins: a C plugin and a C++ class plugin, built in two versions by CMake (examples/plugin)"
 cmake -S "$root/examples/plugin" -B "$demo/plugin" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null

@@ -263,7 +263,8 @@ private final class Recorder<T: Sendable>: Sendable {
                                            stallTimeoutMs: 1000, lowSpeedLimit: 10, lowSpeedTimeMs: 2000, maxManifestBytes: 1000, maxReleaseBytes: 1000, maxLegacyArchiveBytes: 1000,
                                            caFile: "/ca.pem", headers: ["X-A: b"], userAgent: "kit", parallelDownloads: 2,
                                            differential: false, differentialMaxPercent: 50, allowUnsignedPlugins: true, tcpQuickAck: false,
-                                           keyDocument: dir.path + "/keys.json", channel: "beta", rolloutID: "kit-client", allowCrossOriginKeys: true)
+                                           keyDocument: dir.path + "/keys.json", channel: "beta", rolloutID: "kit-client", allowCrossOriginKeys: true,
+                                           groups: ["fr", "scale-3x"], groupQuotaBytes: 1 << 30)
         let spelled = Set(all.settings.map(\.name))
         #expect(spelled == documented, "the header documents \(documented.subtracting(spelled)); Options also spells \(spelled.subtracting(documented))")
         // Applied through the core's one parser: the configuration equals the C API's.
@@ -273,5 +274,6 @@ private final class Recorder<T: Sendable>: Sendable {
         #expect(viaStrings.parallelDownloads == 2 && viaStrings.differential == false && viaStrings.http.headers == ["X-A: b"]
                 && viaStrings.variants == ["@2x", ""] && viaStrings.apply == .nextOpen && viaStrings.allowUnsignedPlugins)
         #expect(viaStrings.channel == "beta" && viaStrings.rolloutID == "kit-client" && viaStrings.keyDocument?.version == 1)
+        #expect(viaStrings.groups == ["fr", "scale-3x"] && viaStrings.groupQuotaBytes == 1 << 30)
     }
 }

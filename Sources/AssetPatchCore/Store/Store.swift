@@ -8,12 +8,16 @@ import Glibc
 ///     releases/<id>/files/...          an installed release's resources (read-only files)
 ///     releases/<id>/release.json       what the release holds (files, hashes, plugins)
 ///     releases/<id>/names              its file names, NUL-separated: what an open indexes
+///     releases/<id>/group-table        its groups and each file's (`GroupTable`), when it has groups
+///     releases/<id>/groups/<name>/...  an on-demand group's files, once fetched (`GroupsOnDisk`)
 ///     staging/<id>/                    a release being installed; removed at open, never active
 ///     downloads/<digest>.part          a partial archive, kept across restarts for resuming
 ///     downloads/<digest>.meta          what the partial was fetched from (URL, validator, coding)
 ///     downloads/<digest>.files/<sha>   files a differential attempt fetched, kept for the next
 ///     downloads/<digest>.chunks/<sha>  chunks fetched for a chunked file, likewise
 ///     leases/<id>                      flock(2) targets: the release each client serves
+///     leases/<id>@<group>              ... and the on-demand groups it serves
+///     downloads/groups/<id>@<group>/   what a group fetch keeps across attempts, and its lock
 ///     index/<sha256>                   index pages of format-2 releases on disk (PageStore)
 ///     manifest-cache                   manifests kept with their validators for a 304
 ///     bundle-digests, chunk-scans/     caches of the bundle's digests and of chunk cuts

@@ -256,6 +256,11 @@ struct StatusCommand: ParsableCommand {
                     ("channel", .string(s.channelPin?.name ?? s.active?.channelName ?? Channel.defaultName)),
                     ("rollout_id", store.existingRolloutID().map { .string($0) } ?? .null),
                     ("key_documents", .array(keyDocuments.map { .int($0.version) })),
+                    ("groups", .array(activeGroups(store, s).map { g in
+                        JSON.object([("name", .string(g.group.name)), ("delivery", .string(g.group.delivery.name)),
+                                     ("state", .string(g.local ? "local" : "absent")), ("pinned", .bool(g.pinned)),
+                                     ("files", .int(Int64(g.group.files))), ("bytes", .int(Int64(g.group.size)))])
+                    })),
                     ("last_rollback", s.lastRollback.map { r in
                         JSON.object([("from", .int(r.from)), ("to", .int(r.to)), ("reason", .string(r.reason)),
                                      ("time", .string(RFC3339.format(r.time)))])
@@ -300,6 +305,9 @@ struct StatusCommand: ParsableCommand {
             print("rollout:  id \(store.existingRolloutID() ?? "not created yet (made at the first check of a staged rollout)")")
             for doc in keyDocuments {
                 print("keys:     key document \(doc.version) followed (signing \(doc.signing.described); expires \(doc.expires.map(RFC3339.format) ?? "never"))")
+            }
+            for g in activeGroups(store, s) {
+                print("group:    \(g.group.name) \(g.local ? "local" : "absent")\(g.pinned ? ", pinned" : "") (\(g.group.delivery.name), \(g.group.files) files, \(formatBytes(g.group.size)))")
             }
             print("disk:     \(formatBytes(bytes)): releases \(formatBytes(usage.releases)), downloads \(formatBytes(usage.downloads))")
             if checked {

@@ -96,3 +96,11 @@ struct GroupCommand: ParsableCommand {
         }
     }
 }
+
+/// The active release's groups as the state records them (for `status`: no client opened).
+func activeGroups(_ store: Store, _ s: StoreState) -> [(group: ReleaseGroup, local: Bool, pinned: Bool)] {
+    guard let active = s.active, let record = try? store.loadRelease(active.id) else { return [] }
+    return record.groups.map { g in
+        (g, g.delivery == .install || s.groups.isLocal(g.name, in: active.id), s.groups.pinned.contains(g.name))
+    }
+}

@@ -26,7 +26,7 @@ code = re.sub(r"//[^\n]*", "", code)
 # Which ctypes structure mirrors which C struct.
 MIRRORS = {"assetpatch_progress": _ffi.Progress, "assetpatch_lifecycle": _ffi.Lifecycle,
            "assetpatch_release_info": _ffi.ReleaseInfo, "assetpatch_plugin_info": _ffi.PluginInfo,
-           "assetpatch_check_outcome": _ffi.CheckOutcome}
+           "assetpatch_check_outcome": _ffi.CheckOutcome, "assetpatch_group_info": _ffi.GroupInfo}
 
 passed = failed = 0
 
@@ -79,7 +79,7 @@ TYPES = {
     "int": c.c_int, "void": None, "size_t": c.c_size_t, "const char *": c.c_char_p, "char *": c.c_char_p,
     "assetpatch_client *": c.c_void_p, "assetpatch_client **": c.POINTER(c.c_void_p), "void *": c.c_void_p,
     "void **": c.POINTER(c.c_void_p), "int64_t *": c.POINTER(c.c_int64), "uint64_t *": c.POINTER(c.c_uint64),
-    "size_t *": c.POINTER(c.c_size_t), "int *": c.POINTER(c.c_int),
+    "size_t *": c.POINTER(c.c_size_t), "int *": c.POINTER(c.c_int), "const char *const *": c.POINTER(c.c_char_p),
     "assetpatch_progress_fn": _ffi.PROGRESS_FN, "assetpatch_log_fn": _ffi.LOG_FN,
     **{f"{n} *": c.POINTER(m) for n, m in MIRRORS.items()},
 }

@@ -16,7 +16,10 @@ package enum IndexReader {
     /// order, and that each chunked file's chunks add up to its size and stored size.
     /// `prefetch` is told every chunk page before they are loaded (to fetch the missing ones
     /// together).
+    /// `chunksWanted` is given the files once their tables are read, and says which files'
+    /// chunk lists to load (by number in path order; the default: all).
     package static func walk(_ index: IndexLocation, source shown: String, prefetch: ([(PageRef, UInt64)]) throws -> Void = { _ in },
+                             chunksWanted: ([IndexedFile]) throws -> (Int) -> Bool = { _ in { _ in true } },
                              load: Loader) throws -> (files: [IndexedFile], chunks: [String: [ChunkRecord]]) {
         let end = index.offset + index.size
         // The root, first in the index entry; the file-table pages after it, in root order.
@@ -43,11 +46,16 @@ package enum IndexReader {
             }
             files += list
         }
-        // The chunk pages after every file-table page: file by file, in order.
+        // The chunk pages after every file-table page: file by file, in order. Every page's
+        // place counts; only the wanted files' pages are loaded.
+        let wanted = try chunksWanted(files)
         var chunkRefs: [(PageRef, UInt64)] = []
-        for f in files {
+        var loading: [Bool] = []
+        for (i, f) in files.enumerated() {
+            let want = wanted(i)
+            loading.append(want)
             for r in f.chunkPages {
-                chunkRefs.append((r, at))
+                if want { chunkRefs.append((r, at)) }
                 at += UInt64(r.compressedSize)
             }
         }
@@ -59,7 +67,7 @@ package enum IndexReader {
         try prefetch(chunkRefs)
         var next = 0
         var chunks: [String: [ChunkRecord]] = [:]
-        for f in files where !f.chunkPages.isEmpty {
+        for (f, want) in zip(files, loading) where want && !f.chunkPages.isEmpty {
             var list: [ChunkRecord] = []
             var left = f.chunkPages.count
             while left > 0 {

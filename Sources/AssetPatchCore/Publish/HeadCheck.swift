@@ -17,7 +17,7 @@ package enum HeadCheck {
         var pages = 0
         let file = try File.openRead(path)
         let size = try file.size()
-        let (indexed, chunkLists) = try IndexReader.walk(index, source: source) { refs in
+        let load: IndexReader.Loader = { refs in
             pages += refs.count
             return try refs.map { ref, offset in
                 guard offset <= size, UInt64(ref.compressedSize) <= size - offset else {
@@ -26,8 +26,16 @@ package enum HeadCheck {
                 return try IndexPage.unseal(try file.preadExactly(Int(ref.compressedSize), at: offset, what: "index page"), ref, source: path)
             }
         }
+        let (indexed, chunkLists) = try IndexReader.walk(index, source: source, load: load)
         let files = indexed.map(\.file)
         try Manifest.checkIndexedFiles(files, head, source: source)
+        // The group page: decoded, its runs covering the files, its counts what they add up to.
+        if let ref = index.groups, let at = index.groupsOffset {
+            let table = try GroupTable.decode(try load([(ref, at)])[0], files: files.count, source: source)
+            var numbered = files
+            for i in numbered.indices { numbered[i].group = table.fileGroups[i] }
+            try table.check(numbered, source: source)
+        }
         if let formatOneFiles {
             let listed = formatOneFiles.filter { $0.path != IndexLocation.entryName }
             guard listed == files else {

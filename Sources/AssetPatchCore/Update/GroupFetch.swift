@@ -34,7 +34,7 @@ extension Updater {
     /// Returns the bytes transferred.
     func fetchGroup(_ t: GroupFetchTarget, _ state: StoreState, leased: (ReleaseLease) -> Void) throws -> UInt64 {
         var c = try candidate(installed: t.releaseID, t.record)
-        try walkIndex(&c, from: c.archive, groups: t.record.groupTable)
+        try walkIndex(&c, from: c.archive, groups: t.record.groupTable) { $0.name == t.group.name }
         let files = c.allFiles.filter { $0.group == t.number }
         let download = store.groupDownload(t.releaseID, t.group.name)
         try FS.makeDirectories(download + "/files")

@@ -13,7 +13,7 @@ extension Updater {
         guard c.manifest.kind == .format2, c.index == nil else { return nil }
         if config.differential {
             do {
-                try walkIndex(&c, from: c.archive)
+                try walkIndex(&c, from: c.archive, installing: installs(state))
             } catch let f as DifferentialFallback {
                 guard mayDownload else {
                     return "the host does not answer range requests as asked (\(f.message)): an update downloads the whole archive and reads the release index from it"
@@ -25,7 +25,7 @@ extension Updater {
         }
         if c.index == nil {
             let archive = try fetch(c, try download(for: c))
-            try walkIndex(&c, from: .file(path: archive, url: c.archive.url))
+            try walkIndex(&c, from: .file(path: archive, url: c.archive.url), installing: installs(state))
         }
         // What this update installs of the release: the bytes held to max_release_bytes.
         selectGroups(&c, state)
@@ -43,7 +43,8 @@ extension Updater {
     /// checked against the reference that names it; then the files are
     /// checked as a format-1 manifest's are (paths, locations, sizes, plugins). Fills the
     /// candidate's files and chunk lists.
-    func walkIndex(_ c: inout Candidate, from source: Location, groups known: GroupTable? = nil) throws {
+    func walkIndex(_ c: inout Candidate, from source: Location, groups known: GroupTable? = nil,
+                   installing: (ReleaseGroup) -> Bool) throws {
         guard let index = c.manifest.index, c.index == nil else { return }
         let pages = PageStore(store, readOnly: readOnly)
         let shown = source.shown
@@ -69,23 +70,28 @@ extension Updater {
             }
         }
 
-        let (files, chunks) = try IndexReader.walk(index, source: shown, prefetch: prefetch, load: load)
+        // The group page, last in the index entry (`GroupTable`), read once the file tables
+        // are: only the chunk lists of files in groups `installing` takes are loaded.
+        var table: GroupTable?
+        let (files, chunks) = try IndexReader.walk(index, source: shown, prefetch: prefetch, chunksWanted: { files in
+            if let known {
+                // An installed release's table, read from the archive when it was installed.
+                guard known.fileGroups.count == files.count else {
+                    throw AssetPatchError(.io, "\(shown): the release's group table lists \(known.fileGroups.count) files, its index \(files.count)")
+                }
+                table = known
+            } else if let ref = index.groups, let at = index.groupsOffset {
+                table = try GroupTable.decode(try load([(ref, at)])[0], files: files.count, source: shown)
+            }
+            guard let t = table else { return { _ in true } }
+            let take = [true] + t.groups.map(installing)
+            return { take[Int(t.fileGroups[$0])] }
+        }, load: load)
         var list = files.map(\.file)
         try Manifest.checkIndexedFiles(list, c.manifest, source: shown)
-        // The group page, last in the index entry (`GroupTable`).
-        var table: GroupTable?
-        if let known {
-            // An installed release's table, read from the archive when it was installed.
-            guard known.fileGroups.count == list.count else {
-                throw AssetPatchError(.io, "\(shown): the release's group table lists \(known.fileGroups.count) files, its index \(list.count)")
-            }
-            for i in list.indices { list[i].group = known.fileGroups[i] }
-            table = known
-        } else if let ref = index.groups, let at = index.groupsOffset {
-            let t = try GroupTable.decode(try load([(ref, at)])[0], files: list.count, source: shown)
-            for i in list.indices { list[i].group = t.fileGroups[i] }
-            try t.check(list, source: shown)
-            table = t
+        if let table {
+            for i in list.indices { list[i].group = table.fileGroups[i] }
+            if known == nil { try table.check(list, source: shown) }
         }
         c.manifest.files = list
         c.index = IndexContents(files: list, chunks: chunks, groups: table, newPages: newPages, fetchedBytes: moved)

@@ -16,7 +16,9 @@ their format-2 heads; v2 rewrites, inserts and deletes records of the pack. No r
 may ask for a chunk an earlier one verified (kept under downloads/<archive>.chunks/), and every
 request must be a range.
 
-    killharness.py [--kills 50] [--seed 1] [--rate BYTES_PER_S] [--soak] [--differential | --chunked]
+With --groups, the kills hit fetches of an on-demand group instead (groupkills.py).
+
+    killharness.py [--kills 50] [--seed 1] [--rate BYTES_PER_S] [--soak] [--differential | --chunked | --groups]
 
 Needs build/prefix (scripts/build.sh). Prints a report and "N passed, N failed"."""
 import argparse
@@ -165,6 +167,10 @@ class Child:
 
 
 def main():
+    if "--groups" in sys.argv:
+        import groupkills
+        sys.argv.remove("--groups")
+        return groupkills.main()
     ap = argparse.ArgumentParser()
     ap.add_argument("--kills", type=int, default=50)
     ap.add_argument("--seed", type=int, default=1)

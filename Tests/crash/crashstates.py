@@ -3,8 +3,8 @@
 
 For each flow (flows.py: a first install, full, differential and chunked updates, a rollback,
 mark_good, an app upgrade, garbage collection, also while another process serves the old
-release, a resumed download, the manifest cache over HTTP, a next-open activation, and a
-second crash while opening after a first) it
+release, a resumed download, the manifest cache over HTTP, a next-open activation, the fetch
+of an on-demand group, and a second crash while opening after a first) it
 1. snapshots the data directory before the flow and runs the flow in a process whose
    file-system calls under the data directory are recorded (fstrace.so, LD_PRELOAD; a call
    the model does not know fails the run, naming it), with a mark where the call returned;

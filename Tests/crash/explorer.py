@@ -7,7 +7,7 @@ import random
 import shutil
 import sys
 
-from flows import FLOWS, ROOT, publish, publish_signed, release_files, run_step, start_server, write_tree
+from flows import FLOWS, ROOT, publish, publish_options, publish_signed, release_files, run_step, start_server, write_tree
 from model import MODELS, State, crash_states, parse, resolve, sync_kind, without_syncs, SYNC_OPS
 from verdict import check_in_child, collect
 
@@ -77,7 +77,7 @@ def prepare(name, base, data_from=None):
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     shutil.copy(os.path.join(base, "fstrace.so"), os.path.join(work, "fstrace.so"))
-    chunking = ("--chunk-threshold", "16384", "--chunk-size", "4096") if flow.chunked else ()
+    chunking = publish_options(name)
     published = {v: {p: hashlib.sha256(d).hexdigest() for p, d in release_files(v, name).items()} for v in (0, 1, 2)}
     options = {}
     if flow.signed:

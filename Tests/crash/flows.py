@@ -30,6 +30,10 @@ class Expect:
     kept: List[int] = field(default_factory=list)
     marked_after: bool = False
     refuses_after: str = ""  # a repository whose manifest must be refused once the call returned
+    # An on-demand group (name, publish pattern): its files resolve all to their published bytes
+    # or are all not local, never some; `group_after`: it must be local once the call returned.
+    group: Tuple[str, ...] = ()
+    group_after: bool = False
 
 
 @dataclass
@@ -67,6 +71,10 @@ FLOWS = {
     # returned, the retired key must stay retired: a power cut must not bring it back.
     "key_rotation": Flow([("update1", {}), ("mark_good", {})], ("update", {}),
                          Expect([0, 1, 2], [2], 2, refuses_after="repo3"), signed="rotate"),
+    # Fetching an on-demand group of the release served: before the fetch returned the group is
+    # on disk whole or absent; once it returned it stays, and the next update carries it.
+    "group_fetch": Flow([("update1", {}), ("mark_good", {})], ("group_fetch", {}),
+                        Expect([1], [1], 2, kept=[1], group=("lvl", "f0*"), group_after=True)),
     # A second crash: the open that recovers a crash state of full_update, traced and explored
     # in turn (explorer.py picks the first crash's states).
     "crash_during_recovery": Flow([], ("open", {}), Expect([1, 2], [1, 2], 2, kept=[1])),
@@ -172,6 +180,8 @@ with assetpatch.Client(data, bundle, **opts) as c:
             c.update()
     elif step == "mark_good":
         c.mark_good()
+    elif step == "group_fetch":
+        c.fetch_groups("lvl")
     elif step == "rollback":
         c.rollback()
     elif step == "serve":
@@ -208,3 +218,11 @@ def start_server(work, options=None):
     if p.stdout.readline().strip() != "serving":
         raise RuntimeError("the serving process did not start")
     return p
+
+
+def publish_options(flow):
+    """The publish options of a flow: chunking, and its group."""
+    f = FLOWS[flow]
+    chunking = ("--chunk-threshold", "16384", "--chunk-size", "4096") if f.chunked else ()
+    group = ("--group", f"{f.expect.group[0]}={f.expect.group[1]}") if f.expect.group else ()
+    return chunking + group

@@ -21,7 +21,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from flows import FLOWS, LIB, ROOT, driver_args, driver_env, publish, release_files, run_step, write_tree  # noqa: E402
+from flows import FLOWS, LIB, ROOT, driver_args, driver_env, publish, publish_options, release_files, run_step, write_tree  # noqa: E402
 from verdict import check_in_child, collect  # noqa: E402
 
 SIZES = {"ext4": 64 << 20, "xfs": 320 << 20, "btrfs": 256 << 20}
@@ -112,7 +112,7 @@ def check_fs(fs, flows, points, base, no_sync=False):
         os.makedirs(work)
         shutil.copy(os.path.join(base, "fstrace.so"), os.path.join(work, "fstrace.so"))
         published = {v: {p: hashlib.sha256(d).hexdigest() for p, d in release_files(v, flow).items()} for v in (0, 1, 2)}
-        chunking = ("--chunk-threshold", "16384", "--chunk-size", "4096") if FLOWS[flow].chunked else ()
+        chunking = publish_options(flow)
         for v, repo in ((1, "repo1"), (2, "repo2")):
             publish(os.path.join(work, repo), v, release_files(v, flow), chunking)
         write_tree(os.path.join(work, "bundle"), release_files(0, flow))

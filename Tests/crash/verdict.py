@@ -19,19 +19,35 @@ def check_state(data, bundle, url, expect, returned, published, options=None, re
     `refuse_url`: a manifest an update must refuse once the call returned (a retired key's).
     Returns an error message, or None."""
     import assetpatch
+    from fnmatch import fnmatchcase
 
-    def served(c):
-        """The version served, every file of it resolved and hashed against what was published."""
+    group = expect.group[0] if expect.group else None
+    in_group = (lambda p: fnmatchcase(p, expect.group[1])) if expect.group else (lambda p: False)
+
+    def served(c, group_required=False):
+        """The version served, every file of it resolved and hashed against what was published;
+        a group's files all resolve, or none does (all not local)."""
         v = c.current_version
         if v not in published:
             return f"serves version {v}, which was never published"
+        absent = []
         for path, digest in published[v].items():
             try:
                 got = file_sha(c.resolve(path))
+            except assetpatch.NotLocalError as e:
+                if not in_group(path) or group_required:
+                    return f"{path} of version {v} is not local: {e}"
+                absent.append(path)
+                continue
             except (OSError, assetpatch.AssetPatchError) as e:
                 return f"{path} of version {v} does not resolve: {e}"
             if got != digest:
                 return f"{path} of version {v} resolves to bytes that are not the published ones"
+        whole = [p for p in published[v] if in_group(p)]
+        if absent and len(absent) != len(whole):
+            return f"group {group} of version {v} is partly on disk: {len(absent)} of {len(whole)} files not local"
+        if group and v > 0 and (c.group(group).state == "local") != (not absent):
+            return f"group {group} of version {v} is {c.group(group).state}, yet {len(whole) - len(absent)} of its files resolve"
         return v
 
     def on_disk(version):
@@ -45,9 +61,13 @@ def check_state(data, bundle, url, expect, returned, published, options=None, re
         if ref is None:
             return f"version {version} is no longer listed (the state has {sorted(r['version'] for r in refs)})"
         files = os.path.join(data, "releases", ref["id"], "files")
+        local = group in state.get("groups", {}).get("local", {}).get(ref["id"], [])
         for path, digest in published[version].items():
+            if in_group(path) and not local:
+                continue
+            where = os.path.join(data, "releases", ref["id"], "groups", group) if in_group(path) else files
             try:
-                if file_sha(os.path.join(files, path)) != digest:
+                if file_sha(os.path.join(where, path)) != digest:
                     return f"version {version}'s {path} on disk is not the published one"
             except OSError as e:
                 return f"version {version}'s {path} is missing on disk ({e.strerror})"
@@ -56,7 +76,7 @@ def check_state(data, bundle, url, expect, returned, published, options=None, re
     allowed = expect.after if returned else expect.before
     when = "after the call returned" if returned else "before the call returned"
     with assetpatch.Client(data, bundle, **(options or {})) as c:
-        v = served(c)
+        v = served(c, group_required=returned and expect.group_after)
         if isinstance(v, str):
             return v
         if v not in allowed:
@@ -81,7 +101,7 @@ def check_state(data, bundle, url, expect, returned, published, options=None, re
                 return f"after the call returned, an update to {refuse_url} was accepted (serves version {c.current_version})"
         c.set("manifest_url", url)
         c.update()
-        v2 = served(c)
+        v2 = served(c, group_required=returned and expect.group_after)
         if isinstance(v2, str):
             return "after an update: " + v2
         final = expect.final[v] if isinstance(expect.final, dict) else expect.final

@@ -326,3 +326,76 @@ def test_a_fetch_killed_mid_way_resumes_without_fetching_kept_files_again(site):
     refetched = [p for p, d in site.files.items() if p.startswith("levels/1/") and hashlib.sha256(d).hexdigest() in kept
                  and overlaps(ranges, spans[p])]
     assert refetched == [], f"kept files asked for again: {refetched}"
+
+
+def test_the_whole_archive_route_installs_the_same_files(site):
+    with client(site, differential=False) as c:
+        assert c.update() is True
+        assert_local(c, site.files, "base/")
+        assert_local(c, site.files, "ui/")
+        assert_not_local(c, site.files, "levels/1/", "level1")
+        c.fetch_groups("level1")
+        assert_local(c, site.files, "levels/1/")
+    release = os.path.join(site.tmp, "data", "releases")
+    on_disk = {os.path.relpath(os.path.join(dp, n), release) for dp, _, ns in os.walk(release) for n in ns}
+    assert not [p for p in on_disk if "/levels/2/" in p or "/lang/" in p], "absent groups were extracted"
+
+
+def test_a_group_larger_than_the_quota_is_refused(site):
+    with client(site, group_quota_bytes=KEY_FILES * 30_000 - 1) as c:
+        c.update()
+        with pytest.raises(assetpatch.QuotaError):
+            c.fetch_groups("level1")
+        assert c.group("level1").state == "absent"
+        c.fetch_groups("fr")  # a small one fits
+        assert_local(c, site.files, "lang/fr/")
+
+
+def test_an_update_to_the_first_release_with_groups_keeps_what_the_player_had(site, tmp_path):
+    """A release from before groups had every file; a group that was installed with every
+    update becomes on-demand; a group is renamed: content on disk stays on disk."""
+    plain = tmp_path / "plain"
+    files = tree(1)
+    make_tree(tmp_path / "plain-src", files)
+    subprocess.run([CLI, "publish", str(tmp_path / "plain-src"), "--repo", str(plain), "--package", "groups", "--version", "1",
+                    "--install-group", "level1=levels/1/*"], check=True, stdout=subprocess.DEVNULL)
+    with assetpatch.Client(str(tmp_path / "d"), manifest_url=f"file://{plain}/head.json") as c:
+        c.update()
+        assert_local(c, files, "levels/2/")
+    shutil.copytree(tmp_path / "plain-src", tmp_path / "v2-src")
+    with open(tmp_path / "v2-src" / "base" / "readme.txt", "wb") as f:
+        f.write(b"release 2\n")
+    subprocess.run([CLI, "publish", str(tmp_path / "v2-src"), "--repo", str(plain), "--package", "groups", "--version", "2",
+                    "--group", "world1=levels/1/*", "--group", "level2=levels/2/*", "--group", "level3=levels/3/*"],
+                   check=True, stdout=subprocess.DEVNULL)
+    with assetpatch.Client(str(tmp_path / "d"), manifest_url=f"file://{plain}/head.json") as c:
+        assert c.update() is True
+        assert c.current_version == 2
+        assert_local(c, files, "levels/1/")  # was an install group named level1: now world1, on demand
+        assert_local(c, files, "levels/2/")  # the release before had no such group: it had the files
+        assert {g.name: g.state for g in c.groups()} == {"world1": "local", "level2": "local", "level3": "local"}
+
+
+def test_a_fetch_that_cannot_fit_evicts_nothing(site):
+    size = KEY_FILES * 30_000
+    with client(site, group_quota_bytes=2 * size + 1000) as c:
+        c.update()
+        c.fetch_groups(["level1", "fr"])
+        c.pin_group("level1")
+        c.set("group_quota_bytes", str(size + 1000))
+        with pytest.raises(assetpatch.QuotaError):
+            c.fetch_groups("level2")  # level1 is pinned: no eviction makes room
+        assert c.group("fr").state == "local", "nothing evicted for a fetch that fails"
+
+
+def test_a_group_gone_from_disk_is_listed_no_more_and_fetched_again(site):
+    with client(site) as c:
+        c.update()
+        c.fetch_groups("level2")
+        group_dir = os.path.dirname(os.path.dirname(os.path.dirname(c.resolve("levels/2/00.bin"))))
+        assert os.path.basename(group_dir) == "level2"
+    shutil.rmtree(group_dir)  # a file system that lost it, a user deleting it
+    with client(site) as c:
+        assert c.group("level2").state == "absent"
+        c.fetch_groups("level2")
+        assert_local(c, site.files, "levels/2/")

@@ -102,6 +102,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
                 messages.append((.warning, lost))
                 state = try store.loadState()
             }
+            for lost in try store.dropLostGroups(state) { messages.append((.warning, lost)) }
             _ = lock
         }
         if state.highestVerifiedVersion == nil { try migrateTrust() }

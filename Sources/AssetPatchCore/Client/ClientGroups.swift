@@ -28,8 +28,8 @@ extension Client {
         }
         let g = served.groups[n - 1]
         let local = g.delivery == .install || view.read { $0.isLocal(group: name) }
-        let partial = local ? 0 : groupProgress.withLock { $0[name] ?? 0 }
-        return GroupStatus(name: name, state: local ? .local : partial > 0 ? .partial : .absent, delivery: g.delivery,
+        let partial = !local && groupProgress.withLock { $0[name] != nil }
+        return GroupStatus(name: name, state: local ? .local : partial ? .partial : .absent, delivery: g.delivery,
                            pinned: groupPins.withLock { $0.contains(name) }, files: g.files, totalBytes: g.size,
                            localBytes: local ? g.size : 0, archiveBytes: g.storedBytes)
     }
@@ -72,25 +72,37 @@ extension Client {
 
     private func fetchGroup(_ group: ReleaseGroup, number: UInt16, _ served: ServedRelease, _ updater: Updater, _ token: CancelToken) throws -> UInt64 {
         let id = served.ref.id
-        let lock = try store.lockGroupFetch(id, group.name, cancel: token)
-        defer { _ = lock }
-        defer { groupProgress.withLock { $0[group.name] = nil } }
-        let state = try store.loadState()
-        if view.read({ $0.isLocal(group: group.name) }) || FS.isDirectory(store.groupDir(id, group.name)) {
-            // On disk already (this client's, another process's fetch, or kept for a client
-            // that served it after an eviction): listed and served as it is.
-            if let lease = try store.groupLease(id, group.name) {
-                served.hold(group: group.name, lease)
-                try markLocal(group.name, number: number, served)
-                return 0
-            }
+        if view.read({ $0.isLocal(group: group.name) }) {
+            // On disk and served: used now (the quota evicts least recently used groups first).
+            try store.modifyState { $0.groups.touch(group.name) }
+            return 0
         }
-        try makeRoom(for: group, served, state)
+        guard let lock = try store.lockGroupFetch(id, group.name, cancel: token) else {
+            throw AssetPatchError(.internal, "the fetch lock of group \(group.name) was not taken")
+        }
+        defer { _ = lock }
+        groupProgress.withLock { $0[group.name] = 0 }
+        defer { groupProgress.withLock { $0[group.name] = nil } }
+        let done = { [store] in
+            try? FS.removeTree(store.groupDownload(id, group.name))
+            try? FS.unlink(store.groupDownload(id, group.name) + ".lock")  // under the lock: see `lockGroupFetch`
+        }
+        // On disk already (another process's fetch, or kept for a client that served it after
+        // an eviction): listed and served as it is.
+        if FS.isDirectory(store.groupDir(id, group.name)), let lease = try store.groupLease(id, group.name) {
+            served.hold(group: group.name, lease)
+            try markLocal(group.name, number: number, served)
+            done()
+            return 0
+        }
+        guard group.size <= configuration.maxReleaseBytes else {
+            throw AssetPatchError(.archive, "group \(group.name) of \(group.size) bytes exceeds max_release_bytes (\(configuration.maxReleaseBytes))")
+        }
+        try makeRoom(for: group, served, try store.loadState())
         let target = GroupFetchTarget(releaseID: id, record: try served.info(store), group: group, number: number)
         let moved = try updater.fetchGroup(target, try store.loadState()) { served.hold(group: group.name, $0) }
         try markLocal(group.name, number: number, served)
-        try? FS.removeTree(store.groupDownload(id, group.name))
-        try? FS.unlink(store.groupDownload(id, group.name) + ".lock")  // under the lock: see `lockGroupFetch`
+        done()
         return moved
     }
 
@@ -125,10 +137,17 @@ extension Client {
             guard served.groups[number - 1].delivery == .onDemand else {
                 throw AssetPatchError(.argument, "group \(name) is installed with every update: it can't be evicted")
             }
+            // After a fetch of the group under way (this process's or another's) is done.
+            let token = CancelToken()
+            groupCancels.withLock { $0.append(token) }
+            defer { groupCancels.withLock { $0.removeAll { $0 === token } } }
+            let lock = try store.lockGroupFetch(served.ref.id, name, cancel: token)
+            defer { _ = lock }
             try evict(name, number: UInt16(number), served)
         }
     }
 
+    /// Evicts a group whose fetch lock the caller holds.
     private func evict(_ name: String, number: UInt16, _ served: ServedRelease) throws {
         try store.modifyState { $0.groups.setLocal(name, in: served.ref.id, false) }
         setAbsent(number, true, served)
@@ -155,18 +174,27 @@ extension Client {
         guard let quota = configuration.groupQuotaBytes else { return }
         let id = served.ref.id
         let kept = Set(state.groups.pinned).union(configuration.groups)
-        var local = served.groups.filter { $0.delivery == .onDemand && $0.name != group.name && state.groups.isLocal($0.name, in: id) }
-        var used = local.reduce(UInt64(0)) { $0 + $1.size }
-        // Never used first, then in the order of their last use.
+        let local = served.groups.filter { $0.delivery == .onDemand && $0.name != group.name && state.groups.isLocal($0.name, in: id) }
+        func sum(_ groups: [ReleaseGroup]) -> UInt64 {
+            groups.reduce(group.size) { total, g in total.addingReportingOverflow(g.size).overflow ? .max : total + g.size }
+        }
+        // Nothing is evicted for a fetch that can't fit: what can't go already leaves no room.
+        let staying = sum(local.filter { kept.contains($0.name) })
+        guard staying <= quota else {
+            throw AssetPatchError(.quota, "group \(group.name) (\(group.size) bytes) does not fit group_quota_bytes \(quota): pinned groups and those the groups option wants hold \(staying - group.size) bytes")
+        }
+        var on = local
+        // Never used first, then in the order of their last use; one being fetched is skipped.
         let order = { (g: ReleaseGroup) in state.groups.used.firstIndex(of: g.name) ?? -1 }
-        local.sort { order($0) < order($1) }
-        for victim in local where used + group.size > quota && !kept.contains(victim.name) {
+        for victim in local.filter({ !kept.contains($0.name) }).sorted(by: { order($0) < order($1) }) where sum(on) > quota {
+            guard let lock = try store.lockGroupFetch(id, victim.name, cancel: nil) else { continue }
+            defer { _ = lock }
             log(.info, "evicting group \(victim.name) (\(victim.size) bytes) to fit group \(group.name) in group_quota_bytes \(quota)")
             try evict(victim.name, number: UInt16(served.groupNumber(victim.name)!), served)
-            used -= victim.size
+            on.removeAll { $0.name == victim.name }
         }
-        if used + group.size > quota {
-            throw AssetPatchError(.quota, "group \(group.name) (\(group.size) bytes) does not fit group_quota_bytes \(quota): pinned groups and those the groups option wants hold \(used) bytes")
+        if sum(on) > quota {
+            throw AssetPatchError(.quota, "group \(group.name) (\(group.size) bytes) does not fit group_quota_bytes \(quota) beside groups being fetched")
         }
     }
 }

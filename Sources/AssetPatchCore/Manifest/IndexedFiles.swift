@@ -4,7 +4,14 @@ extension Manifest {
     /// plugins among the files.
     static func checkIndexedFiles(_ files: [ManifestFile], _ m: Manifest, source: String) throws {
         let archiveSize = m.archiveSize ?? 0
+        var total: UInt64 = 0
         for f in files {
+            // Every size is held to max_release_bytes by what is installed; none may overflow.
+            let (sum, overflow) = total.addingReportingOverflow(f.size)
+            guard !overflow, sum <= UInt64(Int64.max) else {
+                throw AssetPatchError(.manifest, "\(source): the index's files add up past 2^63 bytes")
+            }
+            total = sum
             guard let l = f.location, l.dataOffset <= archiveSize, l.compressedSize <= archiveSize - l.dataOffset,
                   l.dataOffset >= l.headerOffset + 30 + UInt64(f.path.utf8.count), l.method == 8 || l.compressedSize == f.size else {
                 throw AssetPatchError(.manifest, "\(source): the index's location of \"\(f.path)\" lies outside the archive or does not fit its entry")

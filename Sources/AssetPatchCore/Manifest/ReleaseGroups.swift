@@ -112,7 +112,9 @@ package struct GroupTable: Sendable, Equatable {
             }
             guard let delivery = ReleaseGroup.Delivery(rawValue: try r.byte()) else { throw r.fail("group \"\(name)\" has an unknown delivery") }
             let n = try r.varint(), size = try r.varint(), stored = try r.varint()
-            guard n <= UInt64(files) else { throw r.fail("group \"\(name)\" counts \(n) files of \(files)") }
+            guard n <= UInt64(files), size <= UInt64(Int64.max), stored <= UInt64(Int64.max) else {
+                throw r.fail("group \"\(name)\" counts \(n) files of \(files), \(size) bytes, \(stored) stored")
+            }
             groups.append(ReleaseGroup(name: name, delivery: delivery, files: Int(n), size: size, storedBytes: stored))
         }
         let runs = try r.count(max: files)
@@ -134,9 +136,12 @@ package struct GroupTable: Sendable, Equatable {
     package func check(_ files: [ManifestFile], source: String) throws {
         var counted = groups.map { ReleaseGroup(name: $0.name, delivery: $0.delivery) }
         for (f, g) in zip(files, fileGroups) where g > 0 {
-            counted[Int(g) - 1].files += 1
-            counted[Int(g) - 1].size += f.size
-            counted[Int(g) - 1].storedBytes += f.location.map { $0.range.upperBound - $0.range.lowerBound } ?? 0
+            let i = Int(g) - 1
+            let (size, o1) = counted[i].size.addingReportingOverflow(f.size)
+            let (stored, o2) = counted[i].storedBytes.addingReportingOverflow(f.location.map { $0.range.upperBound - $0.range.lowerBound } ?? 0)
+            guard !o1, !o2 else { throw AssetPatchError(.manifest, "\(source): the files of group \"\(groups[i].name)\" add up past 64 bits") }
+            counted[i].files += 1
+            (counted[i].size, counted[i].storedBytes) = (size, stored)
         }
         for (declared, found) in zip(groups, counted) where declared != found {
             throw AssetPatchError(.manifest, "\(source): group \"\(declared.name)\" declares \(declared.files) files of \(declared.size) bytes (\(declared.storedBytes) in the archive); its files add up to \(found.files), \(found.size) (\(found.storedBytes))")

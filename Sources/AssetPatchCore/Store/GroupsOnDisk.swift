@@ -28,11 +28,14 @@ extension Store {
 
     /// Deletes the group's directory unless a client serves it (then false: a later clean-up
     /// does). The directory is renamed aside first, so it is either complete or gone.
+    /// `unlessListed`: not when the state, read again under the lease, lists the group (a
+    /// clean-up working from an older state must not delete a group fetched since).
     @discardableResult
-    func removeGroup(_ id: String, _ group: String) throws -> Bool {
+    func removeGroup(_ id: String, _ group: String, unlessListed: Bool = false) throws -> Bool {
         let dir = groupDir(id, group)
         guard FS.exists(dir) else { return true }
         return try withExclusiveLease(at: groupLeasePath(id, group)) {
+            if unlessListed, try loadState().groups.isLocal(group, in: id) { return }
             let aside = groupsDir(id) + "/.removing-" + group
             try FS.removeTree(aside)
             try FS.rename(dir, aside)
@@ -51,10 +54,25 @@ extension Store {
             for name in (try? FS.list(groupsDir(id))) ?? [] {
                 if name.hasPrefix(".removing-") { try? FS.removeTree(groupsDir(id) + "/" + name); continue }
                 guard ReleaseGroup.isValidName(name), !state.groups.isLocal(name, in: id) else { continue }
-                if (try? removeGroup(id, name)) != true { kept += 1 }
+                if (try? removeGroup(id, name, unlessListed: true)) != true { kept += 1 }
             }
         }
         return kept
+    }
+
+    /// Groups the state lists as on disk whose directory is gone (a file system that lost it, a
+    /// user deleting it) are listed no more: they are fetched again when asked for, instead of
+    /// offering missing files to link from. Returns what it dropped, for the log.
+    func dropLostGroups(_ state: StoreState) throws -> [String] {
+        var lost: [(String, String)] = []
+        for (id, names) in state.groups.local {
+            for name in names where !FS.isDirectory(groupDir(id, name)) { lost.append((id, name)) }
+        }
+        guard !lost.isEmpty else { return [] }
+        try modifyState { s in
+            for (id, name) in lost where !FS.isDirectory(groupDir(id, name)) { s.groups.setLocal(name, in: id, false) }
+        }
+        return lost.map { "group \($1) of release \($0) is listed but gone from disk: it is fetched again when asked for" }
     }
 
     // MARK: Fetching a group
@@ -66,32 +84,33 @@ extension Store {
 
     /// Takes the lock of the fetch of group `group` of release `id` (one fetch of a group at a
     /// time, across processes), waiting while another holds it; `cancel` stops the wait.
-    func lockGroupFetch(_ id: String, _ group: String, cancel: CancelToken) throws -> UpdateLock {
+    /// `cancel` nil: returns nil at once when another holds it.
+    func lockGroupFetch(_ id: String, _ group: String, cancel: CancelToken?) throws -> UpdateLock? {
         try FS.makeDirectories(groupDownloadsDir)
         let path = groupDownload(id, group) + ".lock"
         while true {
             let file = try File.open(path, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o644)
             while flock(file.fd, LOCK_EX | LOCK_NB) != 0 {
                 guard errno == EWOULDBLOCK || errno == EAGAIN || errno == EINTR else { throw ioError("flock", file.path) }
+                guard let cancel else { return nil }
                 try cancel.check()
                 usleep(20_000)
             }
             // A clean-up unlinks the lock file under the lock: a lock on an unlinked file is none.
-            var mine = stat(), there = stat()
-            if fstat(file.fd, &mine) == 0, lstat(path, &there) == 0, mine.st_ino == there.st_ino, mine.st_dev == there.st_dev {
-                return UpdateLock(file: file)
-            }
+            if Store.isAtPath(file, path) { return UpdateLock(file: file) }
             flock(file.fd, LOCK_UN)
         }
     }
 
     /// Drops what group fetches kept, except what a fetch running now holds (its lock).
-    func discardGroupDownloads(_ id: String? = nil, _ group: String? = nil) {
+    func discardGroupDownloads(except live: Set<String> = []) {
         for name in (try? FS.list(groupDownloadsDir)) ?? [] where name.hasSuffix(".lock") {
             let base = String(name.dropLast(5))
-            if let id, let group, base != id + "@" + group { continue }
-            guard let file = try? File.open(groupDownloadsDir + "/" + name, O_RDWR | O_NOFOLLOW),
-                  flock(file.fd, LOCK_EX | LOCK_NB) == 0 else { continue }
+            if let at = base.firstIndex(of: "@"), live.contains(String(base[..<at])) { continue }
+            let path = groupDownloadsDir + "/" + name
+            guard let file = try? File.open(path, O_RDWR | O_NOFOLLOW), flock(file.fd, LOCK_EX | LOCK_NB) == 0 else { continue }
+            // The lock must be on the file at that name now (a fetch may have unlinked it).
+            guard Store.isAtPath(file, path) else { flock(file.fd, LOCK_UN); continue }
             try? FS.removeTree(groupDownloadsDir + "/" + base)
             try? FS.unlink(groupDownloadsDir + "/" + name)
             flock(file.fd, LOCK_UN)

@@ -16,6 +16,11 @@ struct Installer {
     /// Installs `archive` (a verified download) for `c`; returns the release record. `installed`
     /// maps the sha256 of installed releases' files (`Store.installedFiles`) to what may be linked.
     func install(_ c: Candidate, archive: String, installed: [String: (path: String, size: UInt64)]) throws -> ReleaseRecord {
+        // Extracting by the zip's own directory (a legacy archive, or one whose entries
+        // disagree with the index) installs every file: a release with groups can't be.
+        if c.index?.groups != nil {
+            throw AssetPatchError(.manifest, "\(c.archive.shown): the archive's entries disagree with its signed index, and a release with groups is installed by its index only")
+        }
         let reusable = !c.manifest.isLegacy ? installed.mapValues(\.path) : [:]
         try store.prepareStaging(c.releaseID)
         let filesDir = store.stagingFilesDir(c.releaseID)

@@ -63,8 +63,19 @@ extension Store {
             throw ioError("flock", file.path)
         }
         defer { flock(file.fd, LOCK_UN) }
+        // Another clean-up may have unlinked the file before this one locked it, and a client
+        // then leased a new one at the name: this lock protects nothing; let it be.
+        guard Store.isAtPath(file, path) else { return false }
         try body()
         try FS.unlink(file.path)
         return true
+    }
+}
+
+extension Store {
+    /// Whether `file` is the file at `path` now (not one unlinked or replaced since it was opened).
+    static func isAtPath(_ file: File, _ path: String) -> Bool {
+        var mine = stat(), there = stat()
+        return fstat(file.fd, &mine) == 0 && lstat(path, &there) == 0 && mine.st_ino == there.st_ino && mine.st_dev == there.st_dev
     }
 }

@@ -221,9 +221,11 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
     }
 
     /// Drops every partial download and fetched file (a reset).
-    func discardDownloads() {
+    /// Group fetches of the releases `keepingGroupsOf` keep what they fetched (a fetch of a
+    /// release still served resumes), and a fetch running now keeps all.
+    func discardDownloads(keepingGroupsOf live: Set<String> = []) {
         for name in (try? FS.list(downloadsDir)) ?? [] where name != "groups" { try? FS.removeTree(downloadsDir + "/" + name) }
-        discardGroupDownloads()
+        discardGroupDownloads(except: live)
     }
 
     /// The files of the installed releases (active, pending, kept) by sha256, with their sizes:

@@ -34,10 +34,61 @@ extension Updater {
     /// Returns the bytes transferred.
     func fetchGroup(_ t: GroupFetchTarget, _ state: StoreState, leased: (ReleaseLease) -> Void) throws -> UInt64 {
         var c = try candidate(installed: t.releaseID, t.record)
-        try walkIndex(&c, from: c.archive, groups: t.record.groupTable) { $0.name == t.group.name }
+        try walkIndex(&c, from: c.archive, groups: t.record.groupTable) { table, _ in [false] + table.groups.map { $0.name == t.group.name } }
         let files = c.allFiles.filter { $0.group == t.number }
         let download = store.groupDownload(t.releaseID, t.group.name)
+        let stage = download + "/stage"
         try FS.makeDirectories(download + "/files")
+        var state = state
+        var moved: UInt64 = 0
+        var durable = Set<String>()
+        for attempt in 0..<2 {
+            do {
+                let (bytes, linked) = try fetchAndPlace(c, t, files, state, download: download, stage: stage)
+                (moved, durable) = (moved + bytes, linked)
+                break
+            } catch let f as DifferentialFallback where attempt == 0 {
+                // A file on disk it linked from changed or went (an update's clean-up, an
+                // eviction): planned again from what is on disk now.
+                log(.warning, "group \(t.group.name): \(f.message); planning again")
+                state = try store.loadState()
+                installedCache = nil
+            } catch let f as DifferentialFallback {
+                throw AssetPatchError(.io, "group \(t.group.name): \(f.message)")
+            }
+        }
+        var paths: [String] = [], dirs = Set<String>()
+        for f in files {
+            if !durable.contains(f.path) { paths.append(stage + "/" + f.path) }
+            var p = f.path
+            while let parent = p.beforeLastSlash, dirs.insert(parent).inserted { p = parent }
+        }
+        try FS.syncFiles(paths, directories: dirs.sorted { $0.utf8.count > $1.utf8.count }.map { stage + "/" + $0 } + [stage])
+
+        // `groups/` durable in the release whichever attempt made it.
+        let groupsDir = store.groupsDir(t.releaseID)
+        try FS.makeDirectories(groupsDir)
+        try FS.syncDirectory(store.releaseDir(t.releaseID))
+        guard let lease = try store.lease(t.releaseID + "@" + t.group.name, at: store.groupLeasePath(t.releaseID, t.group.name),
+                                          whileDirectory: stage) else {
+            throw AssetPatchError(.io, "\(stage): gone while the group was built")
+        }
+        let target = store.groupDir(t.releaseID, t.group.name)
+        // A directory already there is complete (it is only ever renamed in whole): another
+        // process's fetch, or one evicted while a client served it. It is kept as it is.
+        if !FS.exists(target) {
+            try FS.rename(stage, target)
+            try FS.syncDirectory(groupsDir)
+        }
+        leased(lease)
+        return moved
+    }
+
+    /// Fetches what `files` need by range into `download` (kept across attempts), then builds
+    /// them in `stage`; returns the bytes transferred and the paths already durable. A local
+    /// file that fails throws `DifferentialFallback` (the caller plans again, once).
+    private func fetchAndPlace(_ c: Candidate, _ t: GroupFetchTarget, _ files: [ManifestFile], _ state: StoreState,
+                               download: String, stage: String) throws -> (UInt64, Set<String>) {
         guard let plan = try plan(files, chunkLists: c.index?.chunks ?? [:], chunkSize: c.manifest.index?.chunkSize ?? 0, state,
                                   fetchedChunks: store.chunks(in: download + "/chunks")) else {
             throw AssetPatchError(.manifest, "\(c.archive.shown): the index lists a file of group \(t.group.name) without its location")
@@ -59,43 +110,11 @@ extension Updater {
                                  filesDone: UInt64(plan.fetchEntries), filesTotal: UInt64(plan.fetchEntries)), final: true)
         for path in fetch.fetched.values { verifiedFetched.insert(path) }
         try cancel.check()
-
         // The group's directory, built beside the downloads and made durable before it is named.
-        let stage = download + "/stage"
         try FS.removeTree(stage)
         try FS.makeDirectories(stage)
-        let durable: Set<String>
-        do {
-            durable = try Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: cancel, progress: progress)
-                .place(plan, fetched: fetch.fetched, chunks: chunks) { stage + "/" + $0.path }
-        } catch let f as DifferentialFallback {
-            throw AssetPatchError(.integrity, "group \(t.group.name): \(f.message)")
-        }
-        var paths: [String] = [], dirs = Set<String>()
-        for f in files {
-            if !durable.contains(f.path) { paths.append(stage + "/" + f.path) }
-            var p = f.path
-            while let parent = p.beforeLastSlash, dirs.insert(parent).inserted { p = parent }
-        }
-        try FS.syncFiles(paths, directories: dirs.sorted { $0.utf8.count > $1.utf8.count }.map { stage + "/" + $0 } + [stage])
-
-        let groupsDir = store.groupsDir(t.releaseID)
-        if !FS.isDirectory(groupsDir) {
-            try FS.makeDirectories(groupsDir)
-            try FS.syncDirectory(store.releaseDir(t.releaseID))
-        }
-        guard let lease = try store.lease(t.releaseID + "@" + t.group.name, at: store.groupLeasePath(t.releaseID, t.group.name),
-                                          whileDirectory: stage) else {
-            throw AssetPatchError(.io, "\(stage): gone while the group was built")
-        }
-        let target = store.groupDir(t.releaseID, t.group.name)
-        // A directory already there is complete (it is only ever renamed in whole): another
-        // process's fetch, or one evicted while a client served it. It is kept as it is.
-        if !FS.exists(target) {
-            try FS.rename(stage, target)
-            try FS.syncDirectory(groupsDir)
-        }
-        leased(lease)
-        return plan.fetchBytes
+        let durable = try Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: cancel, progress: progress)
+            .place(plan, fetched: fetch.fetched, chunks: chunks) { stage + "/" + $0.path }
+        return (plan.fetchBytes, durable)
     }
 }

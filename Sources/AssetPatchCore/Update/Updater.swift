@@ -37,9 +37,11 @@ final class Updater {
     var resumedDamagedPartial = false
     /// Fetched files verified by this updater (its retries trust them without hashing again).
     var verifiedFetched = Set<String>()
+    /// The active release's paths on disk (`groupsInstalled`), read once per updater.
+    var activePathsCache: (id: String, paths: Set<String>)?
     /// The installed releases' files by sha256, read from their records once per updater: the
     /// plan, the free-space check and the installer all ask.
-    private var installedCache: (ids: Set<String>, files: [String: (path: String, size: UInt64)])?
+    var installedCache: (ids: Set<String>, files: [String: (path: String, size: UInt64)])?
 
     func installedFiles(_ state: StoreState) -> [String: (path: String, size: UInt64)] {
         if let cached = installedCache, cached.ids == state.liveReleaseIDs { return cached.files }
@@ -309,8 +311,9 @@ final class Updater {
             s.highestInstalled = max(s.highestInstalled, c.version)
             if !inPlace { s.groups.local[ref.id] = c.installedGroups.isEmpty ? nil : c.installedGroups.sorted() }
         }
-        // Every partial download and fetched file is now superseded (one updater at a time).
-        store.discardDownloads()
+        // Every partial download and fetched file is now superseded (one updater at a time), but
+        // what group fetches of releases still on disk keep.
+        store.discardDownloads(keepingGroupsOf: state.liveReleaseIDs)
         do {
             let leased = try store.collectGarbage(state)
             store.collectGroups(state)

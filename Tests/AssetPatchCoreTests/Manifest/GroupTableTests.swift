@@ -71,5 +71,16 @@ import Testing
         let three = [file("a", 1, at: 0), file("b", 7, at: 100), file("c", 1, at: 200)]
         #expect(throws: AssetPatchError.self) { try decoded.check(three, source: "t") }
         try GroupTable.decode(good.encode(), files: 3, source: "t").check(three, source: "t")
+        // Sizes near 2^64 (a signed but careless page): refused, never a trap.
+        var huge = good
+        huge.groups[0].size = UInt64(Int64.max) + 1
+        #expect(throws: AssetPatchError.self) { try GroupTable.decode(huge.encode(), files: 3, source: "t") }
+        func deflated(_ path: String, at offset: UInt64) -> ManifestFile {
+            ManifestFile(path: path, size: UInt64(Int64.max), sha256: String(repeating: "0", count: 64),
+                         location: ArchiveLocation(headerOffset: offset, dataOffset: offset + 31, compressedSize: 5, method: 8))
+        }
+        let big = [file("a", 1, at: 0), deflated("b", at: 100), deflated("c", at: 200)]
+        let both = GroupTable(groups: [ReleaseGroup(name: "g", delivery: .onDemand, files: 2, size: 1, storedBytes: 1)], fileGroups: [0, 1, 1])
+        #expect(throws: AssetPatchError.self) { try both.check(big, source: "t") }
     }
 }

@@ -30,13 +30,8 @@ import tempfile
 import threading
 import time
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-PREFIX = os.path.join(ROOT, "build", "prefix")
-CLI = os.path.join(PREFIX, "bin", "assetpatch")
-LIB = os.path.join(PREFIX, "lib", "libassetpatch.so.1")
-MB = 1 << 20
-sys.path.insert(0, os.path.join(ROOT, "Tests", "e2e"))
-from nginxctl import Nginx  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import CLI, LIB, MB, PREFIX, ROOT, Nginx  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
 os.environ.setdefault("ASSETPATCH_LIBRARY", LIB)
 import assetpatch  # noqa: E402

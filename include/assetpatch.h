@@ -480,7 +480,9 @@ int assetpatch_resolve_variant(assetpatch_client *c, const char *name, char *pat
  * "install" group comes with every update, an "on_demand" group only when the host fetches it
  * (a level, a language, a scale of art). Files in no group are the release's base. An update
  * installs the base, the install groups, the on-demand groups in the groups option and those
- * the active release has on disk (moved forward: only their changed files and chunks travel);
+ * the active release has content of on disk (fetched, or with a file at a path the active
+ * release has: nothing a player had goes away; moved forward: only their changed files and
+ * chunks travel);
  * assetpatch_check plans exactly these bytes. Groups need a format-2 head (head.json).
  * ---------------------------------------------------------------------------------------- */
 

@@ -115,16 +115,23 @@ public final class AssetPatchClient: Sendable {
     @discardableResult
     public func update(progress: (@Sendable (UpdateProgress) -> Void)? = nil) async throws(AssetPatchError) -> Bool {
         let c = try open()
-        // Task cancellation reaches the update twice: cancel() on the running update, and the
-        // progress handler (called as the update starts) for a cancellation that came first.
+        return try await cancellable(progress) { handler in try c.update(progress: handler) }
+    }
+
+    /// Runs `call` (an update, a group fetch) on a thread of its own with a progress handler
+    /// that reports to `progress`. Task cancellation reaches it twice: cancel() on the running
+    /// call, and the progress handler (called as it starts) for a cancellation that came first.
+    func cancellable<T: Sendable>(_ progress: (@Sendable (UpdateProgress) -> Void)?,
+                                  _ call: @escaping @Sendable (@escaping ProgressHandler) throws -> T) async throws(AssetPatchError) -> T {
+        let c = try open()
         let cancelled = Atomic<Bool>(false)
         return try await withTaskCancellationHandler {
             await offPool { () throws(AssetPatchError) in
                 try mapped {
-                    try c.update(progress: { p in
+                    try call { p in
                         progress?(UpdateProgress(p))
                         return cancelled.load(ordering: .acquiring)
-                    })
+                    }
                 }
             }
         } onCancel: {

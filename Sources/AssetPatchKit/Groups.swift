@@ -1,5 +1,4 @@
 internal import AssetPatchCore
-import Synchronization
 
 /// One group of the release a client serves (see docs/groups.md).
 public struct ReleaseGroupInfo: Sendable, Equatable {
@@ -48,20 +47,7 @@ extension AssetPatchClient {
     /// - Throws: ``AssetPatchError`` `.notFound`, `.quota`, `.network`, `.http`, `.integrity`, `.io`.
     public func fetchGroups(_ names: [String], progress: (@Sendable (UpdateProgress) -> Void)? = nil) async throws(AssetPatchError) {
         let c = try open()
-        let cancelled = Atomic<Bool>(false)
-        try await withTaskCancellationHandler {
-            await offPool { () throws(AssetPatchError) in
-                try mapped {
-                    _ = try c.fetchGroups(names, progress: { p in
-                        progress?(UpdateProgress(p))
-                        return cancelled.load(ordering: .acquiring)
-                    })
-                }
-            }
-        } onCancel: {
-            cancelled.store(true, ordering: .releasing)
-            c.cancel()
-        }.get()
+        _ = try await cancellable(progress) { handler in try c.fetchGroups(names, progress: handler) }
     }
 
     /// Evicts an on-demand group: its files go once no other client serves them.

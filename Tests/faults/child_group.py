@@ -6,18 +6,14 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bindings", "python"))
+sys.path.insert(0, os.path.dirname(__file__))
 import assetpatch  # noqa: E402
+from child_update import phase_printer  # noqa: E402
 
 
 def main():
     data, group, client_id = sys.argv[1:4]
-    last = [0]
-
-    def progress(p):
-        if p.phase != last[0]:
-            last[0] = p.phase
-            sys.stdout.write(f"PHASE {int(p.phase)}\n")
-            sys.stdout.flush()
+    progress = phase_printer()
 
     try:
         with assetpatch.Client(data, stall_timeout_ms=30000, headers=[f"X-Client: {client_id}"]) as c:

@@ -10,9 +10,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bindings
 import assetpatch  # noqa: E402
 
 
-def main():
-    data, url = sys.argv[1], sys.argv[2]
-    headers = [f"X-Client: {sys.argv[3]}"] if len(sys.argv) > 3 else []
+def phase_printer():
+    """A progress callback printing each phase as it starts (flushed): what the harness reads."""
     last = [0]
 
     def progress(p):
@@ -20,6 +19,13 @@ def main():
             last[0] = p.phase
             sys.stdout.write(f"PHASE {int(p.phase)}\n")
             sys.stdout.flush()
+    return progress
+
+
+def main():
+    data, url = sys.argv[1], sys.argv[2]
+    headers = [f"X-Client: {sys.argv[3]}"] if len(sys.argv) > 3 else []
+    progress = phase_printer()
 
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:  # another process may hold the lock for a moment (the checker)

@@ -186,17 +186,9 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
 
 
-class GroupChild(Child):
-    """A child_group.py process, phases read as the update child's are."""
-
-    def __init__(self, data, client_id):
-        self.proc = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "child_group.py"), data, "level", client_id],
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        self.phase = 0
-        self.exit_line = None
-        self.seen = threading.Condition()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
+def GroupChild(data, client_id):
+    """A child_group.py process fetching the group, its phases read as an update child's are."""
+    return Child(data, None, argv=[os.path.join(os.path.dirname(__file__), "child_group.py"), data, "level", client_id])
 
 
 if __name__ == "__main__":

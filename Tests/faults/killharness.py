@@ -130,9 +130,11 @@ def resumable_bytes(data, digest):
 
 
 class Child:
-    def __init__(self, data, url, client_id=""):
-        self.proc = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "child_update.py"), data, url, client_id],
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    """A child process printing its phases (child_update.py, or the script `argv` names)."""
+
+    def __init__(self, data, url, client_id="", argv=None):
+        argv = argv or [os.path.join(os.path.dirname(__file__), "child_update.py"), data, url, client_id]
+        self.proc = subprocess.Popen([sys.executable, *argv], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.phase = 0
         self.exit_line = None
         self.seen = threading.Condition()

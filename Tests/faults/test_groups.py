@@ -399,3 +399,17 @@ def test_a_group_gone_from_disk_is_listed_no_more_and_fetched_again(site):
         assert c.group("level2").state == "absent"
         c.fetch_groups("level2")
         assert_local(c, site.files, "levels/2/")
+
+
+def test_a_release_whose_every_file_is_in_a_group_installs_nothing_and_downloads_nothing(site, tmp_path):
+    src, repo = tmp_path / "all-src", tmp_path / "all-repo"
+    make_tree(src, {"g1/a.bin": os.urandom(50_000), "g2/b.bin": os.urandom(50_000)})
+    subprocess.run([CLI, "publish", str(src), "--repo", str(repo), "--package", "all", "--group", "g1=g1/*", "--group", "g2=g2/*"],
+                   check=True, stdout=subprocess.DEVNULL)
+    with assetpatch.Client(str(tmp_path / "d"), manifest_url=f"file://{repo}/head.json") as c:
+        assert c.check()[1] < 4096, "no archive download planned: the index pages only"
+        assert c.update() is True
+        with pytest.raises(assetpatch.NotLocalError):
+            c.resolve("g1/a.bin")
+        c.fetch_groups("g1")
+        assert open(c.resolve("g1/a.bin"), "rb").read() == open(src / "g1" / "a.bin", "rb").read()

@@ -11,6 +11,9 @@ struct Candidate {
     var installedGroups: [String] = []
     /// Every file of the release, installed or not.
     var allFiles: [ManifestFile] { index?.files ?? manifest.files }
+    /// Every file has its place in the archive: an index lists them all (also when an update
+    /// installs none of them: a release whose every file is in on-demand groups).
+    var locatesEveryFile: Bool { index != nil || manifest.locatesEveryFile }
 }
 
 /// A format-2 release's index, read: its files (as a format-1 manifest lists them) and each

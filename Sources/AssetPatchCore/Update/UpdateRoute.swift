@@ -18,7 +18,7 @@ extension Updater {
     func chooseRoute(_ c: Candidate, _ state: StoreState) throws -> Route {
         guard config.differential else { return .wholeArchive("differential=off") }
         guard !c.manifest.isLegacy, let archiveSize = c.manifest.archiveSize else { return .wholeArchive("a legacy manifest") }
-        guard c.manifest.locatesEveryFile else { return .wholeArchive("the manifest has no per-file locations") }
+        guard c.locatesEveryFile else { return .wholeArchive("the manifest has no per-file locations") }
         guard let delta = try plan(c.manifest.files, chunkLists: c.index?.chunks ?? [:], chunkSize: c.manifest.index?.chunkSize ?? 0,
                                    state, fetchedChunks: store.fetchedChunks(c.manifest.archiveDigest)) else {
             return .wholeArchive("the manifest has no per-file locations")

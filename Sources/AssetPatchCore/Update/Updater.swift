@@ -208,7 +208,7 @@ final class Updater {
         let d = try download(for: c)
         let installer = Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: cancel, progress: progress)
         let installed = installedFiles(state)
-        guard c.manifest.locatesEveryFile,
+        guard c.locatesEveryFile,
               let plan = FilePlan.make(c.manifest.files, local: FileOrigin.onDisk(installed, verifiedFetchedFiles())) else {
             let archive = try fetch(c, d)
             try cancel.check()

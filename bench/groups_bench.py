@@ -169,8 +169,13 @@ def bench_large(work, nginx, quick):
         c.fetch_groups(group)
         out["fetch_s"] = time.monotonic() - t0
     sent, ranges = nginx.since(mark)
+    with open(os.path.join(repo, "head.json")) as f:
+        head = json.load(f)
+    index = head["index"] if "index" in head else json.loads(__import__("base64").b64decode(head["payload"]))["index"]
     out.update(fetch_sent=sent, fetch_group_archive_bytes=g_info["archive_bytes"], fetch_group_bytes=g_info["bytes"],
-               fetch_other=sum(b - a for a, b in ranges) - covered(ranges, g_spans))
+               fetch_index=covered(ranges, [(index["offset"], index["offset"] + index["size"])]),
+               fetch_other=sum(b - a for a, b in ranges) - covered(ranges, g_spans)
+               - covered(ranges, [(index["offset"], index["offset"] + index["size"])]))
 
     # v2 changes only g03, which this client does not have.
     changed = os.path.join(src, "groups", "g03")
@@ -349,7 +354,8 @@ def section(r):
         f"| first install (base only) | {lg['install_sent']:,} | base {lg['base_bytes']:,}: **{install_ratio:.4f}x**; "
         f"{lg['install_group_bytes']:,} bytes of groups | {lg['install_s']:.2f} |",
         f"| fetch group g07 ({lg['fetch_group_bytes'] / MB:.0f} MiB) | {lg['fetch_sent']:,} | its archive bytes "
-        f"{lg['fetch_group_archive_bytes']:,}: {fetch_over:+,} bytes; {lg['fetch_other']:,} of other files | {lg['fetch_s']:.2f} |",
+        f"{lg['fetch_group_archive_bytes']:,}: {fetch_over:+,} bytes, of which {lg['fetch_index']:,} are the chunk lists of its "
+        f"chunked files (index pages: what lets a killed fetch resume chunk by chunk) and {lg['fetch_other']:,} other files' | {lg['fetch_s']:.2f} |",
         f"| update changing only g03 (not local) | {lg['update_sent']:,} | check planned {lg['update_check_bytes']:,}; "
         f"{lg['update_absent_bytes']:,} bytes of groups not local | |",
         "",
@@ -370,7 +376,8 @@ def section(r):
         "| target | measured | met |",
         "|---|---|---|",
         f"| first install <= base + 1% | {install_ratio:.4f}x | {mk(install_ratio <= 1.01)} |",
-        f"| a 100 MiB group <= its bytes + one chunk (8 KiB) | {fetch_over:+,} bytes | {mk(fetch_over <= 8192)} |",
+        f"| a 100 MiB group <= its bytes + one chunk (8 KiB) | {fetch_over:+,} bytes ({fetch_over - lg['fetch_index']:+,} besides its chunk lists) "
+        f"| {mk(fetch_over <= 8192)} |",
         f"| an update of a group not local moves none of it | {lg['update_absent_bytes']:,} bytes | {mk(lg['update_absent_bytes'] == 0)} |",
         f"| group_status <= 1 us median at 100,000 files, no system call | {med:.0f} ns, 0 calls | {mk(med <= 1000 and s['files'] >= 100_000)} |",
         f"| quota: on disk <= quota + one group in flight; pins kept; refetch identical | {q['max_on_disk'] / MB:.1f} MiB <= "

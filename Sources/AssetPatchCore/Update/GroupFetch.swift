@@ -34,7 +34,9 @@ extension Updater {
     /// Returns the bytes transferred.
     func fetchGroup(_ t: GroupFetchTarget, _ state: StoreState, leased: (ReleaseLease) -> Void) throws -> UInt64 {
         var c = try candidate(installed: t.releaseID, t.record)
-        try walkIndex(&c, from: c.archive, groups: t.record.groupTable) { table, _ in [false] + table.groups.map { $0.name == t.group.name } }
+        // The group's chunk lists too, fetched now (the update did not): a killed fetch of a
+        // large file resumes chunk by chunk, and chunks on disk are reused.
+        try walkIndex(&c, from: c.archive, groups: t.record.groupTable) { table, _ in { table.fileGroups[$0] == t.number } }
         let files = c.allFiles.filter { $0.group == t.number }
         let download = store.groupDownload(t.releaseID, t.group.name)
         let stage = download + "/stage"

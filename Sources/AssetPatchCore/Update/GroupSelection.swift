@@ -18,6 +18,12 @@ extension Updater {
         return take
     }
 
+    /// Which files' chunk lists an update reads: those of the groups it installs.
+    func chunksInstalled(_ table: GroupTable, paths: [String], _ state: StoreState) -> (Int) -> Bool {
+        let take = groupsInstalled(table, paths: paths, state)
+        return { take[Int(table.fileGroups[$0])] }
+    }
+
     /// The paths the active release has on disk (its base, install groups and fetched groups),
     /// read from its record once per updater; nil when the record can't be read.
     private func activePaths(_ active: ReleaseRef, _ state: StoreState) -> Set<String>? {

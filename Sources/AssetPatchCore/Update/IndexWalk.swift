@@ -13,7 +13,7 @@ extension Updater {
         guard c.manifest.kind == .format2, c.index == nil else { return nil }
         if config.differential {
             do {
-                try walkIndex(&c, from: c.archive) { self.groupsInstalled($0, paths: $1, state) }
+                try walkIndex(&c, from: c.archive) { self.chunksInstalled($0, paths: $1, state) }
             } catch let f as DifferentialFallback {
                 guard mayDownload else {
                     return "the host does not answer range requests as asked (\(f.message)): an update downloads the whole archive and reads the release index from it"
@@ -25,7 +25,7 @@ extension Updater {
         }
         if c.index == nil {
             let archive = try fetch(c, try download(for: c))
-            try walkIndex(&c, from: .file(path: archive, url: c.archive.url)) { self.groupsInstalled($0, paths: $1, state) }
+            try walkIndex(&c, from: .file(path: archive, url: c.archive.url)) { self.chunksInstalled($0, paths: $1, state) }
         }
         // What this update installs of the release: the bytes held to max_release_bytes.
         selectGroups(&c, state)
@@ -44,7 +44,7 @@ extension Updater {
     /// checked as a format-1 manifest's are (paths, locations, sizes, plugins). Fills the
     /// candidate's files and chunk lists.
     func walkIndex(_ c: inout Candidate, from source: Location, groups known: GroupTable? = nil,
-                   installing: (GroupTable, [String]) -> [Bool]) throws {
+                   chunksOf: (GroupTable, [String]) -> (Int) -> Bool) throws {
         guard let index = c.manifest.index, c.index == nil else { return }
         let pages = PageStore(store, readOnly: readOnly)
         let shown = source.shown
@@ -71,7 +71,7 @@ extension Updater {
         }
 
         // The group page, last in the index entry (`GroupTable`), read once the file tables
-        // are: only the chunk lists of files in the groups `installing` takes (by number) are loaded.
+        // are: only the chunk lists of the files `chunksOf` takes (by number) are loaded.
         var table: GroupTable?
         let (files, chunks) = try IndexReader.walk(index, source: shown, prefetch: prefetch, chunksWanted: { files in
             if let known {
@@ -84,8 +84,7 @@ extension Updater {
                 table = try GroupTable.decode(try load([(ref, at)])[0], files: files.count, source: shown)
             }
             guard let t = table else { return { _ in true } }
-            let take = installing(t, files.map(\.file.path))
-            return { take[Int(t.fileGroups[$0])] }
+            return chunksOf(t, files.map(\.file.path))
         }, load: load)
         var list = files.map(\.file)
         try Manifest.checkIndexedFiles(list, c.manifest, source: shown)

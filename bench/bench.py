@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """assetpatch benchmarks against what a user would otherwise do, side by side in one run.
 
-    bench/run.sh [--runs 3] [--quick]
+    bench/run.sh [--runs 3] [--quick]        (groups alone: python3 bench/groups_bench.py)
 
 Generates deterministic asset sets (seeded), publishes them with the CLI, serves them with
 nginx on 127.0.0.1, measures and writes bench/RESULTS.md."""
@@ -441,6 +441,11 @@ def machine():
             "unzip": subprocess.run(["unzip", "-v"], capture_output=True, text=True).stdout.split()[1]}
 
 
+def groups_section(g):
+    import groups_bench
+    return groups_bench.section(g)
+
+
 def write_results(path, r, args):
     fu, rs, lib, idx = r["full_update"], r["resume"], r["library"], r["index"]
     mk = lambda ok: "yes" if ok else "**no**"
@@ -540,6 +545,7 @@ def write_results(path, r, args):
         f"libassetpatch.so.1: {lib['size'] / MB:.1f} MiB, stripped {lib['stripped'] / MB:.1f} MiB (the Swift runtime is linked in). "
         f"dlopen: {fmt(lib['dlopen_ms'], ' ms')}. NEEDED: {', '.join(lib['needed'])}.",
         "",
+        *(groups_section(r["groups"]) if "groups" in r else []),
         "## Targets",
         "",
         "| target | measured | met |",
@@ -612,6 +618,9 @@ def main():
         r["library"] = bench_library(tools, work, args.runs)
         log("speed: resolve, the full update pairwise, publishing on every core")
         r["speed"] = speed_bench.run_all(tools, work, args.runs, args.quick)
+        log("content on demand: groups")
+        import groups_bench  # here: it reads this module's paths
+        r["groups"] = groups_bench.run_all(work, args.runs, args.quick)
         with open(os.path.join(ROOT, "build", "bench-results.json"), "w") as f:
             json.dump(r, f, indent=1, default=str)
         write_results(args.out, r, args)

@@ -7,7 +7,8 @@
 # The session (scripts/hot-symbols/host.c) runs under valgrind's callgrind, which names every
 # function executed: full updates of a signed 1,000-file release over a private nginx (by its
 # head and index pages, and by its single manifest), then a differential update to the next
-# release, each followed by resolves with variants; and a full update from file://. Run it after changes to the code an update runs (the e2e tests
+# release, each followed by resolves with variants and the fetch of the release's group; and a
+# full update from file://. Run it after changes to the code an update runs (the e2e tests
 # fail when more than 2% of the list is no longer in the library), then rebuild.
 #   scripts/hot-symbols.sh        (uses build/prefix; builds it first when missing)
 set -euo pipefail
@@ -60,7 +61,7 @@ PY
 
 "$cli" keygen --out "$work/key" >/dev/null
 key=$(cat "$work/key.pub")
-"$cli" publish "$work/v1" --repo "$work/repo" --package hot --key "$work/key" >/dev/null
+"$cli" publish "$work/v1" --repo "$work/repo" --package hot --key "$work/key" --group 'far=levels/9*' >/dev/null
 nginx_start "$work" "$work/nginx"
 url="http://127.0.0.1:$NGINX_PORT/repo/head.json"
 names="levels/01/1/asset1.txt images/3/sprite1.png images/icon.png pack.bin missing.txt"
@@ -73,7 +74,7 @@ echo "== profiling: full update over HTTP, signed head and index pages"
 profile http-full "$work/data" "$url" "$key"
 echo "== profiling: full update over HTTP, single manifest"
 profile http-manifest "$work/data-manifest" "http://127.0.0.1:$NGINX_PORT/repo/manifest.json" -
-"$cli" publish "$work/v2" --repo "$work/repo" --key "$work/key" >/dev/null
+"$cli" publish "$work/v2" --repo "$work/repo" --key "$work/key" --group 'far=levels/9*' >/dev/null
 echo "== profiling: differential update over HTTP"
 profile http-diff "$work/data" "$url" "$key"
 echo "== profiling: full update from file://"

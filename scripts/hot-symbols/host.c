@@ -32,6 +32,17 @@ int main(int argc, char **argv) {
         int variant;
         (void)assetpatch_resolve_variant(c, argv[i], path, sizeof path, &len, &variant);
     }
+    /* Content on demand: the groups listed, the absent ones fetched, a file of one resolved. */
+    size_t groups = 0;
+    (void)assetpatch_group_count(c, &groups);
+    for (size_t i = 0; i < groups; i++) {
+        assetpatch_group_info g = ASSETPATCH_GROUP_INFO_INIT;
+        if (assetpatch_group_at(c, i, &g) != ASSETPATCH_OK || g.state == ASSETPATCH_GROUP_LOCAL) continue;
+        const char *names[] = {g.name, NULL};
+        if (assetpatch_group_fetch(c, names, progress, NULL) < 0) fprintf(stderr, "%s\n", assetpatch_last_error());
+        (void)assetpatch_group_status(c, g.name, &g);
+    }
+    (void)assetpatch_resolve(c, "levels/90/0/asset90.txt", path, sizeof path, &len);
     assetpatch_release_info info = ASSETPATCH_RELEASE_INFO_INIT;
     (void)assetpatch_release_get(c, ASSETPATCH_RELEASE_ACTIVE, &info);
     assetpatch_plugin_info plugins[8];

@@ -39,7 +39,7 @@ def synopsis_checks(readme, cli):
     block = re.search(r"## Command-line tool\n\n```text\n(.*?)```", readme, re.S).group(1)
     lines, current = {}, None
     for line in block.splitlines():
-        m = re.match(r"assetpatch ((?:keys )?[a-z-]+)", line)
+        m = re.match(r"assetpatch ((?:keys |group )?[a-z-]+)", line)
         if m:
             current = m.group(1)
             lines.setdefault(current, "")

@@ -215,9 +215,10 @@ int assetpatch_client_open(const char *data_dir, const char *bundle_dir, assetpa
  *                       language, its scale); "" (default): none. They are never evicted for
  *                       group_quota_bytes
  *   group_quota_bytes   the most the on-demand groups on disk in the served release may take
- *                       (unpacked bytes): a fetch past it evicts groups neither pinned nor in
- *                       groups, least recently used first, and is ERR_QUOTA when those alone
- *                       leave no room; 0 or "" (default): no quota
+ *                       (unpacked bytes): once a fetched group is on disk, groups neither pinned
+ *                       nor in groups are evicted, least recently used first; a group that
+ *                       can't fit beside those is ERR_QUOTA before it is fetched; 0 or ""
+ *                       (default): no quota
  *   keep_versions       earlier releases kept on disk (default 1)
  *   max_failed_launches opens of a release not marked good after which an open rolls it back
  *                       (see assetpatch_lifecycle); persisted for the data_dir; 0 (default) never
@@ -480,9 +481,9 @@ int assetpatch_resolve_variant(assetpatch_client *c, const char *name, char *pat
  * "install" group comes with every update, an "on_demand" group only when the host fetches it
  * (a level, a language, a scale of art). Files in no group are the release's base. An update
  * installs the base, the install groups, the on-demand groups in the groups option and those
- * the active release has content of on disk (fetched, or with a file at a path the active
- * release has: nothing a player had goes away; moved forward: only their changed files and
- * chunks travel);
+ * the active release has on disk (fetched, or at least half its bytes at the same paths: a
+ * release before groups, a renamed group; moved forward: only their changed files and chunks
+ * travel);
  * assetpatch_check plans exactly these bytes. Groups need a format-2 head (head.json).
  * ---------------------------------------------------------------------------------------- */
 
@@ -546,9 +547,11 @@ int assetpatch_group_status(assetpatch_client *c, const char *name, assetpatch_g
  * meanwhile, and so may an update by this or another client: one that lands mid-fetch leaves the
  * fetch to complete into the release this client serves; a client serving the new release
  * fetches the group there (files unchanged since are linked, not transferred). One fetch of a
- * group at a time per data_dir: a second waits for the first. With group_quota_bytes, groups
- * not pinned and not in the groups option are evicted first, least recently used first (a
- * fetch uses a group). Any thread.
+ * group at a time per data_dir: a second waits for the first. With group_quota_bytes, a group
+ * that can't fit beside the pinned and wanted ones is ERR_QUOTA before any byte moves; once it
+ * is on disk, groups neither pinned nor in the groups option are evicted, least recently used
+ * first (a fetch uses a group), so a fetch that fails evicts nothing and the disk holds at most
+ * the quota plus the group in flight. Any thread.
  * @return ASSETPATCH_OK; ERR_NOT_FOUND (no such group, or only the bundle is served); ERR_QUOTA;
  *         ERR_STATE (the release was installed without its archive's location: before 0.5);
  *         ERR_NETWORK, ERR_HTTP (also a host that does not answer ranges as asked),
@@ -559,9 +562,10 @@ int assetpatch_group_fetch(assetpatch_client *c, const char *const *names, asset
 /* Evicts on-demand group `name` of the release this client serves: this client stops
  * resolving its files (ERR_NOT_LOCAL) and its files are deleted, unless another client serves
  * files from it: they stay until that client closes and go at a later clean-up. Paths this
- * client handed out from the group stop being valid. Any thread.
+ * client handed out from the group stop being valid. A fetch of the group under way (any
+ * process) is waited for; assetpatch_cancel stops the wait. Any thread.
  * @return ASSETPATCH_OK (also when it was not on disk); ERR_NOT_FOUND; ERR_ARGUMENT (an install
- *         group, NULL c or name); ERR_IO. */
+ *         group, NULL c or name); ERR_CANCELLED; ERR_IO. */
 ASSETPATCH_WARN_UNUSED_RESULT
 int assetpatch_group_evict(assetpatch_client *c, const char *name);
 

@@ -115,15 +115,14 @@ public final class AssetPatchClient: Sendable {
     @discardableResult
     public func update(progress: (@Sendable (UpdateProgress) -> Void)? = nil) async throws(AssetPatchError) -> Bool {
         let c = try open()
-        return try await cancellable(progress) { handler in try c.update(progress: handler) }
+        return try await cancellable(progress, cancel: { c.cancel() }) { handler in try c.update(progress: handler) }
     }
 
     /// Runs `call` (an update, a group fetch) on a thread of its own with a progress handler
-    /// that reports to `progress`. Task cancellation reaches it twice: cancel() on the running
+    /// that reports to `progress`. Task cancellation reaches it twice: `cancel` on the running
     /// call, and the progress handler (called as it starts) for a cancellation that came first.
-    func cancellable<T: Sendable>(_ progress: (@Sendable (UpdateProgress) -> Void)?,
+    func cancellable<T: Sendable>(_ progress: (@Sendable (UpdateProgress) -> Void)?, cancel: @escaping @Sendable () -> Void,
                                   _ call: @escaping @Sendable (@escaping ProgressHandler) throws -> T) async throws(AssetPatchError) -> T {
-        let c = try open()
         let cancelled = Atomic<Bool>(false)
         return try await withTaskCancellationHandler {
             await offPool { () throws(AssetPatchError) in
@@ -136,7 +135,7 @@ public final class AssetPatchClient: Sendable {
             }
         } onCancel: {
             cancelled.store(true, ordering: .releasing)
-            c.cancel()
+            cancel()
         }.get()
     }
 

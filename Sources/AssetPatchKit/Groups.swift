@@ -47,7 +47,9 @@ extension AssetPatchClient {
     /// - Throws: ``AssetPatchError`` `.notFound`, `.quota`, `.network`, `.http`, `.integrity`, `.io`.
     public func fetchGroups(_ names: [String], progress: (@Sendable (UpdateProgress) -> Void)? = nil) async throws(AssetPatchError) {
         let c = try open()
-        _ = try await cancellable(progress) { handler in try c.fetchGroups(names, progress: handler) }
+        // Cancelling the task stops this fetch alone, not an update or another fetch.
+        let token = CancelToken()
+        _ = try await cancellable(progress, cancel: { token.cancel() }) { handler in try c.fetchGroups(names, progress: handler, cancel: token) }
     }
 
     /// Evicts an on-demand group: its files go once no other client serves them.

@@ -39,7 +39,8 @@ extension Client {
     /// process fetched is taken as it is. With `group_quota_bytes`, unpinned groups are evicted
     /// first, least recently used first; `.quota` when pinned and wanted groups leave no room.
     @discardableResult
-    package func fetchGroups(_ names: [String], progress: ProgressHandler?) throws -> UInt64 {
+    /// `cancel`: a token of the caller's that stops this fetch alone (`cancel()` stops every one).
+    package func fetchGroups(_ names: [String], progress: ProgressHandler?, cancel: CancelToken? = nil) throws -> UInt64 {
         try loggingFailure {
             guard let served = servedRelease else { throw AssetPatchError(.notFound, "no release is served: the bundle has no groups") }
             var wanted: [String] = []
@@ -49,7 +50,7 @@ extension Client {
                 }
                 wanted.append(name)
             }
-            let token = CancelToken()
+            let token = cancel ?? CancelToken()
             groupCancels.withLock { $0.append(token) }
             defer { groupCancels.withLock { $0.removeAll { $0 === token } } }
             var moved: UInt64 = 0
@@ -73,8 +74,10 @@ extension Client {
     private func fetchGroup(_ group: ReleaseGroup, number: UInt16, _ served: ServedRelease, _ updater: Updater, _ token: CancelToken) throws -> UInt64 {
         let id = served.ref.id
         if view.read({ $0.isLocal(group: group.name) }) {
-            // On disk and served: used now (the quota evicts least recently used groups first).
-            try store.modifyState { $0.groups.touch(group.name) }
+            // On disk and served (this client holds its lease): listed again should another
+            // client have evicted it meanwhile, used now, and the quota kept.
+            try markLocal(group.name, number: number, served)
+            try makeRoom(besides: group, served)
             return 0
         }
         guard let lock = try store.lockGroupFetch(id, group.name, cancel: token) else {
@@ -93,16 +96,25 @@ extension Client {
             served.hold(group: group.name, lease)
             try markLocal(group.name, number: number, served)
             done()
+            try makeRoom(besides: group, served)
             return 0
         }
         guard group.size <= configuration.maxReleaseBytes else {
             throw AssetPatchError(.archive, "group \(group.name) of \(group.size) bytes exceeds max_release_bytes (\(configuration.maxReleaseBytes))")
         }
-        try makeRoom(for: group, served, try store.loadState())
+        // Listed but gone from disk (an open that could not clean up): unlisted first, so that
+        // its own files are not offered as where to link them from.
+        var state = try store.loadState()
+        if state.groups.isLocal(group.name, in: id) {
+            (_, state) = try store.modifyState { $0.groups.setLocal(group.name, in: id, false) }
+        }
+        try checkFits(group, served, state)
         let target = GroupFetchTarget(releaseID: id, record: try served.info(store), group: group, number: number)
-        let moved = try updater.fetchGroup(target, try store.loadState()) { served.hold(group: group.name, $0) }
+        let moved = try updater.fetchGroup(target, state) { served.hold(group: group.name, $0) }
         try markLocal(group.name, number: number, served)
         done()
+        // The quota is held once the group is on disk: a fetch that fails evicts nothing.
+        try makeRoom(besides: group, served)
         return moved
     }
 
@@ -168,33 +180,45 @@ extension Client {
         }
     }
 
-    /// Evicts unpinned groups the host does not want with every update, least recently used
-    /// first, until `group` fits `group_quota_bytes` beside the groups left; `.quota` when it can't.
-    private func makeRoom(for group: ReleaseGroup, _ served: ServedRelease, _ state: StoreState) throws {
-        guard let quota = configuration.groupQuotaBytes else { return }
-        let id = served.ref.id
+    /// The groups listed on disk in the served release besides `group`, what of them the quota
+    /// must keep (pinned, or wanted with every update), and their bytes with `group`'s.
+    private func quotaView(_ group: ReleaseGroup, _ served: ServedRelease, _ state: StoreState)
+        -> (local: [ReleaseGroup], kept: Set<String>, bytes: ([ReleaseGroup]) -> UInt64) {
         let kept = Set(state.groups.pinned).union(configuration.groups)
-        let local = served.groups.filter { $0.delivery == .onDemand && $0.name != group.name && state.groups.isLocal($0.name, in: id) }
-        func sum(_ groups: [ReleaseGroup]) -> UInt64 {
+        let local = served.groups.filter { $0.delivery == .onDemand && $0.name != group.name && state.groups.isLocal($0.name, in: served.ref.id) }
+        let bytes = { (groups: [ReleaseGroup]) in
             groups.reduce(group.size) { total, g in total.addingReportingOverflow(g.size).overflow ? .max : total + g.size }
         }
-        // Nothing is evicted for a fetch that can't fit: what can't go already leaves no room.
-        let staying = sum(local.filter { kept.contains($0.name) })
-        guard staying <= quota else {
+        return (local, kept, bytes)
+    }
+
+    /// `.quota` before any byte is fetched when `group` can't fit `group_quota_bytes` beside
+    /// the groups that can't be evicted (pinned, or wanted with every update).
+    private func checkFits(_ group: ReleaseGroup, _ served: ServedRelease, _ state: StoreState) throws {
+        guard let quota = configuration.groupQuotaBytes else { return }
+        let (local, kept, bytes) = quotaView(group, served, state)
+        let staying = bytes(local.filter { kept.contains($0.name) })
+        if staying > quota {
             throw AssetPatchError(.quota, "group \(group.name) (\(group.size) bytes) does not fit group_quota_bytes \(quota): pinned groups and those the groups option wants hold \(staying - group.size) bytes")
         }
+    }
+
+    /// Evicts groups neither pinned nor wanted with every update, least recently used first
+    /// (one being fetched is skipped), until the groups on disk with `group` fit
+    /// `group_quota_bytes`; `group` was just fetched or used.
+    private func makeRoom(besides group: ReleaseGroup, _ served: ServedRelease) throws {
+        guard let quota = configuration.groupQuotaBytes else { return }
+        let state = try store.loadState()
+        let (local, kept, bytes) = quotaView(group, served, state)
         var on = local
-        // Never used first, then in the order of their last use; one being fetched is skipped.
+        // Never used first, then in the order of their last use.
         let order = { (g: ReleaseGroup) in state.groups.used.firstIndex(of: g.name) ?? -1 }
-        for victim in local.filter({ !kept.contains($0.name) }).sorted(by: { order($0) < order($1) }) where sum(on) > quota {
-            guard let lock = try store.lockGroupFetch(id, victim.name, cancel: nil) else { continue }
+        for victim in local.filter({ !kept.contains($0.name) }).sorted(by: { order($0) < order($1) }) where bytes(on) > quota {
+            guard let lock = try store.lockGroupFetch(served.ref.id, victim.name, cancel: nil) else { continue }
             defer { _ = lock }
-            log(.info, "evicting group \(victim.name) (\(victim.size) bytes) to fit group \(group.name) in group_quota_bytes \(quota)")
+            log(.info, "evicting group \(victim.name) (\(victim.size) bytes) to keep group_quota_bytes \(quota) with group \(group.name)")
             try evict(victim.name, number: UInt16(served.groupNumber(victim.name)!), served)
             on.removeAll { $0.name == victim.name }
-        }
-        if sum(on) > quota {
-            throw AssetPatchError(.quota, "group \(group.name) (\(group.size) bytes) does not fit group_quota_bytes \(quota) beside groups being fetched")
         }
     }
 }

@@ -120,6 +120,7 @@ package struct ReleaseRecord: Sendable {
                   let n = g["files"]?.int64, let size = g["size"]?.int64, let stored = g["stored"]?.int64, n >= 0, size >= 0, stored >= 0 else { return nil }
             info.groups.append(ReleaseGroup(name: name, delivery: d, files: Int(n), size: UInt64(size), storedBytes: UInt64(stored)))
         }
+        guard info.groups.count <= ReleaseGroup.maxCount else { return nil }
         if let url = json["archive_url"]?.string, let size = json["archive_size"]?.int64, size >= 0,
            let index = try? IndexLocation.decode(json["index"], archiveSize: UInt64(size), source: "release record") {
             (info.archiveURL, info.archiveSize, info.index) = (url, UInt64(size), index)

@@ -194,11 +194,13 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
     }
 
     /// Every file fetched by differential updates so far, by sha256 (any archive's).
-    func fetchedFiles() -> [String: String] {
+    /// `group`: also what the fetch of that group keeps (`groupDownload`); an update never links
+    /// from a group fetch's files, which the fetch deletes once done.
+    func fetchedFiles(group: String? = nil) -> [String: String] {
         var out: [String: String] = [:]
         var dirs: [String] = []
         for name in (try? FS.list(downloadsDir)) ?? [] where name.hasSuffix(".files") { dirs.append(downloadsDir + "/" + name) }
-        for name in (try? FS.list(groupDownloadsDir)) ?? [] where !name.hasSuffix(".lock") { dirs.append(groupDownloadsDir + "/" + name + "/files") }
+        if let group { dirs.append(group + "/files") }
         for dir in dirs {
             for sha in (try? FS.list(dir)) ?? [] where Hex.isHex(sha, length: 64) {
                 out[sha] = dir + "/" + sha

@@ -41,6 +41,7 @@ extension Updater {
         let download = store.groupDownload(t.releaseID, t.group.name)
         let stage = download + "/stage"
         try FS.makeDirectories(download + "/files")
+        groupDownload = download
         var state = state
         var moved: UInt64 = 0
         var durable = Set<String>()
@@ -52,9 +53,14 @@ extension Updater {
             } catch let f as DifferentialFallback where attempt == 0 {
                 // A file on disk it linked from changed or went (an update's clean-up, an
                 // eviction): planned again from what is on disk now.
+                // What this fetch kept is dropped too: a chunk a power cut damaged under its
+                // final name would fail again.
                 log(.warning, "group \(t.group.name): \(f.message); planning again")
                 state = try store.loadState()
                 installedCache = nil
+                try FS.removeTree(download)
+                try FS.makeDirectories(download + "/files")
+                verifiedFetched = []
             } catch let f as DifferentialFallback {
                 throw AssetPatchError(.io, "group \(t.group.name): \(f.message)")
             }

@@ -1,26 +1,45 @@
 extension Updater {
     /// Which groups of a release (by number: 0 the base, N the Nth group) an update installs:
     /// the base, every install group, the on-demand groups the host wants with every update
-    /// (the `groups` option), and every on-demand group the active release has content of on
-    /// disk: one it lists as fetched (by name), and one with a file at a path the active
-    /// release has (a release from before groups had every file; a group that was installed
-    /// with every update, or renamed, keeps its files). Those move forward differentially: only
-    /// their changed files and chunks are fetched. The others stay absent until the host
-    /// fetches them; `check` plans the same. `paths`: the release's files, in its order.
-    func groupsInstalled(_ table: GroupTable, paths: [String], _ state: StoreState) -> [Bool] {
+    /// (the `groups` option), and every on-demand group the active release has on disk: one it
+    /// lists as fetched (by name), and one of which it has files at the same paths making up at
+    /// least half the group's bytes (a release from before groups had every file; a group that
+    /// was installed with every update, or renamed, keeps its files; a large group that merely
+    /// took in one file the release had is not pulled onto every client). Those move forward
+    /// differentially: only their changed files and chunks are fetched. The others stay absent
+    /// until the host fetches them; `check` plans the same. `files`: the release's, in order.
+    func groupsInstalled(_ table: GroupTable, files: [ManifestFile], _ state: StoreState) -> [Bool] {
         let active = state.active
         let carried = Set(active.map { state.groups.local[$0.id] ?? [] } ?? []).union(config.groups)
         var take = [true] + table.groups.map { $0.delivery == .install || carried.contains($0.name) }
-        guard let active, take.contains(false), let present = activePaths(active, state) else { return take }
-        for (path, g) in zip(paths, table.fileGroups) where !take[Int(g)] && present.contains(path) {
-            take[Int(g)] = true
+        guard let active, take.contains(false) else { return take }
+        guard let present = activePaths(active, state) else {
+            log(.warning, "the active release's record can't be read: only the groups it lists as fetched move forward")
+            return take
+        }
+        var had = [UInt64](repeating: 0, count: take.count), any = [Bool](repeating: false, count: take.count)
+        for (f, g) in zip(files, table.fileGroups) where !take[Int(g)] && present.contains(f.path) {
+            had[Int(g)] &+= f.size
+            any[Int(g)] = true
+        }
+        for (i, g) in table.groups.enumerated() where !take[i + 1] && any[i + 1] && had[i + 1] >= g.size - g.size / 2 {
+            take[i + 1] = true
         }
         return take
     }
 
+    /// The bytes `max_release_bytes` holds an update to: its base, install groups and the groups
+    /// the host wants; groups moved forward because they were on disk were accepted before, and
+    /// an update must not fail for them (fetches are held to it one group at a time).
+    func judgedBytes(_ c: Candidate) -> UInt64 {
+        guard let table = c.index?.groups else { return c.manifest.releaseBytes }
+        let wanted = [true] + table.groups.map { $0.delivery == .install || config.groups.contains($0.name) }
+        return c.manifest.files.reduce(0) { wanted[Int($1.group)] ? $0 &+ $1.size : $0 }
+    }
+
     /// Which files' chunk lists an update reads: those of the groups it installs.
-    func chunksInstalled(_ table: GroupTable, paths: [String], _ state: StoreState) -> (Int) -> Bool {
-        let take = groupsInstalled(table, paths: paths, state)
+    func chunksInstalled(_ table: GroupTable, files: [ManifestFile], _ state: StoreState) -> (Int) -> Bool {
+        let take = groupsInstalled(table, files: files, state)
         return { take[Int(table.fileGroups[$0])] }
     }
 
@@ -38,7 +57,7 @@ extension Updater {
     /// The base and the groups `groupsInstalled` takes: what an update installs of the release.
     func selectGroups(_ c: inout Candidate, _ state: StoreState) {
         guard let index = c.index, let table = index.groups else { return }
-        let take = groupsInstalled(table, paths: index.files.map(\.path), state)
+        let take = groupsInstalled(table, files: index.files, state)
         c.manifest.files = index.files.filter { take[Int($0.group)] }
         c.installedGroups = table.groups.enumerated().filter { $0.element.delivery == .onDemand && take[$0.offset + 1] }.map(\.element.name)
     }

@@ -13,7 +13,7 @@ extension Updater {
         guard c.manifest.kind == .format2, c.index == nil else { return nil }
         if config.differential {
             do {
-                try walkIndex(&c, from: c.archive) { self.chunksInstalled($0, paths: $1, state) }
+                try walkIndex(&c, from: c.archive) { self.chunksInstalled($0, files: $1, state) }
             } catch let f as DifferentialFallback {
                 guard mayDownload else {
                     return "the host does not answer range requests as asked (\(f.message)): an update downloads the whole archive and reads the release index from it"
@@ -25,12 +25,12 @@ extension Updater {
         }
         if c.index == nil {
             let archive = try fetch(c, try download(for: c))
-            try walkIndex(&c, from: .file(path: archive, url: c.archive.url)) { self.chunksInstalled($0, paths: $1, state) }
+            try walkIndex(&c, from: .file(path: archive, url: c.archive.url)) { self.chunksInstalled($0, files: $1, state) }
         }
         // What this update installs of the release: the bytes held to max_release_bytes.
         selectGroups(&c, state)
-        if c.manifest.releaseBytes > config.maxReleaseBytes {
-            throw AssetPatchError(.archive, "\(c.archive.shown): release of \(c.manifest.releaseBytes) bytes exceeds max_release_bytes (\(config.maxReleaseBytes))")
+        if judgedBytes(c) > config.maxReleaseBytes {
+            throw AssetPatchError(.archive, "\(c.archive.shown): release of \(judgedBytes(c)) bytes exceeds max_release_bytes (\(config.maxReleaseBytes))")
         }
         if let index = c.index, index.newPages > 0 {
             log(.info, "release index: \(index.files.count) files (\(index.chunks.count) chunked); \(index.newPages) new index pages, \(index.fetchedBytes) bytes transferred")
@@ -44,7 +44,7 @@ extension Updater {
     /// checked as a format-1 manifest's are (paths, locations, sizes, plugins). Fills the
     /// candidate's files and chunk lists.
     func walkIndex(_ c: inout Candidate, from source: Location, groups known: GroupTable? = nil,
-                   chunksOf: (GroupTable, [String]) -> (Int) -> Bool) throws {
+                   chunksOf: (GroupTable, [ManifestFile]) -> (Int) -> Bool) throws {
         guard let index = c.manifest.index, c.index == nil else { return }
         let pages = PageStore(store, readOnly: readOnly)
         let shown = source.shown
@@ -84,7 +84,7 @@ extension Updater {
                 table = try GroupTable.decode(try load([(ref, at)])[0], files: files.count, source: shown)
             }
             guard let t = table else { return { _ in true } }
-            return chunksOf(t, files.map(\.file.path))
+            return chunksOf(t, files.map(\.file))
         }, load: load)
         var list = files.map(\.file)
         try Manifest.checkIndexedFiles(list, c.manifest, source: shown)

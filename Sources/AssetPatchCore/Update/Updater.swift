@@ -37,6 +37,8 @@ final class Updater {
     var resumedDamagedPartial = false
     /// Fetched files verified by this updater (its retries trust them without hashing again).
     var verifiedFetched = Set<String>()
+    /// A group fetch's own downloads (`downloads/groups/<id>@<group>`): its earlier attempts' files.
+    var groupDownload: String?
     /// The active release's paths on disk (`groupsInstalled`), read once per updater.
     var activePathsCache: (id: String, paths: Set<String>)?
     /// The installed releases' files by sha256, read from their records once per updater: the
@@ -272,7 +274,7 @@ final class Updater {
     /// again unless this updater verified them, and removed when they no longer match.
     func verifiedFetchedFiles() -> [String: String] {
         var fetched: [String: String] = [:]
-        for (sha, path) in store.fetchedFiles() {
+        for (sha, path) in store.fetchedFiles(group: groupDownload) {
             if verifiedFetched.contains(path) { fetched[sha] = path; continue }
             if (try? Digest.hexOfFile(path)) == sha {
                 verifiedFetched.insert(path)
@@ -311,15 +313,16 @@ final class Updater {
             s.highestInstalled = max(s.highestInstalled, c.version)
             if !inPlace { s.groups.local[ref.id] = c.installedGroups.isEmpty ? nil : c.installedGroups.sorted() }
         }
-        // Every partial download and fetched file is now superseded (one updater at a time), but
-        // what group fetches of releases still on disk keep.
-        store.discardDownloads(keepingGroupsOf: state.liveReleaseIDs)
         do {
             let leased = try store.collectGarbage(state)
+            // Every partial download and fetched file is now superseded (one updater at a time),
+            // but what group fetches of releases still on disk (named, or served) keep.
+            store.discardDownloads(keepingGroupsOf: state.liveReleaseIDs.union(leased))
             store.collectGroups(state)
             store.pruneIndexPages(keepingReleases: state.liveReleaseIDs.union(leased))
             ChunkScan.prune(store)
         } catch let e as AssetPatchError {
+            store.discardDownloads(keepingGroupsOf: state.liveReleaseIDs)
             log(.warning, "cleaning up old releases: \(e.message)")
         }
         progress.report(Progress(phase: .activate), final: true)

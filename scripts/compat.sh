@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Format compatibility: repositories this tree's CLI publishes (signed, with channels, a staged
-# rollout, a halt and its re-raise, key documents, the default expiry) are updated by the CLIs of
-# earlier releases, built from git: 0.3.0 reads manifest.json, 0.4.0 head.json.
+# rollout, a halt and its re-raise, key documents, the default expiry, groups) are updated by the
+# CLIs of earlier releases, built from git: 0.3.0 reads manifest.json, 0.4.0 head.json.
 #   scripts/compat.sh [WORK_DIR]      closes with "N passed, N failed"; builds take minutes
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -63,6 +63,19 @@ assert "0.4.0: serves version 4" test "$(served "$old" "$work/data-0.4.0")" = "f
 old="$work/src-0.3.0/.build/release/assetpatch-cli"
 expect "0.3.0 without keys updates to version 4 (it ignores revision, signed, keys)" 0 "$old" update --data-dir "$work/data-0.3.0-keyless" --url "file://$repo/manifest.json"
 assert "0.3.0: serves version 4" test "$(served "$old" "$work/data-0.3.0-keyless")" = "four"
+
+# Groups (0.5): the group page lies after every page older clients read and the head field
+# naming it is one they ignore, so they install every file, the groups' too (a chunked one).
+grepo="$work/groups-repo"; gsrc="$work/groups-assets"
+rm -rf "$grepo" "$gsrc"; mkdir -p "$gsrc/levels/2"
+echo "base" >"$gsrc/base.txt"; echo "level two" >"$gsrc/levels/2/map.txt"
+head -c 5000000 /dev/urandom >"$gsrc/levels/2/pack.bin"
+expect "publish a release whose levels are an on-demand group" 0 "$cli" publish "$gsrc" --repo "$grepo" --package compat-groups --group 'level2=levels/*'
+for v in "${!revs[@]}"; do
+  old="$work/src-$v/.build/release/assetpatch-cli"
+  expect "$v: updates from ${urls[$v]} of a release with groups" 0 "$old" update --data-dir "$work/data-groups-$v" --url "file://$grepo/${urls[$v]}"
+  assert "$v: installs the group's files too" cmp "$("$old" resolve --data-dir "$work/data-groups-$v" levels/2/pack.bin)" "$gsrc/levels/2/pack.bin"
+done
 
 echo "$passed passed, $failed failed"
 ((failed == 0))

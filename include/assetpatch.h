@@ -460,7 +460,8 @@ int assetpatch_last_check(assetpatch_client *c, assetpatch_check_outcome *out);
  * A returned path stays valid while this client serves its release, and after that while the
  * release is active or kept (keep_versions).
  * A name whose file is in an on-demand group not on disk is ERR_NOT_LOCAL (the message names
- * the group): never the bundle's or an older release's copy, whatever the variants.
+ * the group): never an older release's copy, whatever the variants, nor the bundle's unless it
+ * has the file's sha256 (hashed by the update, its fingerprint checked at each open).
  * @return ASSETPATCH_OK; ERR_NOT_FOUND; ERR_NOT_LOCAL; ERR_RANGE (path_cap too small, size query);
  *         ERR_ARGUMENT (NULL c or name; empty name, name starting with '/', containing '\\', or
  *         with an empty, "." or ".." component, or a component longer than 255 bytes). */

@@ -413,3 +413,20 @@ def test_a_release_whose_every_file_is_in_a_group_installs_nothing_and_downloads
             c.resolve("g1/a.bin")
         c.fetch_groups("g1")
         assert open(c.resolve("g1/a.bin"), "rb").read() == open(src / "g1" / "a.bin", "rb").read()
+
+
+def test_a_bundle_copy_with_the_same_sha256_counts_as_local(site, tmp_path):
+    bundle = tmp_path / "bundle"
+    same, other = site.files["levels/1/00.bin"], b"an older level 1 tile"
+    make_tree(bundle, {"levels/1/00.bin": same, "levels/1/01.bin": other})
+    time.sleep(2.1)  # past the bundle digests' racy window (BundleDigests.racyWindowNs): digests get cached
+    with assetpatch.Client(str(tmp_path / "data"), str(bundle), manifest_url=site.url) as c:
+        c.update()
+        assert c.resolve("levels/1/00.bin") == str(bundle / "levels/1/00.bin"), "the identical bundle copy serves it"
+        with pytest.raises(assetpatch.NotLocalError):
+            c.resolve("levels/1/01.bin")  # the bundle's copy is not the release's
+    with open(bundle / "levels/1/00.bin", "ab") as f:
+        f.write(b"changed by an app upgrade")  # its fingerprint moves: no longer vouched for
+    with assetpatch.Client(str(tmp_path / "data"), str(bundle)) as c:
+        with pytest.raises(assetpatch.NotLocalError):
+            c.resolve("levels/1/00.bin")

@@ -122,16 +122,16 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
 
     /// The release's name table and groups. Fast path: the NUL-separated names file and the
     /// group table (no JSON, no hashes); release.json otherwise.
-    func loadIndex(_ ref: ReleaseRef) throws -> (NameTable, [ReleaseGroup]) {
+    func loadIndex(_ ref: ReleaseRef, excluding: Set<String> = []) throws -> (NameTable, [ReleaseGroup]) {
         let dir = store.releaseDir(ref.id)
         if let bytes = store.loadNames(ref.id) {
             let table = store.loadGroupTable(ref.id, names: bytes)
-            if table != .none, let index = NameTable(releaseDir: dir, nulSeparated: bytes, groups: table ?? nil) {
+            if table != .none, let index = NameTable(releaseDir: dir, nulSeparated: bytes, groups: table ?? nil, excluding: excluding) {
                 return (index, table??.groups ?? [])
             }
         }
         let info = try store.loadRelease(ref.id)
-        return (NameTable(releaseDir: dir, files: info.files, groups: info.groups), info.groups)
+        return (NameTable(releaseDir: dir, files: info.files, groups: info.groups, excluding: excluding), info.groups)
     }
 
     // MARK: Options and logging

@@ -78,6 +78,16 @@ extension Client {
                         }
                     }
                 }
+                // Files of absent groups whose bundle copy has their sha256 (checked at the
+                // update, the fingerprint now): the bundle serves them, as local as any.
+                if let bundleDir, !absent.isEmpty {
+                    let copies = record?.bundleCopies ?? store.bundleCopies(ref.id)
+                    let same = copies.isEmpty ? [] : BundleDigests(bundleDir: bundleDir, cachePath: store.bundleDigestsPath).verified(copies)
+                    if !same.isEmpty {
+                        index = try record.map { NameTable(releaseDir: store.releaseDir(ref.id), files: $0.files, groups: $0.groups, excluding: same) }
+                            ?? loadIndex(ref, excluding: same).0
+                    }
+                }
                 next = served
             } else {
                 log(.warning, "version \(ref.version) is gone from \(store.root) (another client cleaned it up); serving the bundle")

@@ -9,6 +9,8 @@ struct Candidate {
     var index: IndexContents?
     /// The on-demand groups this update installs (what the host wants, what it has on disk).
     var installedGroups: [String] = []
+    /// Files of the groups it does not install that the bundle has with their sha256.
+    var bundleCopies: [(path: String, sha256: String)] = []
     /// Every file of the release, installed or not.
     var allFiles: [ManifestFile] { index?.files ?? manifest.files }
     /// Every file has its place in the archive: an index lists them all (also when an update

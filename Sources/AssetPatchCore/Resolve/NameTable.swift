@@ -89,7 +89,7 @@ package final class NameTable: @unchecked Sendable {  // immutable after init; t
     }
 
     /// The names are `bytes[range]` for each range, all files of `root`.
-    /// `rootOf(i)`: the root of name `i` (default: the first); `roots` at most 255.
+    /// `rootOf(i)`: the root of name `i` (default: the first; negative: left out); `roots` at most 255.
     init(root: String, bytes: [UInt8], ranges: [Range<Int>], roots: [String]? = nil, rootOf: ((Int) -> Int)? = nil) {
         self.root = root
         self.roots = roots ?? [root]
@@ -99,7 +99,9 @@ package final class NameTable: @unchecked Sendable {  // immutable after init; t
         var used = 0
         bytes.withUnsafeBytes { all in
             for (i, r) in ranges.enumerated() {
-                insert(UnsafeRawBufferPointer(rebasing: all[r]), file: nil, root: rootOf?(i) ?? 0, tag: 0, used: &used)
+                let root = rootOf?(i) ?? 0
+                if root < 0 { continue }  // left out: another table answers for it
+                insert(UnsafeRawBufferPointer(rebasing: all[r]), file: nil, root: root, tag: 0, used: &used)
             }
         }
     }

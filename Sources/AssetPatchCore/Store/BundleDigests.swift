@@ -94,6 +94,19 @@ struct BundleDigests {
         return result
     }
 
+    /// Which of `files` (relative path, sha256) the bundle has now with that sha256, by the
+    /// cache alone: a file whose fingerprint moved since it was hashed is not among them. No
+    /// file is read: this runs at an open.
+    func verified(_ files: [(path: String, sha256: String)]) -> Set<String> {
+        let cached = loadCache()
+        var out = Set<String>()
+        for (rel, sha) in files {
+            guard let (fp, digest) = cached[rel], digest == sha, Fingerprint(bundleDir + "/" + rel) == fp else { continue }
+            out.insert(rel)
+        }
+        return out
+    }
+
     // MARK: The cache file
 
     /// `{"format":1,"bundle":DIR,"files":[[path,sha256,size,mtime_ns,ctime_ns,inode,device],…]}`.

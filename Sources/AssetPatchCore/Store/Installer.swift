@@ -238,6 +238,7 @@ extension ReleaseRecord {
         channel = c.manifest.channel
         rolloutBasisPoints = c.manifest.rollout.map { Rollout.basisPoints($0.percent(at: unixTime())) }
         groups = c.index?.groups?.groups ?? []
+        bundleCopies = c.bundleCopies
         if let index = c.manifest.index, let size = c.manifest.archiveSize {
             (archiveURL, archiveSize, self.index) = (c.archive.url, size, index)
         }

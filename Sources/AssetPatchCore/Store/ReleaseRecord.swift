@@ -28,6 +28,10 @@ package struct ReleaseRecord: Sendable {
     package var archiveURL: String?
     package var archiveSize: UInt64?
     package var index: IndexLocation?
+    /// Files of on-demand groups the update did not install whose bundle copy has their sha256
+    /// (relative path, sha256): the bundle serves them while their group is absent. Kept in the
+    /// release's `bundle-copies` file, not in release.json (an open reads it without the record).
+    package var bundleCopies: [(path: String, sha256: String)] = []
 
     /// The record's text, exactly as `toJSON().serialized()`, handed to `sink` in pieces of
     /// about `pieceSize` bytes, without building a value per file first: for a 1,000-file

@@ -60,7 +60,16 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
     func releaseRecordPath(_ id: String) -> String { releaseDir(id) + "/" + Store.recordName }
     func namesPath(_ id: String) -> String { releaseDir(id) + "/" + Store.namesName }
     /// A release directory's own files, the same in staging and in place.
-    private static let recordName = "release.json", namesName = "names", groupTableName = "group-table"
+    private static let recordName = "release.json", namesName = "names", groupTableName = "group-table", bundleCopiesName = "bundle-copies"
+    /// The release's files that the bundle serves while their group is absent (`bundleCopies`).
+    func bundleCopies(_ id: String) -> [(path: String, sha256: String)] {
+        guard let bytes = try? FS.readFile(releaseDir(id) + "/" + Store.bundleCopiesName, limit: 64 << 20, followLinks: false) else { return [] }
+        return String(decoding: bytes, as: UTF8.self).split(separator: "\n").compactMap { line in
+            let parts = line.split(separator: "\t", maxSplits: 1).map(String.init)
+            guard parts.count == 2, Hex.isHex(parts[0], length: 64), ResourceName.isValid(parts[1]) else { return nil }
+            return (parts[1], parts[0])
+        }
+    }
     /// The release's group table (`GroupTable`'s encoding), beside its names: what an open reads.
     func groupTablePath(_ id: String) -> String { releaseDir(id) + "/" + Store.groupTableName }
     /// An on-demand group's files, when it is on disk.
@@ -162,6 +171,9 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
         try info.serialize { text in try text.withUTF8 { try record.write(UnsafeRawBufferPointer($0)) } }
         try create(Store.namesName).write(names)
         if let table = info.groupTable { try create(Store.groupTableName).write(table.encode()) }
+        if !info.bundleCopies.isEmpty {
+            try create(Store.bundleCopiesName).write(Array(info.bundleCopies.map { "\($0.sha256)\t\($0.path)\n" }.joined().utf8))
+        }
         var dirs = Set<String>(["files"])
         for f in installed ?? info.files {
             let rel = info.relativePath(of: f)

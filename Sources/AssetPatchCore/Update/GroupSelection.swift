@@ -61,4 +61,21 @@ extension Updater {
         c.manifest.files = index.files.filter { take[Int($0.group)] }
         c.installedGroups = table.groups.enumerated().filter { $0.element.delivery == .onDemand && take[$0.offset + 1] }.map(\.element.name)
     }
+
+    /// The files of groups `c` does not install that the bundle has at the same path with the
+    /// same sha256: hashed now (on the update's thread, cached by fingerprint) so that an open
+    /// can tell from the cache alone that the bundle may serve them.
+    func bundleCopies(_ c: Candidate) throws -> [(path: String, sha256: String)] {
+        guard let bundleDir, c.index?.groups != nil else { return [] }
+        let installed = Set(c.manifest.files.map(\.path))
+        let candidates = c.allFiles.filter { f in
+            !installed.contains(f.path) && BundleDigests.Fingerprint(bundleDir + "/" + f.path)?.size == f.size
+        }
+        guard !candidates.isEmpty else { return [] }
+        var digests = BundleDigests(bundleDir: bundleDir, cachePath: store.bundleDigestsPath)
+        _ = try digests.digests(sizes: Set(candidates.map(\.size)), cancel: cancel)
+        let pairs = candidates.map { (path: $0.path, sha256: $0.sha256) }
+        let same = digests.verified(pairs)
+        return pairs.filter { same.contains($0.path) }
+    }
 }

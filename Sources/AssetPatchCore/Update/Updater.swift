@@ -107,6 +107,7 @@ final class Updater {
         while true {
             do {
                 try readIndex(&candidate, state)
+                candidate.bundleCopies = try bundleCopies(candidate)
                 let route = try chooseRoute(candidate, state)
                 try store.requireFreeSpace(try spaceNeeded(route, candidate, state), for: "version \(candidate.version)")
                 if case let .differential(plan) = route, let done = try installDifferentially(candidate, plan) {

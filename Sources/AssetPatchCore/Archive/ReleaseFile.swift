@@ -18,6 +18,8 @@ package struct ArchiveLocation: Sendable, Equatable {
 
     /// The bytes a range request fetches: local header through the end of the data.
     package var range: Range<UInt64> { headerOffset..<(dataOffset + compressedSize) }
+    /// The entry's bytes in the archive: what that range request moves.
+    package var storedBytes: UInt64 { dataOffset + compressedSize - headerOffset }
 }
 
 /// One file a release provides.

@@ -58,17 +58,6 @@ package struct GroupTable: Sendable, Equatable {
         self.fileGroups = fileGroups
     }
 
-    /// The group a file numbered `n` is in, nil for the base.
-    package func group(ofFile n: Int) -> ReleaseGroup? {
-        let g = Int(fileGroups[n])
-        return g == 0 ? nil : groups[g - 1]
-    }
-
-    /// The group number of `name` (1-based), nil when there is none.
-    package func number(of name: String) -> UInt16? {
-        groups.firstIndex { $0.name == name }.map { UInt16($0 + 1) }
-    }
-
     package func encode() -> [UInt8] {
         var out = IndexPage.magic
         out.append(4)
@@ -138,7 +127,7 @@ package struct GroupTable: Sendable, Equatable {
         for (f, g) in zip(files, fileGroups) where g > 0 {
             let i = Int(g) - 1
             let (size, o1) = counted[i].size.addingReportingOverflow(f.size)
-            let (stored, o2) = counted[i].storedBytes.addingReportingOverflow(f.location.map { $0.range.upperBound - $0.range.lowerBound } ?? 0)
+            let (stored, o2) = counted[i].storedBytes.addingReportingOverflow(f.location?.storedBytes ?? 0)
             guard !o1, !o2 else { throw AssetPatchError(.manifest, "\(source): the files of group \"\(groups[i].name)\" add up past 64 bits") }
             counted[i].files += 1
             (counted[i].size, counted[i].storedBytes) = (size, stored)

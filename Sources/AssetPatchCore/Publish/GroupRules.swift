@@ -68,7 +68,7 @@ package struct GroupRule: Sendable, Equatable {
             guard let g else { fileGroups.append(0); continue }
             groups[g].files += 1
             groups[g].size += f.size
-            groups[g].storedBytes += f.location.map { $0.range.upperBound - $0.range.lowerBound } ?? 0
+            groups[g].storedBytes += f.location?.storedBytes ?? 0
             fileGroups.append(UInt16(g + 1))
         }
         if let empty = groups.first(where: { $0.files == 0 }) {

@@ -35,11 +35,7 @@ extension Store {
             if retryingEINTR({ flock(file.fd, LOCK_SH) }) != 0 { throw ioError("flock", file.path) }
             // The lock must be on the file at that name now: a clean-up unlinks the lease file
             // under its exclusive lock, and a lock on an unlinked file protects nothing.
-            var mine = stat(), there = stat()
-            guard fstat(file.fd, &mine) == 0 else { throw ioError("fstat", file.path) }
-            if lstat(file.path, &there) != 0 || mine.st_ino != there.st_ino || mine.st_dev != there.st_dev {
-                continue
-            }
+            guard Store.isAtPath(file, path) else { continue }
             guard FS.isDirectory(directory) else {
                 flock(file.fd, LOCK_UN)
                 return nil

@@ -501,20 +501,26 @@ typedef enum assetpatch_group_delivery {
 
 /* One group of the release this client serves. */
 typedef struct assetpatch_group_info {
-    uint32_t size;           /* set by the caller: sizeof(assetpatch_group_info); first version 112 */
+    uint32_t size;           /* set by the caller: sizeof(assetpatch_group_info); first version 120 */
     int32_t  state;          /* assetpatch_group_state */
     int32_t  delivery;       /* assetpatch_group_delivery */
     int32_t  pinned;         /* 1 when pinned (assetpatch_group_pin) */
     uint64_t files;          /* files in the group */
     uint64_t total_bytes;    /* their unpacked bytes */
     uint64_t local_bytes;    /* of those, the bytes on disk (total_bytes when local, else 0) */
-    uint64_t archive_bytes;  /* their bytes in the release's archive: the most a fetch transfers
-                                (less when some content is already on disk) */
+    uint64_t archive_bytes;  /* their bytes in the release's archive */
+    uint64_t fetch_bytes;    /* what assetpatch_group_fetch would transfer (0 when local), as the
+                                update that installed the release planned it: its files not on
+                                disk (kept releases, this release, the bundle at any path) by
+                                range, plus nothing for those; a chunked file counts whole, so a
+                                fetch that finds some of its chunks on disk transfers less (plus
+                                the group's chunk-list pages). archive_bytes for a release
+                                installed before this field. */
     char     name[64];       /* NUL-terminated */
 } assetpatch_group_info;
 
-#define ASSETPATCH_GROUP_INFO_INIT { sizeof(assetpatch_group_info), 0, 0, 0, 0, 0, 0, 0, "" }
-#define ASSETPATCH_GROUP_INFO_SIZE_0_5 112
+#define ASSETPATCH_GROUP_INFO_INIT { sizeof(assetpatch_group_info), 0, 0, 0, 0, 0, 0, 0, 0, "" }
+#define ASSETPATCH_GROUP_INFO_SIZE_0_5 120
 
 /* *count gets the number of groups of the release this client serves (0 for the bundle).
  * From memory. Any thread.

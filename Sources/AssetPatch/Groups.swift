@@ -13,6 +13,7 @@ private func write(_ g: GroupStatus, to out: UnsafeMutablePointer<assetpatch_gro
     info.total_bytes = g.totalBytes
     info.local_bytes = g.localBytes
     info.archive_bytes = g.archiveBytes
+    info.fetch_bytes = g.fetchBytes
     withUnsafeMutableBytes(of: &info.name) { copyTruncated(g.name, into: $0) }
     try writeSized(info, to: out, what: what, minimum: Int(ASSETPATCH_GROUP_INFO_SIZE_0_5))
 }

@@ -12,8 +12,11 @@ public struct ReleaseGroupInfo: Sendable, Equatable {
     /// Unpacked bytes of its files, and of those on disk.
     public var totalBytes: UInt64
     public var localBytes: UInt64
-    /// Its files' bytes in the archive: the most a fetch transfers.
+    /// Its files' bytes in the archive.
     public var archiveBytes: UInt64
+    /// What a fetch would transfer (0 when local), as the update that installed the release
+    /// planned it: files found on disk are linked, a chunked file counts whole.
+    public var fetchBytes: UInt64
 
     init(_ g: GroupStatus) {
         name = g.name
@@ -24,6 +27,7 @@ public struct ReleaseGroupInfo: Sendable, Equatable {
         totalBytes = g.totalBytes
         localBytes = g.localBytes
         archiveBytes = g.archiveBytes
+        fetchBytes = g.fetchBytes
     }
 }
 

@@ -18,7 +18,7 @@ struct GroupsCommand: ParsableCommand {
             }
             if groups.isEmpty { print("no groups in \(c.currentVersion == 0 ? "the bundle" : "version \(c.currentVersion)")") }
             for g in groups {
-                print("\(g.name.padding(20)) \(GroupsCommand.stateName(g.state).padding(8)) \(g.delivery.name.padding(10)) \(g.pinned ? "pinned " : "")\(g.files) files, \(g.totalBytes) bytes (\(g.archiveBytes) in the archive)")
+                print("\(g.name.padding(20)) \(GroupsCommand.stateName(g.state).padding(8)) \(g.delivery.name.padding(10)) \(g.pinned ? "pinned " : "")\(g.files) files, \(g.totalBytes) bytes (\(g.archiveBytes) in the archive\(g.state == .local ? "" : ", \(g.fetchBytes) to fetch"))")
             }
         }
     }
@@ -34,7 +34,8 @@ struct GroupsCommand: ParsableCommand {
     static func json(_ g: GroupStatus) -> JSON {
         .object([("name", .string(g.name)), ("state", .string(stateName(g.state))), ("delivery", .string(g.delivery.name)),
                  ("pinned", .bool(g.pinned)), ("files", .int(Int64(g.files))), ("bytes", .int(Int64(g.totalBytes))),
-                 ("local_bytes", .int(Int64(g.localBytes))), ("archive_bytes", .int(Int64(g.archiveBytes)))])
+                 ("local_bytes", .int(Int64(g.localBytes))), ("archive_bytes", .int(Int64(g.archiveBytes))),
+                 ("fetch_bytes", .int(Int64(g.fetchBytes)))])
     }
 }
 

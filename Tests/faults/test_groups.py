@@ -155,6 +155,33 @@ def test_a_fetched_group_moves_its_bytes_and_resolves_byte_identical(site):
             assert not overlaps(ranges, span), f"{path} was asked for"
 
 
+def test_fetch_bytes_is_what_the_fetch_then_transfers(site, tmp_path):
+    """`fetch_bytes` is planned as the fetch plans: the archive bytes of a group's files not on
+    disk. Two files of level3 are in the bundle at other paths: neither is counted nor fetched."""
+    spans = locations(site.repo)
+    bundle = tmp_path / "bundle"
+    make_tree(bundle, {"old/a.bin": site.files["levels/3/00.bin"], "old/b.bin": site.files["levels/3/05.bin"]})
+    with assetpatch.Client(str(tmp_path / "data"), str(bundle), manifest_url=site.url) as c:
+        c.update()
+        for name, prefix, kept in (("level2", "levels/2/", ()), ("level3", "levels/3/", ("levels/3/00.bin", "levels/3/05.bin"))):
+            info = c.group(name)
+            whole = sum(b - a for p, (a, b) in spans.items() if p.startswith(prefix))
+            assert info.archive_bytes == whole
+            kept_bytes = sum(spans[p][1] - spans[p][0] for p in kept)
+            # level2's files lie together in the archive: one range, no gap; level3's two
+            # holes are wider than any gap a range bridges.
+            assert info.fetch_bytes == whole - kept_bytes, (name, info.fetch_bytes, whole, kept_bytes)
+            site.server.reset()
+            c.fetch_groups([name])
+            ranges = asked(site.server)
+            for p in kept:
+                assert not overlaps(ranges, spans[p]), f"{p} was fetched though the bundle has it"
+            moved = sum(b - a for a, b in ranges)
+            assert info.fetch_bytes <= moved <= info.fetch_bytes + 8192, "its bytes and at most a page of chunk lists"
+            assert c.group(name).fetch_bytes == 0, "local: nothing to fetch"
+            assert_local(c, site.files, prefix)
+
+
 def test_a_second_client_sees_the_group_another_fetched_without_transfer(site):
     with client(site) as a:
         a.update()

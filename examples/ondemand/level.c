@@ -23,8 +23,8 @@ static int level_path(assetpatch_client *c, const char *map, const char *group, 
     if (rc != ASSETPATCH_ERR_NOT_LOCAL) return rc;
     assetpatch_group_info info = ASSETPATCH_GROUP_INFO_INIT;
     if (assetpatch_group_status(c, group, &info) == ASSETPATCH_OK)
-        printf("  %s is not on disk (group %s: %llu files, at most %llu bytes to fetch)\n", map, info.name,
-               (unsigned long long)info.files, (unsigned long long)info.archive_bytes);
+        printf("  %s is not on disk (group %s: %llu files, %llu bytes to fetch)\n", map, info.name,
+               (unsigned long long)info.files, (unsigned long long)info.fetch_bytes);
     const char *groups[] = {group, NULL};
     rc = assetpatch_group_fetch(c, groups, show, NULL);
     if (rc != ASSETPATCH_OK) return rc; /* offline: try again later; what arrived is kept */

@@ -11,8 +11,11 @@ package struct GroupStatus: Sendable, Equatable {
     /// Unpacked bytes of its files, and of those on disk.
     package var totalBytes: UInt64
     package var localBytes: UInt64
-    /// Its files' bytes in the archive: the most a fetch transfers (less when content is on disk).
+    /// Its files' bytes in the archive.
     package var archiveBytes: UInt64
+    /// What a fetch would transfer (0 when local): its files not found on disk, by range, as the
+    /// update that installed the release planned it; a chunked file counts whole.
+    package var fetchBytes: UInt64
 }
 
 /// Content on demand: the groups of the release a client serves, asked about from memory,
@@ -31,7 +34,8 @@ extension Client {
         let partial = !local && groupProgress.withLock { $0[name] != nil }
         return GroupStatus(name: name, state: local ? .local : partial ? .partial : .absent, delivery: g.delivery,
                            pinned: groupPins.withLock { $0.contains(name) }, files: g.files, totalBytes: g.size,
-                           localBytes: local ? g.size : 0, archiveBytes: g.storedBytes)
+                           localBytes: local ? g.size : 0, archiveBytes: g.storedBytes,
+                           fetchBytes: local ? 0 : served.fetchBytes[name] ?? g.storedBytes)
     }
 
     /// Fetches the on-demand groups `names` of the release this client serves (install groups

@@ -15,14 +15,18 @@ final class ServedRelease: @unchecked Sendable {  // `record` is only touched un
     private var record: ReleaseRecord?
     /// The release's groups (from its group table: no record parsed at open).
     let groups: [ReleaseGroup]
+    /// What fetching each absent on-demand group would transfer, as the update that installed
+    /// the release planned it (read once at the open: `group_status` answers from memory).
+    let fetchBytes: [String: UInt64]
     /// Shared leases on the on-demand groups this client serves files from, by name.
     private var groupLeases: [String: ReleaseLease] = [:]
 
-    init(ref: ReleaseRef, lease: ReleaseLease, record: ReleaseRecord?, groups: [ReleaseGroup]) {
+    init(ref: ReleaseRef, lease: ReleaseLease, record: ReleaseRecord?, groups: [ReleaseGroup], fetchBytes: [String: UInt64] = [:]) {
         self.ref = ref
         self.lease = lease
         self.record = record
         self.groups = groups
+        self.fetchBytes = fetchBytes
     }
 
     /// Holds (or with nil, lets go of) the lease on group `name`.
@@ -65,9 +69,11 @@ extension Client {
                 } else {
                     (index, groups) = try loadIndex(ref)
                 }
-                let served = ServedRelease(ref: ref, lease: lease, record: record, groups: groups)
+                let onDemand = groups.contains { $0.delivery == .onDemand }
+                let fetchBytes = !onDemand ? [:] : record.flatMap { $0.groupFetchBytes.isEmpty ? nil : $0.groupFetchBytes } ?? store.groupFetchBytes(ref.id)
+                let served = ServedRelease(ref: ref, lease: lease, record: record, groups: groups, fetchBytes: fetchBytes)
                 // The on-demand groups the state lists, leased while this client serves them.
-                if groups.contains(where: { $0.delivery == .onDemand }) {
+                if onDemand {
                     let local = try store.loadState().groups.local[ref.id] ?? []
                     groupNames = [""] + groups.map { $0.delivery == .onDemand ? $0.name : "" }
                     for (i, g) in groups.enumerated() where g.delivery == .onDemand {

@@ -11,6 +11,9 @@ struct Candidate {
     var installedGroups: [String] = []
     /// Files of the groups it does not install that the bundle has with their sha256.
     var bundleCopies: [(path: String, sha256: String)] = []
+    /// What fetching each on-demand group it does not install would transfer, planned as the
+    /// fetch plans it (`groupFetchBytes`).
+    var groupFetchBytes: [String: UInt64] = [:]
     /// Every file of the release, installed or not.
     var allFiles: [ManifestFile] { index?.files ?? manifest.files }
     /// Every file has its place in the archive: an index lists them all (also when an update

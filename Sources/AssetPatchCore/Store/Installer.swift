@@ -239,6 +239,7 @@ extension ReleaseRecord {
         rolloutBasisPoints = c.manifest.rollout.map { Rollout.basisPoints($0.percent(at: unixTime())) }
         groups = c.index?.groups?.groups ?? []
         bundleCopies = c.bundleCopies
+        groupFetchBytes = c.groupFetchBytes
         if let index = c.manifest.index, let size = c.manifest.archiveSize {
             (archiveURL, archiveSize, self.index) = (c.archive.url, size, index)
         }

@@ -32,6 +32,9 @@ package struct ReleaseRecord: Sendable {
     /// (relative path, sha256): the bundle serves them while their group is absent. Kept in the
     /// release's `bundle-copies` file, not in release.json (an open reads it without the record).
     package var bundleCopies: [(path: String, sha256: String)] = []
+    /// What fetching each on-demand group the update left absent would transfer, as it planned
+    /// it (by name). Kept in the release's `group-fetch` file, read at an open.
+    package var groupFetchBytes: [String: UInt64] = [:]
 
     /// The record's text, exactly as `toJSON().serialized()`, handed to `sink` in pieces of
     /// about `pieceSize` bytes, without building a value per file first: for a 1,000-file

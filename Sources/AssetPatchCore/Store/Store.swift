@@ -60,7 +60,8 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
     func releaseRecordPath(_ id: String) -> String { releaseDir(id) + "/" + Store.recordName }
     func namesPath(_ id: String) -> String { releaseDir(id) + "/" + Store.namesName }
     /// A release directory's own files, the same in staging and in place.
-    private static let recordName = "release.json", namesName = "names", groupTableName = "group-table", bundleCopiesName = "bundle-copies"
+    private static let recordName = "release.json", namesName = "names", groupTableName = "group-table", bundleCopiesName = "bundle-copies",
+                       groupFetchName = "group-fetch"
     /// The release's files that the bundle serves while their group is absent (`bundleCopies`).
     func bundleCopies(_ id: String) -> [(path: String, sha256: String)] {
         guard let bytes = try? FS.readFile(releaseDir(id) + "/" + Store.bundleCopiesName, limit: 64 << 20, followLinks: false) else { return [] }
@@ -69,6 +70,17 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
             guard parts.count == 2, Hex.isHex(parts[0], length: 64), ResourceName.isValid(parts[1]) else { return nil }
             return (parts[1], parts[0])
         }
+    }
+    /// What fetching each on-demand group the update left absent would transfer, as that
+    /// update planned it (`groupFetchBytes`); empty for a release installed without the file.
+    func groupFetchBytes(_ id: String) -> [String: UInt64] {
+        guard let bytes = try? FS.readFile(releaseDir(id) + "/" + Store.groupFetchName, limit: 64 << 10, followLinks: false) else { return [:] }
+        var out: [String: UInt64] = [:]
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+            let parts = line.split(separator: "\t", maxSplits: 1).map(String.init)
+            if parts.count == 2, let n = UInt64(parts[0]), ReleaseGroup.isValidName(parts[1]) { out[parts[1]] = n }
+        }
+        return out
     }
     /// The release's group table (`GroupTable`'s encoding), beside its names: what an open reads.
     func groupTablePath(_ id: String) -> String { releaseDir(id) + "/" + Store.groupTableName }
@@ -173,6 +185,9 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
         if let table = info.groupTable { try create(Store.groupTableName).write(table.encode()) }
         if !info.bundleCopies.isEmpty {
             try create(Store.bundleCopiesName).write(Array(info.bundleCopies.map { "\($0.sha256)\t\($0.path)\n" }.joined().utf8))
+        }
+        if !info.groupFetchBytes.isEmpty {
+            try create(Store.groupFetchName).write(Array(info.groupFetchBytes.sorted { $0.key < $1.key }.map { "\($0.value)\t\($0.key)\n" }.joined().utf8))
         }
         var dirs = Set<String>(["files"])
         for f in installed ?? info.files {

@@ -78,4 +78,21 @@ extension Updater {
         let same = digests.verified(pairs)
         return pairs.filter { same.contains($0.path) }
     }
+
+    /// What fetching each on-demand group `c` does not install would transfer, planned as the
+    /// fetch plans it: its files found on disk (in releases kept after this one, the bundle at
+    /// any path) or installed by this update are linked, the rest asked for by coalesced
+    /// ranges. Chunk lists of absent groups are not read, so a chunked file counts whole: a
+    /// fetch that finds some of its chunks on disk transfers less (and reads the chunk lists).
+    func groupFetchBytes(_ c: Candidate, _ state: StoreState) throws -> [String: UInt64] {
+        guard let table = c.index?.groups else { return [:] }
+        let installing = Set(c.manifest.files.map(\.sha256))
+        var out: [String: UInt64] = [:]
+        for (i, g) in table.groups.enumerated() where g.delivery == .onDemand && !c.installedGroups.contains(g.name) {
+            let number = UInt16(i + 1)
+            let files = c.allFiles.filter { $0.group == number && !installing.contains($0.sha256) }
+            out[g.name] = files.isEmpty ? 0 : try plan(files, chunkLists: [:], chunkSize: 0, state, fetchedChunks: [:])?.fetchBytes ?? g.storedBytes
+        }
+        return out
+    }
 }

@@ -108,6 +108,7 @@ final class Updater {
             do {
                 try readIndex(&candidate, state)
                 candidate.bundleCopies = try bundleCopies(candidate)
+                candidate.groupFetchBytes = try groupFetchBytes(candidate, state)
                 let route = try chooseRoute(candidate, state)
                 try store.requireFreeSpace(try spaceNeeded(route, candidate, state), for: "version \(candidate.version)")
                 if case let .differential(plan) = route, let done = try installDifferentially(candidate, plan) {

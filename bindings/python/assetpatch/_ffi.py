@@ -89,6 +89,7 @@ class GroupInfo(ctypes.Structure):
         ("total_bytes", ctypes.c_uint64),
         ("local_bytes", ctypes.c_uint64),
         ("archive_bytes", ctypes.c_uint64),
+        ("fetch_bytes", ctypes.c_uint64),
         ("name", ctypes.c_char * 64),
     ]
 

@@ -13,7 +13,7 @@ _DELIVERIES = {0: "install", 1: "on_demand"}
 
 def _group(raw: Any) -> Group:
     return Group(raw.name.decode("utf-8", "replace"), _STATES.get(raw.state, "absent"), _DELIVERIES.get(raw.delivery, "on_demand"),
-                 bool(raw.pinned), raw.files, raw.total_bytes, raw.local_bytes, raw.archive_bytes)
+                 bool(raw.pinned), raw.files, raw.total_bytes, raw.local_bytes, raw.archive_bytes, raw.fetch_bytes)
 
 
 class GroupsMixin:

@@ -127,7 +127,8 @@ class Progress:
 class Group:
     """One group of the release a client serves: its state ("absent", "partial", "local"), its
     delivery ("install" or "on_demand"), whether it is pinned, its files, their unpacked bytes,
-    the bytes of them on disk, and their bytes in the archive (the most a fetch transfers)."""
+    the bytes of them on disk, their bytes in the archive, and what a fetch would transfer (0 when
+    local; planned by the update that installed the release: a chunked file counts whole)."""
     name: str
     state: str
     delivery: str
@@ -136,3 +137,4 @@ class Group:
     total_bytes: int
     local_bytes: int
     archive_bytes: int
+    fetch_bytes: int

@@ -106,6 +106,11 @@ typedef enum assetpatch_status {
                                            (assetpatch_group_fetch; the message names the group) */
     ASSETPATCH_ERR_QUOTA        = -18,  /* group_quota_bytes can't hold the groups asked for: pinned
                                            groups and those the groups option wants leave no room */
+    ASSETPATCH_ERR_METERED      = -19,  /* the network is metered (option metered) and the update or
+                                           fetch plans more than metered_max_bytes: nothing was
+                                           transferred beyond the head and index pages; the message
+                                           gives the planned bytes. Ask the user, then allow it
+                                           (raise metered_max_bytes, or set metered to 0) */
     ASSETPATCH_ERR_INTERNAL     = -99   /* a bug in the library: please report it with the message */
 } assetpatch_status;
 /* docs/status.md lists which failure gets which status. */
@@ -242,6 +247,20 @@ int assetpatch_client_open(const char *data_dir, const char *bundle_dir, assetpa
  *   header              one extra request header "Name: value"; repeatable; "" clears
  *   user_agent          default "assetpatch/VERSION"
  *   parallel_downloads  concurrent range requests of a differential update, 1..16; default 4
+ *   max_recv_speed      bytes per second all transfers of this client share (an update's parallel
+ *                       ranges, a group fetch running beside it): one budget, not one per
+ *                       request; changing it while a transfer runs holds from its next piece
+ *                       (within well under a second); 0 (default): no cap
+ *   update_priority, fetch_priority
+ *                       "foreground" or "background" for updates (default background) and group
+ *                       fetches (default foreground): while foreground work runs on data_dir (this
+ *                       client, another, another process), background transfers hold (see
+ *                       assetpatch_pause for what a hold does) and go on afterwards, without failing
+ *   metered             on: the network is metered (the host knows; the library does not guess):
+ *                       an update or group fetch that plans more than metered_max_bytes is
+ *                       ERR_METERED before it moves a byte beyond the head and index pages;
+ *                       off (default). file:// repositories are never metered
+ *   metered_max_bytes   what a transfer may plan on a metered network without asking; default 0
  *   allow_unsigned_plugins
  *                       on: plugins of releases that were not signature-verified load too
  *                       (assetpatch_plugin_load); off (default): they are refused
@@ -292,6 +311,8 @@ typedef struct assetpatch_progress {
     uint64_t bytes_total;    /* in this phase; 0 when unknown */
     uint64_t files_done;
     uint64_t files_total;
+    int32_t  paused;         /* 1 while transfers hold (assetpatch_pause, or background work behind
+                                foreground work); 0 otherwise. Since 0.5 */
 } assetpatch_progress;
 
 /* Progress callback. Runs on the updating thread, at most every 50 ms and at each phase change,
@@ -382,6 +403,18 @@ int assetpatch_update_start(assetpatch_client *c, assetpatch_progress_fn progres
  *         ERR_STATE (none started, or its result was already handed out). */
 ASSETPATCH_WARN_UNUSED_RESULT
 int assetpatch_update_wait(assetpatch_client *c, int timeout_ms, int *result);
+
+/* Pauses every transfer of this client (updates and group fetches, running or started while
+ * paused): each stops receiving at its next piece (well within a second; the server's sending is
+ * held back by TCP), progress reports paused = 1, and neither stall_timeout_ms nor
+ * low_speed_limit counts the pause. A pause (or a hold behind foreground work) that lasts longer
+ * than 2 seconds closes the connections; assetpatch_resume then asks for each range again from
+ * the byte it reached (a whole-archive download resumes from its file on disk). The blocked
+ * call keeps blocking meanwhile; assetpatch_cancel still stops it. Any thread. */
+void assetpatch_pause(assetpatch_client *c);
+
+/* Lets paused transfers go on. Any thread. */
+void assetpatch_resume(assetpatch_client *c);
 
 /* Asks a running update to stop soon (within about 100 ms, also during a stalled transfer); it
  * then returns ASSETPATCH_ERR_CANCELLED, keeping downloaded bytes. Does nothing when no update

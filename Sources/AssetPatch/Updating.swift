@@ -9,7 +9,7 @@ func progressHandler(_ fn: assetpatch_progress_fn?, _ userdata: UnsafeMutableRaw
     let user = UnsafeMutableRawPointer(userdata)
     return { p in
         var cp = assetpatch_progress(phase: p.phase.rawValue, bytes_done: p.bytesDone, bytes_total: p.bytesTotal,
-                                     files_done: p.filesDone, files_total: p.filesTotal)
+                                     files_done: p.filesDone, files_total: p.filesTotal, paused: p.paused ? 1 : 0)
         return fn(&cp, user) != 0
     }
 }
@@ -53,6 +53,16 @@ public func assetpatch_update_wait(_ c: OpaquePointer?, _ timeoutMs: CInt, _ res
         result?.pointee = s.rawValue
         return .ok
     }
+}
+
+@c @implementation
+public func assetpatch_pause(_ c: OpaquePointer?) {
+    handle(c)?.client.transfers.pause()
+}
+
+@c @implementation
+public func assetpatch_resume(_ c: OpaquePointer?) {
+    handle(c)?.client.transfers.resume()
 }
 
 @c @implementation

@@ -168,6 +168,18 @@ public final class AssetPatchClient: Sendable {
         (try? open())?.cancel()
     }
 
+    /// Pauses every transfer of this client (running or started while paused): each stops at
+    /// its next piece; past 2 seconds the connections close, and ``resume()`` goes on from the
+    /// byte each range reached. Progress reports `paused`.
+    public func pause() {
+        (try? open())?.transfers.pause()
+    }
+
+    /// Lets paused transfers go on.
+    public func resume() {
+        (try? open())?.transfers.resume()
+    }
+
     /// Runs blocking core work on a thread of its own: an update blocks for seconds and must not
     /// hold one of the few threads of the cooperative pool.
     func offPool<T: Sendable>(_ body: @escaping @Sendable () throws(AssetPatchError) -> T) async -> Result<T, AssetPatchError> {

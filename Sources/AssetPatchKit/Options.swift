@@ -81,6 +81,18 @@ extension AssetPatchClient {
         public var groups: [String]?
         /// The most the fetched on-demand groups may take on disk; 0: no quota.
         public var groupQuotaBytes: UInt64?
+        /// Bytes per second all transfers of the client share; 0: no cap. Changeable while an
+        /// update or fetch runs.
+        public var maxRecvSpeed: UInt64?
+        /// Whether updates and group fetches are foreground or background work: background
+        /// transfers hold while foreground work runs on the data directory. Defaults:
+        /// updates background, fetches foreground.
+        public var updatePriority: TransferPriority?
+        public var fetchPriority: TransferPriority?
+        /// The network is metered: a transfer planning more than `meteredMaxBytes` throws
+        /// ``AssetPatchError/Status/metered`` before moving archive bytes.
+        public var metered: Bool?
+        public var meteredMaxBytes: UInt64?
 
         /// Options with the given fields set; everything else stays as it is.
         public init(manifestURL: String? = nil, publicKeys: [String]? = nil, package: String? = nil, appVersion: String? = nil,
@@ -91,7 +103,14 @@ extension AssetPatchClient {
                     parallelDownloads: Int? = nil, differential: Bool? = nil, differentialMaxPercent: Int? = nil,
                     allowUnsignedPlugins: Bool? = nil, tcpQuickAck: Bool? = nil, keyDocument: String? = nil,
                     channel: String? = nil, rolloutID: String? = nil, allowCrossOriginKeys: Bool? = nil,
-                    groups: [String]? = nil, groupQuotaBytes: UInt64? = nil) {
+                    groups: [String]? = nil, groupQuotaBytes: UInt64? = nil, maxRecvSpeed: UInt64? = nil,
+                    updatePriority: TransferPriority? = nil, fetchPriority: TransferPriority? = nil, metered: Bool? = nil,
+                    meteredMaxBytes: UInt64? = nil) {
+            self.maxRecvSpeed = maxRecvSpeed
+            self.updatePriority = updatePriority
+            self.fetchPriority = fetchPriority
+            self.metered = metered
+            self.meteredMaxBytes = meteredMaxBytes
             self.allowCrossOriginKeys = allowCrossOriginKeys
             self.groups = groups
             self.groupQuotaBytes = groupQuotaBytes
@@ -161,6 +180,11 @@ extension AssetPatchClient {
             add("allow_cross_origin_keys", flag(allowCrossOriginKeys))
             add("groups", groups.map { $0.joined(separator: ",") })
             add("group_quota_bytes", groupQuotaBytes.map(String.init))
+            add("max_recv_speed", maxRecvSpeed.map(String.init))
+            add("update_priority", updatePriority?.rawValue)
+            add("fetch_priority", fetchPriority?.rawValue)
+            add("metered", flag(metered))
+            add("metered_max_bytes", meteredMaxBytes.map(String.init))
             return out
         }
     }

@@ -63,6 +63,8 @@ public struct AssetPatchError: Error, Sendable, Equatable, CustomStringConvertib
         case notLocal = -17
         /// `group_quota_bytes` can't hold the groups asked for beside pinned and wanted ones.
         case quota = -18
+        /// The network is metered and the transfer plans more than `metered_max_bytes`.
+        case metered = -19
         /// A bug in assetpatch; please report it with the message.
         case `internal` = -99
 
@@ -106,6 +108,11 @@ public enum UpdatePhase: Int32, Sendable, Comparable {
 
 /// Where a running update is. Byte and file counts are those of the current phase; the totals
 /// are 0 where unknown. Within a phase `bytesDone` never goes backwards.
+/// Whether a transfer yields (background) to foreground work on the same data directory.
+public enum TransferPriority: String, Sendable {
+    case foreground, background
+}
+
 public struct UpdateProgress: Sendable, Equatable {
     /// The phase the update is in.
     public var phase: UpdatePhase
@@ -117,6 +124,8 @@ public struct UpdateProgress: Sendable, Equatable {
     public var filesDone: UInt64
     /// Files the phase will take, or 0 when unknown.
     public var filesTotal: UInt64
+    /// Transfers hold: the client is paused, or this background work yields to foreground work.
+    public var paused: Bool
 
     /// `bytesDone / bytesTotal` between 0 and 1, or nil when the total is unknown.
     public var fraction: Double? { bytesTotal == 0 ? nil : min(1, Double(bytesDone) / Double(bytesTotal)) }
@@ -127,6 +136,7 @@ public struct UpdateProgress: Sendable, Equatable {
         bytesTotal = p.bytesTotal
         filesDone = p.filesDone
         filesTotal = p.filesTotal
+        paused = p.paused
     }
 }
 

@@ -92,6 +92,7 @@ final class ProgressPrinter {
                 line += " \(formatBytes(p.bytesDone))"
             }
             if p.filesTotal > 0 { line += " \(p.filesDone)/\(p.filesTotal) files" }
+            if p.paused { line += " (paused)" }
             writeStderr(line + "\u{1B}[K")
             if p.phase == .done { writeStderr("\n") }
         } else if lastPhase != p.phase {
@@ -120,11 +121,14 @@ struct Update: ParsableCommand {
         abstract: "Update the data directory to the newest release (exit 0 installed, 2 current, 4 not rolled out to this client, 5 older manifest, 6 rolled back from, 3 failure).")
     @OptionGroup var client: ClientOptions
     @OptionGroup var source: SourceOptions
+    @OptionGroup var transfer: TransferOptions
     @Flag(name: .long, help: "Print what happened as JSON: status, reason, versions, channel, rollout share and bucket, key document, expiry.")
     var json = false
 
     func run() throws {
         try Outcome.run(client, source, json: json) { c in
+            let signals = try transfer.configure(c)
+            defer { signals.forEach { $0.cancel() } }
             let printer = ProgressPrinter()
             let installed = try c.update { json ? false : printer.show($0) }
             return (installed ? "installed" : "no_update", nil)

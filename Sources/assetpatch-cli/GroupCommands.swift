@@ -51,12 +51,15 @@ struct GroupCommand: ParsableCommand {
         @Option(name: .customLong("quota"), help: "group_quota_bytes: evict unpinned groups, least recently used first, to stay within it.")
         var quota: UInt64?
         @Option(name: .long, help: "Comma-separated groups wanted with every update: never evicted for the quota.") var groups: String?
+        @OptionGroup var transfer: TransferOptions
         @Argument(help: "Group names.") var names: [String]
 
         func run() throws {
             try client.with { c in
                 if let quota { try c.set("group_quota_bytes", String(quota)) }
                 if let groups { try c.set("groups", groups) }
+                let signals = try transfer.configure(c)
+                defer { signals.forEach { $0.cancel() } }
                 let printer = ProgressPrinter()
                 let moved = try c.fetchGroups(names) { printer.show($0) }
                 print("fetched \(names.joined(separator: ", ")): \(moved) bytes transferred")

@@ -22,7 +22,8 @@ closed after N encoded bytes), trickle (one byte every N ms).
 
 Ranges may be open (`bytes=N-`) or closed (`bytes=N-M`, one range per request).
 
-/_stats has `archive_log`: per archive request, in order, the start offset asked for (0 without
+/_stats has `archive_connections_open`: connections that asked for an archive and are still open
+(not zeroed by /_reset). It has `archive_log`: per archive request, in order, the start offset asked for (0 without
 a Range), the end asked for (inclusive; the last byte without a Range or for an open one), the
 status, the bytes written and the X-Client header: what the client asked for, to
 be asserted on, unlike bytes_sent, which counts what sat in socket buffers too.
@@ -44,7 +45,7 @@ from urllib.parse import parse_qs, urlparse
 LOCK = threading.Lock()
 STATE = {"mode": "normal", "n": 0, "times": 0, "rate": 0, "generation": 0}
 STATS = {"requests": 0, "archive_requests": 0, "range_requests": 0, "bytes_sent": 0, "statuses": {}, "archive_log": [],
-         "loop_requests": 0}
+         "loop_requests": 0, "archive_connections_open": 0}
 STOP = threading.Event()
 
 
@@ -83,6 +84,12 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.write(chunk)
         except OSError:
             pass
+
+    def finish(self):
+        super().finish()
+        if getattr(self, "archive_connection", False):
+            with LOCK:
+                STATS["archive_connections_open"] -= 1
 
     def count(self, status):
         with LOCK:
@@ -135,6 +142,9 @@ class Handler(BaseHTTPRequestHandler):
                 asked, asked_end = 0, size - 1
             with LOCK:
                 STATS["archive_requests"] += 1
+                if not getattr(self, "archive_connection", False):
+                    self.archive_connection = True
+                    STATS["archive_connections_open"] += 1
                 rate = STATE["rate"]
                 # reset, cut and stall act at file offset N: a request that ends before it
                 # passes untouched and does not count against `times`.

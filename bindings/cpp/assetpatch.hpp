@@ -148,6 +148,9 @@ public:
 
     /// Asks a running update to stop soon.
     void cancel() noexcept { assetpatch_cancel(handle_.get()); }
+    /// Pauses every transfer of this client; resume() lets them go on (see assetpatch_pause).
+    void pause() noexcept { assetpatch_pause(handle_.get()); }
+    void resume() noexcept { assetpatch_resume(handle_.get()); }
 
     /// The absolute path a resource name resolves to (release first, then bundle).
     result<std::filesystem::path> try_resolve(std::string_view name) const {

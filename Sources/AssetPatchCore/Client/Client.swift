@@ -14,6 +14,8 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
     /// What this client serves (`ServedRelease`): set with `view`, by `serve` only.
     let served = Locked<ServedRelease?>(nil)
     private let cancelToken = CancelToken()
+    /// The cap, pause and foreground work every transfer of this client obeys.
+    package let transfers: TransferControl
     /// The group fetches running now (`cancel` stops them too), the bytes each has so far, and
     /// the pinned groups (as this client last read or wrote them).
     let groupCancels = Locked<[CancelToken]>([])
@@ -51,7 +53,13 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
             bundle = abs
         }
         self.bundleDir = bundle
-        config = Locked(ClientConfig())
+        let transfers = TransferControl(foregroundLock: store.transfersLockPath)
+        self.transfers = transfers
+        config = Locked({
+            var c = ClientConfig()
+            c.http.control = transfers
+            return c
+        }())
         view = ReadMostly(ResolveView(release: nil, bundle: nil, variants: [[]], activeVersion: 0))
 
         // The launch count (and a next_open activation, and a crash-loop rollback) go through
@@ -152,6 +160,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
             let n = configuration.maxFailedLaunches
             try store.modifyState { $0.maxFailedLaunches = n }
         }
+        if option == "max_recv_speed" { transfers.maxRecvSpeed = configuration.maxRecvSpeed }
         if option == "variants" {
             let variants = config.withLock { $0.variants.map { Array($0.utf8) } }
             view.replace { $0.with(variants: variants) }
@@ -232,7 +241,9 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
     package var lastCheck: CheckOutcome? { lastOutcome.withLock { $0 } }
 
     private func makeUpdater(progress: ProgressHandler?, readOnly: Bool = false) -> Updater {
-        Updater(store: store, config: configuration, bundleDir: bundleDir, cancel: cancelToken, progress: progress,
+        var config = configuration
+        config.http.background = !config.updateForeground
+        return Updater(store: store, config: config, bundleDir: bundleDir, cancel: cancelToken, progress: progress,
                 readOnly: readOnly) { [weak self] level, message in
             self?.log(level, message)
         }
@@ -251,6 +262,11 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
     /// One update under the data directory's lock. A failure is logged once, at error level,
     /// with the message the caller gets.
     private func runUpdate(progress: ProgressHandler?) throws -> Bool {
+        if configuration.updateForeground { return try transfers.foreground { try runUpdateOnce(progress: progress) } }
+        return try runUpdateOnce(progress: progress)
+    }
+
+    private func runUpdateOnce(progress: ProgressHandler?) throws -> Bool {
         let updater = makeUpdater(progress: progress)
         var mark: Int64 = 0
         var e = Evaluation()

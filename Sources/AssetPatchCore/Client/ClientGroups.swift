@@ -57,22 +57,31 @@ extension Client {
             let token = cancel ?? CancelToken()
             groupCancels.withLock { $0.append(token) }
             defer { groupCancels.withLock { $0.removeAll { $0 === token } } }
-            var moved: UInt64 = 0
-            for name in wanted {
-                let number = served.groupNumber(name)!
-                let group = served.groups[number - 1]
-                guard group.delivery == .onDemand else { continue }
-                // The bytes a fetch has so far make the group partial for `groupStatus`.
-                let updater = Updater(store: store, config: configuration, bundleDir: bundleDir, cancel: token, progress: { [weak self] p in
-                    if p.phase == .download, p.bytesDone > 0 { self?.groupProgress.withLock { $0[name] = p.bytesDone } }
-                    return progress?(p) ?? false
-                }) { [weak self] level, message in
-                    self?.log(level, message)
-                }
-                moved += try fetchGroup(group, number: UInt16(number), served, updater, token)
-            }
-            return moved
+            var config = configuration
+            config.http.background = !config.fetchForeground
+            if config.fetchForeground { return try transfers.foreground { try fetchGroups(wanted, served, config, progress, token) } }
+            return try fetchGroups(wanted, served, config, progress, token)
         }
+    }
+
+    /// Fetches `wanted` (groups of `served`) one after the other with `config`'s priority.
+    private func fetchGroups(_ wanted: [String], _ served: ServedRelease, _ config: ClientConfig, _ progress: ProgressHandler?,
+                             _ token: CancelToken) throws -> UInt64 {
+        var moved: UInt64 = 0
+        for name in wanted {
+            let number = served.groupNumber(name)!
+            let group = served.groups[number - 1]
+            guard group.delivery == .onDemand else { continue }
+            // The bytes a fetch has so far make the group partial for `groupStatus`.
+            let updater = Updater(store: store, config: config, bundleDir: bundleDir, cancel: token, progress: { [weak self] p in
+                if p.phase == .download, p.bytesDone > 0 { self?.groupProgress.withLock { $0[name] = p.bytesDone } }
+                return progress?(p) ?? false
+            }) { [weak self] level, message in
+                self?.log(level, message)
+            }
+            moved += try fetchGroup(group, number: UInt16(number), served, updater, token)
+        }
+        return moved
     }
 
     private func fetchGroup(_ group: ReleaseGroup, number: UInt16, _ served: ServedRelease, _ updater: Updater, _ token: CancelToken) throws -> UInt64 {

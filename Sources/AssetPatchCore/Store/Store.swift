@@ -31,6 +31,8 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
     package var statePath: String { root + "/state.json" }
     var lockPath: String { root + "/lock" }
     var stateLockPath: String { root + "/state.lock" }
+    /// Held shared by foreground transfers; background ones hold while they can't lock it.
+    package var transfersLockPath: String { root + "/transfers.lock" }
     package var releasesDir: String { root + "/releases" }
     package var stagingRoot: String { root + "/staging" }
     package var downloadsDir: String { root + "/downloads" }

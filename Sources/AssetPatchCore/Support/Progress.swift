@@ -9,6 +9,9 @@ package struct Progress: Sendable, Equatable {
     package var bytesTotal: UInt64 = 0
     package var filesDone: UInt64 = 0
     package var filesTotal: UInt64 = 0
+    /// Transfers are held: the client is paused, or this background work yields to foreground
+    /// work (set by the reporter, not by those who count).
+    package var paused = false
 
     package init(phase: Phase, bytesDone: UInt64 = 0, bytesTotal: UInt64 = 0, filesDone: UInt64 = 0, filesTotal: UInt64 = 0) {
         self.phase = phase
@@ -28,14 +31,17 @@ final class ProgressReporter {
     static let intervalMs: UInt64 = 50
     let handler: ProgressHandler?
     let cancel: CancelToken
+    /// Whether transfers are held now (`Progress.paused`).
+    let held: (() -> Bool)?
     private var last = Progress(phase: .check)
     private var lastTime: UInt64 = 0
     private var pending = false
     private var started = false
 
-    init(_ handler: ProgressHandler?, cancel: CancelToken) {
+    init(_ handler: ProgressHandler?, cancel: CancelToken, held: (() -> Bool)? = nil) {
         self.handler = handler
         self.cancel = cancel
+        self.held = held
     }
 
     /// Reports `p`; `final` forces delivery (a phase's last numbers).
@@ -62,11 +68,19 @@ final class ProgressReporter {
         }
     }
 
+    /// Reports the last numbers again (a wait that counts nothing: the paused state, and a
+    /// callback's chance to cancel, still reach the host).
+    func again() {
+        if started { report(last) }
+    }
+
     /// The last report delivered: the same numbers twice in a row (a phase's start and end
     /// with nothing counted between, as for the check) are delivered once.
     private var delivered: Progress?
 
     private func deliver(_ p: Progress, _ handler: ProgressHandler) {
+        var p = p
+        p.paused = p.phase == .download && held?() == true
         pending = false
         guard p != delivered else { return }
         delivered = p

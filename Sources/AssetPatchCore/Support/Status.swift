@@ -22,6 +22,7 @@ package enum Status: Int32, Sendable, CaseIterable {
     case state = -16
     case notLocal = -17
     case quota = -18
+    case metered = -19
     case `internal` = -99
 
     /// The C enum constant's name, e.g. `ASSETPATCH_ERR_IO`.
@@ -47,6 +48,7 @@ package enum Status: Int32, Sendable, CaseIterable {
         case .state: "ASSETPATCH_ERR_STATE"
         case .notLocal: "ASSETPATCH_ERR_NOT_LOCAL"
         case .quota: "ASSETPATCH_ERR_QUOTA"
+        case .metered: "ASSETPATCH_ERR_METERED"
         case .internal: "ASSETPATCH_ERR_INTERNAL"
         }
     }
@@ -65,13 +67,18 @@ package struct AssetPatchError: Error, Sendable, CustomStringConvertible {
     package let retryAfterMs: UInt64?
     /// The errno of a failed system call (ERR_IO), for callers that act on it (a full disk).
     package let errno: Int32?
+    /// A transfer taken apart during a long pause (or a yield to foreground work) that could
+    /// not go on from where it stopped: a retry after the resume starts it over, not counted.
+    package let released: Bool
 
-    package init(_ status: Status, _ message: String, transient: Bool = false, retryAfterMs: UInt64? = nil, errno: Int32? = nil) {
+    package init(_ status: Status, _ message: String, transient: Bool = false, retryAfterMs: UInt64? = nil, errno: Int32? = nil,
+                 released: Bool = false) {
         self.status = status
         self.message = message
         self.transient = transient
         self.retryAfterMs = retryAfterMs
         self.errno = errno
+        self.released = released
     }
 
     /// The file system is full (ENOSPC) or the user's quota is used up (EDQUOT).

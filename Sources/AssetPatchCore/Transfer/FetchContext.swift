@@ -12,7 +12,9 @@ struct FetchContext {
 
     /// Runs `body`, retried as the policy says for transfers from `source`.
     func retrying<T>(_ source: Location, _ body: () throws -> T) throws -> T {
-        try retry.run(source, cancel: cancel, log: log, body)
+        try retry.run(source, cancel: cancel, log: log, held: http.settings.control.map { control in
+            { try control.waitWhileHeld(background: http.settings.background, cancel: cancel) { progress.again() } }
+        }, body)
     }
 }
 
@@ -25,12 +27,17 @@ struct RetryPolicy {
     /// The longest Retry-After waited for; a server asking for more fails the update at once.
     var maxRetryAfterMs: UInt64 = 30_000
 
-    func run<T>(_ source: Location, cancel: CancelToken, log: (LogLevel, String) -> Void, _ body: () throws -> T) throws -> T {
+    /// `held`: waits while the client is paused; a transfer the pause took apart (`released`)
+    /// is tried again after it, without counting as a retry.
+    func run<T>(_ source: Location, cancel: CancelToken, log: (LogLevel, String) -> Void, held: (() throws -> Void)? = nil,
+                _ body: () throws -> T) throws -> T {
         if source.isFile { return try body() }
         var attempt = 0
         while true {
             do {
                 return try body()
+            } catch let e as AssetPatchError where e.released && held != nil {
+                try held?()
             } catch let e as AssetPatchError {
                 guard e.transient, attempt < maxRetries else { throw e }
                 if let asked = e.retryAfterMs, asked > maxRetryAfterMs { throw e }

@@ -17,6 +17,10 @@ package struct HTTPSettings: Sendable {
     package var quickAck = true
     /// Redirects are followed (up to 5, http and https only); off: a 3xx is the answer.
     package var followRedirects = true
+    /// The client's cap, pause and foreground work (nil: none of them).
+    package var control: TransferControl?
+    /// Background work: holds while foreground work runs on the data directory.
+    package var background = false
 
     package init() {}
 }
@@ -63,7 +67,11 @@ package final class HTTPClient {
                          progress: ((UInt64) -> Void)?) throws -> ResponseHead {
         let t = try Transfer(method, url, settings: settings, extraHeaders: extraHeaders, codings: codings, receiveBuffer: receiveBuffer,
                              onHead: onHead, sink: sink)
-        try run([t], parallel: 1) { if let progress { progress(t.ctx.bodyBytes) } }
+        var given = false
+        try run(parallel: 1, progress: { if let progress { progress(t.ctx.bodyBytes) } }) {
+            defer { given = true }
+            return given ? nil : Pending(make: { t }, continuation: nil)
+        }
         return t.ctx.head
     }
 
@@ -75,14 +83,29 @@ package final class HTTPClient {
         package var sink: (UnsafeRawBufferPointer) throws -> Void
         /// Called when the response ended without an error.
         package var onEnd: () throws -> Void
+        /// The same request for the rest of its body once `n` bytes of it went to `sink` (a
+        /// Range from the byte it reached, feeding the same sink). A transfer held longer than
+        /// `TransferControl.releaseAfterMs` (a pause, a yield to foreground work) is taken
+        /// apart, its connection closed, and goes on by it. nil: a request nothing of which
+        /// arrived is asked for again whole; one that had bytes fails the batch as released
+        /// (the caller's retry waits for the resume and starts it over).
+        package var continuation: ((UInt64) -> Request)?
 
         package init(extraHeaders: [String], onHead: @escaping (ResponseHead) throws -> Void,
-                    sink: @escaping (UnsafeRawBufferPointer) throws -> Void, onEnd: @escaping () throws -> Void) {
+                    sink: @escaping (UnsafeRawBufferPointer) throws -> Void, onEnd: @escaping () throws -> Void,
+                    continuation: ((UInt64) -> Request)? = nil) {
             self.extraHeaders = extraHeaders
             self.onHead = onHead
             self.sink = sink
             self.onEnd = onEnd
+            self.continuation = continuation
         }
+    }
+
+    /// A transfer to start, and how to go on with it once some of its body arrived.
+    struct Pending {
+        let make: () throws -> Transfer
+        let continuation: ((UInt64) -> Pending)?
     }
 
     /// Performs GETs of `url`, up to `parallel` at once over reused connections (one libcurl
@@ -90,89 +113,183 @@ package final class HTTPClient {
     /// failure stops the batch and is thrown; requests that ended before it have had `onEnd`.
     /// `progress` is called from the loop, at least every 50 ms.
     package func getBatch(_ url: String, _ requests: [Request], parallel: Int, progress: () -> Void) throws {
+        let settings = settings
+        func pending(_ r: Request) -> Pending {
+            Pending(make: {
+                try Transfer("GET", url, settings: settings, extraHeaders: r.extraHeaders, codings: .identity,
+                             onHead: r.onHead, sink: r.sink, onEnd: r.onEnd)
+            }, continuation: r.continuation.map { next in { pending(next($0)) } })
+        }
         var next = 0
         try run(parallel: parallel, progress: progress) {
             guard next < requests.count else { return nil }
-            let r = requests[next]
-            next += 1
-            return try Transfer("GET", url, settings: settings, extraHeaders: r.extraHeaders, codings: .identity,
-                                onHead: r.onHead, sink: r.sink, onEnd: r.onEnd)
-        }
-    }
-
-    private func run(_ transfers: [Transfer], parallel: Int, progress: () -> Void) throws {
-        var i = 0
-        try run(parallel: parallel, progress: progress) {
-            defer { i += 1 }
-            return i < transfers.count ? transfers[i] : nil
+            defer { next += 1 }
+            return pending(requests[next])
         }
     }
 
     /// The multi loop: keeps up to `parallel` transfers from `next` running, wakes at least every
-    /// 50 ms for cancellation, stall detection and `progress`.
-    private func run(parallel: Int, progress: () -> Void, next: () throws -> Transfer?) throws {
-        guard let multi = curl_multi_init() else { throw AssetPatchError(.internal, "curl_multi_init failed") }
-        defer { curl_multi_cleanup(multi) }
-        _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(1, parallel))
-        var active: [UnsafeMutableRawPointer: Transfer] = [:]
-        defer { for t in active.values { curl_multi_remove_handle(multi, t.easy) } }
+    /// 50 ms for cancellation, stall detection and `progress`, and sooner for transfers the
+    /// cap held. Held transfers (paused, yielding, capped) count as active, not as stalled; held
+    /// past `TransferControl.releaseAfterMs`, they are taken apart, the connections closed with
+    /// the multi handle, and after the wait they go on from where they stopped.
+    private func run(parallel: Int, progress: () -> Void, next: () throws -> Pending?) throws {
+        let control = settings.control
+        var queue: [Pending] = []   // transfers taken apart, to start again first
         var exhausted = false
-        func fill() throws {
-            while !exhausted && active.count < max(1, parallel) {
-                guard let t = try next() else { exhausted = true; return }
-                t.ctx.lastActivity = monotonicMillis()
-                t.ctx.windowStart = t.ctx.lastActivity
-                let rc = curl_multi_add_handle(multi, t.easy)
-                if rc != CURLM_OK { throw AssetPatchError(.internal, "\(t.what): curl_multi_add_handle: \(String(cString: curl_multi_strerror(rc)))") }
-                active[t.easy] = t
+        // One multi handle's life: true when its transfers were taken apart for a long hold.
+        func once() throws -> Bool {
+            // Outlives the multi handle: its clean-up closes the connections through it.
+            let sockets = UnsafeMutablePointer<ccurl_sockets>.allocate(capacity: 1)
+            sockets.initialize(to: ccurl_sockets())
+            defer { sockets.deallocate() }
+            guard let multi = curl_multi_init() else { throw AssetPatchError(.internal, "curl_multi_init failed") }
+            defer { curl_multi_cleanup(multi) }
+            _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(1, parallel))
+            var active: [UnsafeMutableRawPointer: (transfer: Transfer, pending: Pending)] = [:]
+            defer { for a in active.values { curl_multi_remove_handle(multi, a.transfer.easy) } }
+            var heldSince: UInt64?
+            // No transfer starts while transfers hold: it would open a connection to hold.
+            func fill() throws {
+                if control?.mustHold(background: settings.background) == true { return }
+                while active.count < max(1, parallel) {
+                    guard let p = queue.isEmpty ? (exhausted ? nil : try next()) : queue.removeFirst() else { exhausted = true; return }
+                    let t = try p.make()
+                    t.ctx.lastActivity = monotonicMillis()
+                    t.ctx.windowStart = t.ctx.lastActivity
+                    _ = ccurl_setopt_track_sockets(t.easy, sockets)
+                    let rc = curl_multi_add_handle(multi, t.easy)
+                    if rc != CURLM_OK { throw AssetPatchError(.internal, "\(t.what): curl_multi_add_handle: \(String(cString: curl_multi_strerror(rc)))") }
+                    active[t.easy] = (t, p)
+                }
+            }
+            try fill()
+            var released = false
+            while !active.isEmpty || !(exhausted && queue.isEmpty) {
+                if active.isEmpty {
+                    try fill()  // after a hold that kept them from starting
+                    if active.isEmpty && exhausted && queue.isEmpty { break }
+                }
+                var running: Int32 = 0
+                let mrc = curl_multi_perform(multi, &running)
+                if mrc != CURLM_OK { throw AssetPatchError(.internal, "curl_multi_perform: \(String(cString: curl_multi_strerror(mrc)))") }
+                var queued: Int32 = 0
+                var ended = false
+                while let msg = curl_multi_info_read(multi, &queued) {
+                    guard msg.pointee.msg == CURLMSG_DONE, let easy = msg.pointee.easy_handle, let t = active[easy]?.transfer else { continue }
+                    let result = msg.pointee.data.result
+                    curl_multi_remove_handle(multi, easy)
+                    active[easy] = nil
+                    try t.conclude(result)
+                    ended = true
+                }
+                if ended {
+                    try fill()
+                    progress()
+                    continue  // start the next requests at once
+                }
+                progress()
+                if cancel.isCancelled {
+                    throw AssetPatchError(.cancelled, "\(active.values.first?.transfer.what ?? "transfer"): cancelled")
+                }
+                var now = monotonicMillis()
+                var wakeMs: UInt64 = 50
+                if let control {
+                    let holding = control.mustHold(background: settings.background)
+                    heldSince = holding ? heldSince ?? now : nil
+                    if let since = heldSince, now - since >= TransferControl.releaseAfterMs {
+                        try release(&active, into: &queue, multi, sockets)
+                        released = true
+                        break
+                    }
+                    if !holding { try fill() }
+                    let refill = holding ? 0 : control.refillWaitMs()
+                    for (t, _) in active.values where t.ctx.held {
+                        // A held transfer is neither stalled nor slow: its clocks start again.
+                        t.ctx.lastActivity = now
+                        t.ctx.windowStart = now
+                        t.ctx.windowBytes = t.ctx.receivedBytes
+                        if !holding && refill == 0 {
+                            t.ctx.held = false
+                            _ = ccurl_unpause(t.easy)  // the kept piece goes to the write callback now
+                        }
+                    }
+                    if refill > 0 { wakeMs = min(wakeMs, refill) }
+                }
+                // Read again: a transfer let go on above has taken a piece since `now`.
+                now = monotonicMillis()
+                if settings.stallTimeoutMs > 0 {
+                    for (t, _) in active.values where now - t.ctx.lastActivity > UInt64(settings.stallTimeoutMs) {
+                        throw AssetPatchError(.network, "\(t.what): stalled, no data for \(settings.stallTimeoutMs) ms (after \(t.ctx.bodyBytes) body bytes)",
+                                              transient: true)
+                    }
+                }
+                if settings.lowSpeedLimit > 0 {
+                    let window = UInt64(settings.lowSpeedTimeMs)
+                    for (t, _) in active.values where now - t.ctx.windowStart >= window {
+                        let got = t.ctx.receivedBytes - t.ctx.windowBytes
+                        if got * 1000 < UInt64(settings.lowSpeedLimit) * window {
+                            throw AssetPatchError(.network, "\(t.what): slower than low_speed_limit, \(got) bytes in \(window) ms (after \(t.ctx.bodyBytes) body bytes)",
+                                                  transient: true)
+                        }
+                        t.ctx.windowStart = now
+                        t.ctx.windowBytes = t.ctx.receivedBytes
+                    }
+                }
+                var fds: Int32 = 0
+                curl_multi_poll(multi, nil, 0, Int32(wakeMs), &fds)
+            }
+            return released
+        }
+        // The multi handle (its connections with it) is gone before the wait.
+        while try once(), let control {
+            try control.waitWhileHeld(background: settings.background, cancel: cancel, tick: progress)
+            if queue.isEmpty && exhausted { return }
+        }
+    }
+
+    /// Takes every active transfer apart for a long hold: each goes back to `queue` as its
+    /// continuation from the bytes its sink took, or whole when none arrived; a transfer that
+    /// can't go on fails the batch as released. What already arrived on each connection is
+    /// taken first (the next bytes of each range; a transfer that ends meanwhile ends), with
+    /// its receive buffer shrunk so that the server has little room to send more: closing
+    /// loses at most a few KiB per connection of what it sent.
+    private func release(_ active: inout [UnsafeMutableRawPointer: (transfer: Transfer, pending: Pending)], into queue: inout [Pending],
+                         _ multi: UnsafeMutableRawPointer, _ sockets: UnsafeMutablePointer<ccurl_sockets>) throws {
+        ccurl_sockets_shrink(sockets)
+        for (t, _) in active.values {
+            t.ctx.draining = true
+            if t.ctx.held {
+                t.ctx.held = false
+                _ = ccurl_unpause(t.easy)
             }
         }
-        try fill()
-        while !active.isEmpty {
+        for _ in 0..<256 {
+            guard !active.isEmpty, ccurl_sockets_pending(sockets) > 0 else { break }
             var running: Int32 = 0
-            let mrc = curl_multi_perform(multi, &running)
-            if mrc != CURLM_OK { throw AssetPatchError(.internal, "curl_multi_perform: \(String(cString: curl_multi_strerror(mrc)))") }
+            _ = curl_multi_perform(multi, &running)
             var queued: Int32 = 0
-            var ended = false
             while let msg = curl_multi_info_read(multi, &queued) {
-                guard msg.pointee.msg == CURLMSG_DONE, let easy = msg.pointee.easy_handle, let t = active[easy] else { continue }
+                guard msg.pointee.msg == CURLMSG_DONE, let easy = msg.pointee.easy_handle, let t = active[easy]?.transfer else { continue }
                 let result = msg.pointee.data.result
                 curl_multi_remove_handle(multi, easy)
                 active[easy] = nil
                 try t.conclude(result)
-                ended = true
             }
-            if ended {
-                try fill()
-                progress()
-                continue  // start the next requests at once
-            }
-            progress()
-            if cancel.isCancelled {
-                throw AssetPatchError(.cancelled, "\(active.values.first?.what ?? "transfer"): cancelled")
-            }
-            let now = monotonicMillis()
-            if settings.stallTimeoutMs > 0 {
-                for t in active.values where now - t.ctx.lastActivity > UInt64(settings.stallTimeoutMs) {
-                    throw AssetPatchError(.network, "\(t.what): stalled, no data for \(settings.stallTimeoutMs) ms (after \(t.ctx.bodyBytes) body bytes)",
-                                          transient: true)
-                }
-            }
-            if settings.lowSpeedLimit > 0 {
-                let window = UInt64(settings.lowSpeedTimeMs)
-                for t in active.values where now - t.ctx.windowStart >= window {
-                    let got = t.ctx.receivedBytes - t.ctx.windowBytes
-                    if got * 1000 < UInt64(settings.lowSpeedLimit) * window {
-                        throw AssetPatchError(.network, "\(t.what): slower than low_speed_limit, \(got) bytes in \(window) ms (after \(t.ctx.bodyBytes) body bytes)",
-                                              transient: true)
-                    }
-                    t.ctx.windowStart = now
-                    t.ctx.windowBytes = t.ctx.receivedBytes
-                }
-            }
-            var fds: Int32 = 0
-            curl_multi_poll(multi, nil, 0, 50, &fds)
         }
+        var again: [Pending] = []
+        for (easy, (t, p)) in active {
+            curl_multi_remove_handle(multi, easy)
+            active[easy] = nil
+            if !t.ctx.started && t.ctx.bodyBytes == 0 {
+                again.append(p)
+            } else if let go = p.continuation {
+                again.append(go(t.ctx.bodyBytes))
+            } else {
+                throw AssetPatchError(.network, "\(t.what): released while held (after \(t.ctx.bodyBytes) body bytes)", transient: true, released: true)
+            }
+        }
+        queue = again + queue
     }
 
     /// libcurl failures a retry can't fix: the request or the server's configuration is wrong.

@@ -66,16 +66,20 @@ final class RangeFetch {
         case let .file(path, _):
             try readLocal(path, consumers, report)
         case let .http(url):
-            let requests = consumers.map { r in
-                HTTPClient.Request(extraHeaders: ["Range: bytes=\(r.range.start)-\(r.range.end - 1)"],
-                                   onHead: { head in try self.judge(head, r.range) },
-                                   sink: { chunk in
-                                       try r.push(chunk)
-                                       self.received += UInt64(chunk.count)
-                                   },
-                                   onEnd: { try r.finish() })
+            // The bytes from `start` to the range's end, into the consumer that has those
+            // before them: a request held through a long pause goes on from where it stopped.
+            func request(_ r: any RangeConsumer, from start: UInt64) -> HTTPClient.Request {
+                let rest = FetchRange(start: start, end: r.range.end, entries: [])
+                return HTTPClient.Request(extraHeaders: ["Range: bytes=\(start)-\(r.range.end - 1)"],
+                                          onHead: { head in try self.judge(head, rest) },
+                                          sink: { chunk in
+                                              try r.push(chunk)
+                                              self.received += UInt64(chunk.count)
+                                          },
+                                          onEnd: { try r.finish() },
+                                          continuation: { n in request(r, from: start + n) })
             }
-            try http.getBatch(url, requests, parallel: parallel, progress: report)
+            try http.getBatch(url, consumers.map { request($0, from: $0.range.start) }, parallel: parallel, progress: report)
         }
         report()
     }

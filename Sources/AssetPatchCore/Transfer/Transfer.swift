@@ -35,6 +35,13 @@ final class TransferContext {
     var windowBytes: UInt64 = 0
     var easy: UnsafeMutableRawPointer?
     var quickAck = false
+    /// The cap, pause and foreground work this transfer obeys, and whether it is held now
+    /// (its write callback answered CURL_WRITEFUNC_PAUSE; the loop lets it go on).
+    var control: TransferControl?
+    var background = false
+    var held = false
+    /// Taken apart after a long hold: what already arrived is read first, whatever the hold.
+    var draining = false
 
     func begin() -> Bool {
         if started { return true }
@@ -51,6 +58,12 @@ private let writeCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, In
     guard let user, let ptr else { return 0 }
     let ctx = Unmanaged<TransferContext>.fromOpaque(user).takeUnretainedValue()
     let n = size * count
+    if let control = ctx.control, !ctx.draining, control.mustHold(background: ctx.background) || !control.take(n) {
+        // libcurl keeps this piece, hands it over again once the loop lets the transfer go
+        // on, and reads nothing from its socket meanwhile.
+        ctx.held = true
+        return Int(CURL_WRITEFUNC_PAUSE)
+    }
     ctx.lastActivity = monotonicMillis()
     ctx.receivedBytes += UInt64(n)
     if !ctx.begin() { return 0 }
@@ -114,6 +127,8 @@ final class Transfer {
         ctx.sink = sink
         ctx.easy = easy
         ctx.quickAck = settings.quickAck
+        ctx.control = settings.control
+        ctx.background = settings.background
 
         var headers = settings.headers + extraHeaders
         // Without Accept-Encoding any coding is acceptable (RFC 9110 section 12.5.3): ask for identity.
@@ -143,7 +158,8 @@ final class Transfer {
         case .decoded: set(ccurl_setopt_ptr(easy, CURLOPT_ACCEPT_ENCODING, ""))  // "": every coding libcurl has
         }
         if method == "HEAD" { set(ccurl_setopt_long(easy, CURLOPT_NOBODY, 1)) }
-        if receiveBuffer > 0 { set(ccurl_setopt_long(easy, CURLOPT_BUFFERSIZE, receiveBuffer)) }
+        // Under a cap, libcurl's default 16 KiB pieces: the bucket is drawn in finer steps.
+        if receiveBuffer > 0, settings.control?.maxRecvSpeed ?? 0 == 0 { set(ccurl_setopt_long(easy, CURLOPT_BUFFERSIZE, receiveBuffer)) }
         if let list { set(ccurl_setopt_ptr(easy, CURLOPT_HTTPHEADER, list)) }
         if settings.quickAck { set(ccurl_setopt_quickack_sockets(easy)) }
         set(ccurl_setopt_write(easy, writeCallback))

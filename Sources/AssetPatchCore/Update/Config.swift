@@ -41,6 +41,16 @@ package struct ClientConfig: Sendable {
     /// The most the on-demand groups fetched into the active release may occupy (unpacked
     /// bytes); nil: no quota.
     package var groupQuotaBytes: UInt64?
+    /// Bytes per second all transfers of the client share (`TransferControl`); 0: no cap.
+    package var maxRecvSpeed: UInt64 = 0
+    /// Foreground work holds background work's transfers on the data directory. Updates are
+    /// background and group fetches foreground unless set otherwise.
+    package var updateForeground = false
+    package var fetchForeground = true
+    /// The host says the network is metered: an update or fetch that plans more than
+    /// `meteredMaxBytes` fails with `.metered` before moving a byte of the archive.
+    package var metered = false
+    package var meteredMaxBytes: UInt64 = 0
 
     /// Whether manifests must be signed.
     package var verifies: Bool { !publicKeys.isEmpty || keyDocument != nil }
@@ -66,6 +76,15 @@ package struct ClientConfig: Sendable {
         case "1", "true", "yes", "on": return true
         case "0", "false", "no", "off": return false
         default: throw AssetPatchError(.argument, "option \(option): \"\(value)\" is not one of 1, true, yes, on, 0, false, no, off")
+        }
+    }
+
+    /// "foreground" (true) or "background".
+    static func priority(_ option: String, _ value: String) throws -> Bool {
+        switch value {
+        case "foreground": return true
+        case "background": return false
+        default: throw AssetPatchError(.argument, "option \(option): \"\(value)\" is neither foreground nor background")
         }
     }
 
@@ -168,6 +187,11 @@ package struct ClientConfig: Sendable {
             groups = names
         case "group_quota_bytes":
             groupQuotaBytes = value.isEmpty || value == "0" ? nil : UInt64(try ClientConfig.number(option, value, 0...Int64.max))
+        case "max_recv_speed": maxRecvSpeed = UInt64(try ClientConfig.number(option, value, 0...Int64.max))
+        case "update_priority": updateForeground = try ClientConfig.priority(option, value)
+        case "fetch_priority": fetchForeground = try ClientConfig.priority(option, value)
+        case "metered": metered = try ClientConfig.boolean(option, value)
+        case "metered_max_bytes": meteredMaxBytes = UInt64(try ClientConfig.number(option, value, 0...Int64.max))
         case "ca_file":
             http.caFile = value.isEmpty ? nil : value
         case "header":

@@ -101,6 +101,7 @@ extension Updater {
                                   fetchedChunks: store.chunks(in: download + "/chunks")) else {
             throw AssetPatchError(.manifest, "\(c.archive.shown): the index lists a file of group \(t.group.name) without its location")
         }
+        if !c.archive.isFile { try allowMetered(plan.fetchBytes, "group \(t.group.name)") }
         try store.requireFreeSpace(plan.files.reduce(plan.chunked.reduce(0) { $0 + $1.file.size }) { $0 + $1.file.size }, for: "group \(t.group.name)")
         log(.info, "fetching group \(t.group.name) of version \(t.record.version): \(plan.fetchEntries) files and chunks in \(plan.ranges.count + plan.chunkRanges.count) ranges, \(plan.fetchBytes) bytes")
         progress.report(Progress(phase: .download, bytesDone: 0, bytesTotal: plan.fetchBytes, filesDone: 0, filesTotal: UInt64(plan.fetchEntries)))

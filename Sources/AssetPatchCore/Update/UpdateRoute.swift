@@ -69,6 +69,7 @@ extension Updater {
     /// are not fetched again), then builds the release from files on disk. nil: the update
     /// must fall back to the whole archive (`DifferentialFallback`); the staging release is gone then.
     func installDifferentially(_ c: Candidate, _ plan: FilePlan) throws -> ReleaseRecord? {
+        if !c.archive.isFile { try allowMetered(plan.fetchBytes, "version \(c.version)") }
         log(.info, "differential update: \(plan.fetchEntries) files and chunks in \(plan.ranges.count + plan.chunkRanges.count) ranges, \(plan.fetchBytes) of \(c.manifest.archiveSize ?? 0) archive bytes")
         let fetch = RangeFetch(source: c.archive, archiveSize: c.manifest.archiveSize ?? 0,
                                dir: store.fetchedDir(c.manifest.archiveDigest), http: http, parallel: config.parallelDownloads,
@@ -94,6 +95,13 @@ extension Updater {
             try store.requireFreeSpace(try spaceNeeded(.wholeArchive(f.message), c, store.loadState()), for: "version \(c.version)")
             return nil
         }
+    }
+
+    /// On a metered network (option `metered`), refuses a transfer that plans more than
+    /// `metered_max_bytes`, before a byte of it moves: the host asks its user, then allows it.
+    func allowMetered(_ bytes: UInt64, _ what: String) throws {
+        guard config.metered, bytes > config.meteredMaxBytes else { return }
+        throw AssetPatchError(.metered, "\(what): \(bytes) bytes to transfer on a metered network, more than metered_max_bytes (\(config.meteredMaxBytes)); allow it by raising metered_max_bytes or setting metered to 0")
     }
 
     /// Fetches the plan's chunk ranges into `downloads/<archive>.chunks/`, retrying transient

@@ -59,7 +59,9 @@ final class Updater {
         self.bundleDir = bundleDir
         self.config = config
         context = FetchContext(http: HTTPClient(settings: config.http, cancel: cancel), cancel: cancel,
-                                  progress: ProgressReporter(progress, cancel: cancel), log: log, retry: RetryPolicy())
+                                  progress: ProgressReporter(progress, cancel: cancel, held: config.http.control.map { control in
+                                      { [background = config.http.background] in control.mustHold(background: background) }
+                                  }), log: log, retry: RetryPolicy())
     }
 
     /// Fetches and judges the manifest (`ManifestJudge`). nil: nothing to do.
@@ -210,6 +212,9 @@ final class Updater {
     /// is extracted after the download.
     private func installWholeArchive(_ c: Candidate, _ state: StoreState) throws -> ReleaseRecord {
         let d = try download(for: c)
+        if config.metered, !c.archive.isFile {
+            try allowMetered(try transferEstimate(d), "version \(c.version) (the whole archive)")
+        }
         let installer = Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: cancel, progress: progress)
         let installed = installedFiles(state)
         guard c.locatesEveryFile,

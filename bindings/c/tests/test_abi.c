@@ -149,6 +149,8 @@ static void null_arguments(void) {
     CHECK_RC(assetpatch_set_log(NULL, NULL, NULL), ASSETPATCH_ERR_ARGUMENT);
     assetpatch_client_close(NULL);
     assetpatch_cancel(NULL);
+    assetpatch_pause(NULL);
+    assetpatch_resume(NULL);
     CHECK_RC(assetpatch_client_open(fmt("%s/nulls", work), NULL, &c), ASSETPATCH_OK);
     CHECK_RC(assetpatch_client_set(c, NULL, "x"), ASSETPATCH_ERR_ARGUMENT);
     CHECK_RC(assetpatch_client_set(c, "apply", NULL), ASSETPATCH_ERR_ARGUMENT);
@@ -197,6 +199,16 @@ static void options_are_validated(void) {
     CHECK_RC(assetpatch_client_set(c, "keep_versions", "1"), ASSETPATCH_OK);
     CHECK_RC(assetpatch_client_set(c, "max_legacy_archive_bytes", "0"), ASSETPATCH_ERR_ARGUMENT);
     CHECK_RC(assetpatch_client_set(c, "max_legacy_archive_bytes", "5368709120"), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_client_set(c, "max_recv_speed", "2097152"), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_client_set(c, "max_recv_speed", "0"), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_client_set(c, "max_recv_speed", "fast"), ASSETPATCH_ERR_ARGUMENT);
+    CHECK_RC(assetpatch_client_set(c, "update_priority", "foreground"), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_client_set(c, "update_priority", "background"), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_client_set(c, "fetch_priority", "high"), ASSETPATCH_ERR_ARGUMENT);
+    CHECK_RC(assetpatch_client_set(c, "metered", "on"), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_client_set(c, "metered", "off"), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_client_set(c, "metered_max_bytes", "10485760"), ASSETPATCH_OK);
+    CHECK(strcmp(assetpatch_status_name(ASSETPATCH_ERR_METERED), "ASSETPATCH_ERR_METERED") == 0, "ERR_METERED name");
 }
 
 static void update_without_url_is_state_error(void) {

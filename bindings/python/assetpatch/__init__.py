@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Optional, Tuple, Union
 from . import _ffi
 from ._errors import (_ERRORS, ArchiveError, ArgumentError, AssetPatchError, BusyError, CancelledError, DowngradeError,  # noqa: F401
                       ExpiredError, FilesystemError, HTTPError, IncompatibleError, IntegrityError, InternalError, ManifestError,
-                      NetworkError, NotFoundError, NotLocalError, QuotaError, RangeError, SignatureError, StateError)
+                      NetworkError, NotFoundError, NotLocalError, QuotaError, MeteredError, RangeError, SignatureError, StateError)
 from ._groups import GroupsMixin
 from ._types import CheckOutcome, Group, Lifecycle, NoUpdateReason, Phase, Plugin, Progress, ReleaseInfo, Rollback, Status  # noqa: F401
 
@@ -24,7 +24,7 @@ __all__ = [
     "AssetPatchError", "ArgumentError", "FilesystemError",
     "NetworkError", "HTTPError", "ManifestError", "SignatureError", "IntegrityError", "ArchiveError",
     "DowngradeError", "ExpiredError", "IncompatibleError", "NotFoundError", "RangeError", "CancelledError",
-    "BusyError", "StateError", "NotLocalError", "QuotaError", "InternalError", "LibraryNotFound", "library_version", "__version__",
+    "BusyError", "StateError", "NotLocalError", "QuotaError", "MeteredError", "InternalError", "LibraryNotFound", "library_version", "__version__",
 ]
 
 # The release this package belongs to; equal to ASSETPATCH_VERSION_STRING in assetpatch.h (a test
@@ -79,7 +79,7 @@ class _ProgressTrampoline:
             return 1
         try:
             q = p.contents
-            result = self.fn(Progress(Phase(q.phase), q.bytes_done, q.bytes_total, q.files_done, q.files_total))  # type: ignore[misc]
+            result = self.fn(Progress(Phase(q.phase), q.bytes_done, q.bytes_total, q.files_done, q.files_total, bool(q.paused)))  # type: ignore[misc]
             return 1 if result is True else 0
         except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
             self.error = e
@@ -125,7 +125,8 @@ class Client(GroupsMixin):
     max_failed_launches, connect_timeout_ms, stall_timeout_ms, low_speed_limit, low_speed_time_ms,
     max_manifest_bytes, max_release_bytes, max_legacy_archive_bytes, ca_file, headers, user_agent,
     parallel_downloads, differential, differential_max_percent, allow_unsigned_plugins,
-    allow_cross_origin_keys, tcp_quickack, groups, group_quota_bytes. On/off options take Python booleans.
+    allow_cross_origin_keys, tcp_quickack, groups, group_quota_bytes, max_recv_speed, update_priority,
+    fetch_priority, metered, metered_max_bytes. On/off options take Python booleans.
     """
 
     def __init__(self, data_dir: str, bundle_dir: Optional[str] = None, *, manifest_url: Optional[str] = None,
@@ -244,6 +245,17 @@ class Client(GroupsMixin):
         """Asks a running update to stop soon."""
         if self._handle is not None:
             self._lib.assetpatch_cancel(self._handle)
+
+    def pause(self) -> None:
+        """Pauses every transfer of this client (running or started while paused); past 2 s
+        the connections close, and resume() goes on from the byte each range reached."""
+        if self._handle is not None:
+            self._lib.assetpatch_pause(self._handle)
+
+    def resume(self) -> None:
+        """Lets paused transfers go on."""
+        if self._handle is not None:
+            self._lib.assetpatch_resume(self._handle)
 
     def _resolve_slow(self, name: str, variant: Optional[ctypes.c_int]) -> "_ResolveBuffer":
         """resolve and resolve_variant: every case, raising for errors, growing the buffer."""

@@ -59,6 +59,7 @@ class NotLocalError(AssetPatchError, LookupError):
         m = re.search(r" is in group (\S+),", message)
         self.group: Optional[str] = m.group(1) if m else None
 class QuotaError(AssetPatchError): status = Status.ERR_QUOTA
+class MeteredError(AssetPatchError): status = Status.ERR_METERED
 class InternalError(AssetPatchError): status = Status.ERR_INTERNAL
 
 

@@ -17,6 +17,7 @@ class Progress(ctypes.Structure):
         ("bytes_total", ctypes.c_uint64),
         ("files_done", ctypes.c_uint64),
         ("files_total", ctypes.c_uint64),
+        ("paused", ctypes.c_int32),
     ]
 
 
@@ -170,6 +171,8 @@ def signatures() -> dict:
         "assetpatch_update_start": (c.c_int, [client_p, PROGRESS_FN, c.c_void_p]),
         "assetpatch_update_wait": (c.c_int, [client_p, c.c_int, c.POINTER(c.c_int)]),
         "assetpatch_cancel": (None, [client_p]),
+        "assetpatch_pause": (None, [client_p]),
+        "assetpatch_resume": (None, [client_p]),
         "assetpatch_last_check": (c.c_int, [client_p, c.POINTER(CheckOutcome)]),
         "assetpatch_resolve": (c.c_int, [client_p, c.c_char_p, c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)]),
         "assetpatch_resolve_variant": (c.c_int, [client_p, c.c_char_p, c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t),

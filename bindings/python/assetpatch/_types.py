@@ -28,6 +28,7 @@ class Status(enum.IntEnum):
     ERR_STATE = -16
     ERR_NOT_LOCAL = -17
     ERR_QUOTA = -18
+    ERR_METERED = -19
     ERR_INTERNAL = -99
 
 
@@ -121,6 +122,8 @@ class Progress:
     bytes_total: int
     files_done: int
     files_total: int
+    paused: bool = False
+    """Transfers hold: the client is paused, or this background work yields to foreground work."""
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """assetpatch benchmarks against what a user would otherwise do, side by side in one run.
 
-    bench/run.sh [--runs 3] [--quick]        (groups alone: python3 bench/groups_bench.py)
+    bench/run.sh [--runs 3] [--quick]        (groups alone: python3 bench/groups_bench.py; transfer
+                                             control alone: python3 bench/transfer_bench.py)
 
 Generates deterministic asset sets (seeded), publishes them with the CLI, serves them with
 nginx on 127.0.0.1, measures and writes bench/RESULTS.md."""
@@ -446,6 +447,11 @@ def groups_section(g):
     return groups_bench.section(g)
 
 
+def transfers_section(t):
+    import transfer_bench
+    return transfer_bench.section(t)
+
+
 def write_results(path, r, args):
     fu, rs, lib, idx = r["full_update"], r["resume"], r["library"], r["index"]
     mk = lambda ok: "yes" if ok else "**no**"
@@ -546,6 +552,7 @@ def write_results(path, r, args):
         f"dlopen: {fmt(lib['dlopen_ms'], ' ms')}. NEEDED: {', '.join(lib['needed'])}.",
         "",
         *(groups_section(r["groups"]) if "groups" in r else []),
+        *(transfers_section(r["transfers"]) if "transfers" in r else []),
         "## Targets",
         "",
         "| target | measured | met |",
@@ -621,6 +628,9 @@ def main():
         log("content on demand: groups")
         import groups_bench  # here: it reads this module's paths
         r["groups"] = groups_bench.run_all(work, args.runs, args.quick)
+        log("transfer control")
+        import transfer_bench  # here: it reads this module's paths
+        r["transfers"] = transfer_bench.run_all(work, args.runs, args.quick)
         with open(os.path.join(ROOT, "build", "bench-results.json"), "w") as f:
             json.dump(r, f, indent=1, default=str)
         write_results(args.out, r, args)

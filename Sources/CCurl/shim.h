@@ -49,11 +49,14 @@ static inline CURLcode ccurl_unpause(CURL *h) { return curl_easy_pause(h, CURLPA
 typedef struct ccurl_sockets {
     curl_socket_t fds[CCURL_MAX_SOCKETS];
     int count;
+    int receive_buffer;  /* > 0: SO_RCVBUF of each new connection (under a cap) */
 } ccurl_sockets;
 static inline curl_socket_t ccurl_open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *a) {
     ccurl_sockets *s = (ccurl_sockets *)clientp;
     (void)purpose;
     curl_socket_t fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+    if (fd != CURL_SOCKET_BAD && s->receive_buffer > 0)
+        (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &s->receive_buffer, sizeof s->receive_buffer);
     if (fd != CURL_SOCKET_BAD && s->count < CCURL_MAX_SOCKETS) s->fds[s->count++] = fd;
     return fd;
 }

@@ -24,6 +24,7 @@ enum class phase { check = ASSETPATCH_PHASE_CHECK, download = ASSETPATCH_PHASE_D
 struct progress {
     enum phase phase;
     std::uint64_t bytes_done, bytes_total, files_done, files_total;
+    bool paused;  ///< transfers hold: the client is paused, or background work yields to foreground
 };
 
 /// Return true to cancel the update.
@@ -43,7 +44,8 @@ struct update_context {
 
     static int trampoline(const assetpatch_progress* p, void* userdata) noexcept {
         auto* self = static_cast<update_context*>(userdata);
-        const progress now{static_cast<enum phase>(p->phase), p->bytes_done, p->bytes_total, p->files_done, p->files_total};
+        const progress now{static_cast<enum phase>(p->phase), p->bytes_done, p->bytes_total, p->files_done, p->files_total,
+                            p->paused != 0};
 #if ASSETPATCH_HPP_EXCEPTIONS
         if (self->failed()) return 1;
         try {

@@ -59,7 +59,6 @@ extension Client {
             defer { groupCancels.withLock { $0.removeAll { $0 === token } } }
             var config = configuration
             config.http.background = !config.fetchForeground
-            if config.fetchForeground { return try transfers.foreground { try fetchGroups(wanted, served, config, progress, token) } }
             return try fetchGroups(wanted, served, config, progress, token)
         }
     }
@@ -123,7 +122,10 @@ extension Client {
         }
         try checkFits(group, served, state)
         let target = GroupFetchTarget(releaseID: id, record: try served.info(store), group: group, number: number)
-        let moved = try updater.fetchGroup(target, state) { served.hold(group: group.name, $0) }
+        // Foreground from here only, with the group's fetch lock held: a background fetch of the
+        // same group holding that lock must not wait behind this one's foreground work.
+        let fetch = { try updater.fetchGroup(target, state) { served.hold(group: group.name, $0) } }
+        let moved = try updater.config.fetchForeground ? transfers.foreground(fetch) : fetch()
         try markLocal(group.name, number: number, served)
         done()
         // The quota is held once the group is on disk: a fetch that fails evicts nothing.

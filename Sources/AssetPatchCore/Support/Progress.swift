@@ -62,7 +62,9 @@ final class ProgressReporter {
         started = true
         if phaseChanged || final || now - lastTime >= ProgressReporter.intervalMs {
             lastTime = now
-            deliver(p, handler)
+            // While transfers hold, the same numbers still reach the host every interval: the
+            // paused state, and its chance to cancel from the callback.
+            deliver(p, handler, repeated: held?() == true)
         } else {
             pending = true
         }
@@ -71,18 +73,22 @@ final class ProgressReporter {
     /// Reports the last numbers again (a wait that counts nothing: the paused state, and a
     /// callback's chance to cancel, still reach the host).
     func again() {
-        if started { report(last) }
+        guard let handler, started else { return }
+        let now = monotonicMillis()
+        guard now - lastTime >= ProgressReporter.intervalMs else { return }
+        lastTime = now
+        deliver(last, handler, repeated: true)
     }
 
     /// The last report delivered: the same numbers twice in a row (a phase's start and end
     /// with nothing counted between, as for the check) are delivered once.
     private var delivered: Progress?
 
-    private func deliver(_ p: Progress, _ handler: ProgressHandler) {
+    private func deliver(_ p: Progress, _ handler: ProgressHandler, repeated: Bool = false) {
         var p = p
-        p.paused = p.phase == .download && held?() == true
+        p.paused = held?() == true
         pending = false
-        guard p != delivered else { return }
+        guard p != delivered || repeated else { return }
         delivered = p
         if handler(p) { cancel.cancel() }
     }

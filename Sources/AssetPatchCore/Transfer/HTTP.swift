@@ -84,16 +84,17 @@ package final class HTTPClient {
         /// Called when the response ended without an error.
         package var onEnd: () throws -> Void
         /// The same request for the rest of its body once `n` bytes of it went to `sink` (a
-        /// Range from the byte it reached, feeding the same sink). A transfer held longer than
-        /// `TransferControl.releaseAfterMs` (a pause, a yield to foreground work) is taken
-        /// apart, its connection closed, and goes on by it. nil: a request nothing of which
-        /// arrived is asked for again whole; one that had bytes fails the batch as released
-        /// (the caller's retry waits for the resume and starts it over).
-        package var continuation: ((UInt64) -> Request)?
+        /// Range from the byte it reached, feeding the same sink), or nil when those were all
+        /// of it (it then ends). A transfer held longer than `TransferControl.releaseAfterMs`
+        /// (a pause, a yield to foreground work) is taken apart, its connection closed, and
+        /// goes on by it. Without one, a request nothing of which arrived is asked for again
+        /// whole; one that had bytes fails the batch as released (the caller's retry waits for
+        /// the resume and starts it over).
+        package var continuation: ((UInt64) -> Request?)?
 
         package init(extraHeaders: [String], onHead: @escaping (ResponseHead) throws -> Void,
                     sink: @escaping (UnsafeRawBufferPointer) throws -> Void, onEnd: @escaping () throws -> Void,
-                    continuation: ((UInt64) -> Request)? = nil) {
+                    continuation: ((UInt64) -> Request?)? = nil) {
             self.extraHeaders = extraHeaders
             self.onHead = onHead
             self.sink = sink
@@ -105,7 +106,7 @@ package final class HTTPClient {
     /// A transfer to start, and how to go on with it once some of its body arrived.
     struct Pending {
         let make: () throws -> Transfer
-        let continuation: ((UInt64) -> Pending)?
+        let continuation: ((UInt64) -> Pending?)?
     }
 
     /// Performs GETs of `url`, up to `parallel` at once over reused connections (one libcurl
@@ -118,7 +119,7 @@ package final class HTTPClient {
             Pending(make: {
                 try Transfer("GET", url, settings: settings, extraHeaders: r.extraHeaders, codings: .identity,
                              onHead: r.onHead, sink: r.sink, onEnd: r.onEnd)
-            }, continuation: r.continuation.map { next in { pending(next($0)) } })
+            }, continuation: r.continuation.map { next in { next($0).map(pending) } })
         }
         var next = 0
         try run(parallel: parallel, progress: progress) {
@@ -142,6 +143,13 @@ package final class HTTPClient {
             // Outlives the multi handle: its clean-up closes the connections through it.
             let sockets = UnsafeMutablePointer<ccurl_sockets>.allocate(capacity: 1)
             sockets.initialize(to: ccurl_sockets())
+            // Under a cap, connections get a receive buffer of 1/32 s at the cap (16 KiB to
+            // 4 MiB; the kernel doubles it): what the server may send ahead of the bucket stays
+            // small, so the rate it sends at follows the cap, and four connections still fill
+            // the cap up to about 250 ms of round trip.
+            if let rate = control?.maxRecvSpeed, rate > 0 {
+                sockets.pointee.receive_buffer = Int32(min(max(rate / 32, 16 << 10), 4 << 20))
+            }
             defer { sockets.deallocate() }
             guard let multi = curl_multi_init() else { throw AssetPatchError(.internal, "curl_multi_init failed") }
             defer { curl_multi_cleanup(multi) }
@@ -155,6 +163,7 @@ package final class HTTPClient {
                 while active.count < max(1, parallel) {
                     guard let p = queue.isEmpty ? (exhausted ? nil : try next()) : queue.removeFirst() else { exhausted = true; return }
                     let t = try p.make()
+                    (t.ctx.held, t.ctx.draining) = (false, false)  // a transfer started again after a release
                     t.ctx.lastActivity = monotonicMillis()
                     t.ctx.windowStart = t.ctx.lastActivity
                     _ = ccurl_setopt_track_sockets(t.easy, sockets)
@@ -203,17 +212,22 @@ package final class HTTPClient {
                         break
                     }
                     if !holding { try fill() }
-                    let refill = holding ? 0 : control.refillWaitMs()
-                    for (t, _) in active.values where t.ctx.held {
-                        // A held transfer is neither stalled nor slow: its clocks start again.
-                        t.ctx.lastActivity = now
-                        t.ctx.windowStart = now
-                        t.ctx.windowBytes = t.ctx.receivedBytes
-                        if !holding && refill == 0 {
+                    let held = active.values.map(\.transfer).filter { $0.ctx.held }.sorted { $0.ctx.heldTicket < $1.ctx.heldTicket }
+                    // A held transfer is not stalled: its clock starts again.
+                    for t in held { t.ctx.lastActivity = now }
+                    if !holding && control.refillWaitMs() == 0 {
+                        // The longest held first, until one is held again (the bucket is empty).
+                        for t in held {
                             t.ctx.held = false
-                            _ = ccurl_unpause(t.easy)  // the kept piece goes to the write callback now
+                            // Its low-speed window does not count the time it was held.
+                            t.ctx.windowStart += monotonicMillis() - t.ctx.heldSince
+                            let rc = ccurl_unpause(t.easy)  // the kept piece goes to the write callback now
+                            if let error = t.ctx.error { throw error }
+                            if rc != CURLE_OK { throw AssetPatchError(.network, "\(t.what): curl_easy_pause: \(String(cString: curl_easy_strerror(rc)))", transient: true) }
+                            if t.ctx.held { break }
                         }
                     }
+                    let refill = holding ? 0 : control.refillWaitMs()
                     if refill > 0 { wakeMs = min(wakeMs, refill) }
                 }
                 // Read again: a transfer let go on above has taken a piece since `now`.
@@ -226,7 +240,7 @@ package final class HTTPClient {
                 }
                 if settings.lowSpeedLimit > 0 {
                     let window = UInt64(settings.lowSpeedTimeMs)
-                    for (t, _) in active.values where now - t.ctx.windowStart >= window {
+                    for (t, _) in active.values where !t.ctx.held && now - t.ctx.windowStart >= window {
                         let got = t.ctx.receivedBytes - t.ctx.windowBytes
                         if got * 1000 < UInt64(settings.lowSpeedLimit) * window {
                             throw AssetPatchError(.network, "\(t.what): slower than low_speed_limit, \(got) bytes in \(window) ms (after \(t.ctx.bodyBytes) body bytes)",
@@ -263,9 +277,11 @@ package final class HTTPClient {
                 t.ctx.held = false
                 _ = ccurl_unpause(t.easy)
             }
+            if let error = t.ctx.error { throw error }
         }
-        for _ in 0..<256 {
-            guard !active.isEmpty, ccurl_sockets_pending(sockets) > 0 else { break }
+        for round in 0..<256 {
+            // Once at least: a transfer whose kept piece was its last ends here.
+            guard !active.isEmpty, round == 0 || ccurl_sockets_pending(sockets) > 0 else { break }
             var running: Int32 = 0
             _ = curl_multi_perform(multi, &running)
             var queued: Int32 = 0
@@ -281,10 +297,12 @@ package final class HTTPClient {
         for (easy, (t, p)) in active {
             curl_multi_remove_handle(multi, easy)
             active[easy] = nil
+            if let error = t.ctx.error { throw error }
             if !t.ctx.started && t.ctx.bodyBytes == 0 {
                 again.append(p)
             } else if let go = p.continuation {
-                again.append(go(t.ctx.bodyBytes))
+                // nil: every byte asked for arrived (the response's end not yet read): it ends.
+                if let next = go(t.ctx.bodyBytes) { again.append(next) } else { try t.conclude(CURLE_OK) }
             } else {
                 throw AssetPatchError(.network, "\(t.what): released while held (after \(t.ctx.bodyBytes) body bytes)", transient: true, released: true)
             }

@@ -68,7 +68,8 @@ final class RangeFetch {
         case let .http(url):
             // The bytes from `start` to the range's end, into the consumer that has those
             // before them: a request held through a long pause goes on from where it stopped.
-            func request(_ r: any RangeConsumer, from start: UInt64) -> HTTPClient.Request {
+            func request(_ r: any RangeConsumer, from start: UInt64) -> HTTPClient.Request? {
+                guard start < r.range.end else { return nil }  // all of it arrived
                 let rest = FetchRange(start: start, end: r.range.end, entries: [])
                 return HTTPClient.Request(extraHeaders: ["Range: bytes=\(start)-\(r.range.end - 1)"],
                                           onHead: { head in try self.judge(head, rest) },
@@ -79,7 +80,7 @@ final class RangeFetch {
                                           onEnd: { try r.finish() },
                                           continuation: { n in request(r, from: start + n) })
             }
-            try http.getBatch(url, consumers.map { request($0, from: $0.range.start) }, parallel: parallel, progress: report)
+            try http.getBatch(url, consumers.compactMap { request($0, from: $0.range.start) }, parallel: parallel, progress: report)
         }
         report()
     }

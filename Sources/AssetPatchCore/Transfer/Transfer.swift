@@ -40,6 +40,10 @@ final class TransferContext {
     var control: TransferControl?
     var background = false
     var held = false
+    /// When it was last held, and its place in the queue of held transfers (the longest held
+    /// goes on first: a refilled bucket is not won by the same transfer every time).
+    var heldSince: UInt64 = 0
+    var heldTicket: UInt64 = 0
     /// Taken apart after a long hold: what already arrived is read first, whatever the hold.
     var draining = false
 
@@ -58,9 +62,16 @@ private let writeCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, In
     guard let user, let ptr else { return 0 }
     let ctx = Unmanaged<TransferContext>.fromOpaque(user).takeUnretainedValue()
     let n = size * count
+    // Refused already (a callback failed inside an unpause, whose result libcurl drops):
+    // nothing more reaches the sink.
+    if ctx.error != nil { return 0 }
     if let control = ctx.control, !ctx.draining, control.mustHold(background: ctx.background) || !control.take(n) {
         // libcurl keeps this piece, hands it over again once the loop lets the transfer go
         // on, and reads nothing from its socket meanwhile.
+        if !ctx.held {
+            ctx.heldSince = monotonicMillis()
+            ctx.heldTicket = control.ticket()
+        }
         ctx.held = true
         return Int(CURL_WRITEFUNC_PAUSE)
     }

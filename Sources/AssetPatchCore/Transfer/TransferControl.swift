@@ -35,6 +35,7 @@ package final class TransferControl: @unchecked Sendable {  // all state is behi
     private var probeFD: Int32 = -1
     private var probedAt: UInt64 = 0
     private var foregroundElsewhere = false
+    private var tickets: UInt64 = 0
 
     /// `foregroundLock`: the data directory's file a foreground transfer holds a shared lock on
     /// (nil: foreground work of this client only).
@@ -87,6 +88,14 @@ package final class TransferControl: @unchecked Sendable {  // all state is behi
             guard tokens > 0 else { return false }
             tokens -= Double(n)
             return true
+        }
+    }
+
+    /// The next place in the queue of held transfers.
+    func ticket() -> UInt64 {
+        cond.locked {
+            tickets += 1
+            return tickets
         }
     }
 

@@ -24,7 +24,9 @@ extension Updater {
             return "differential=off: an update downloads the whole archive"
         }
         if c.index == nil {
-            let archive = try fetch(c, try download(for: c))
+            let d = try download(for: c)
+            if config.metered, !c.archive.isFile { try allowMetered(try transferEstimate(d), known: d.expectedSize != nil, "version \(c.version) (the whole archive)") }
+            let archive = try fetch(c, d)
             try walkIndex(&c, from: .file(path: archive, url: c.archive.url)) { self.chunksInstalled($0, files: $1, state) }
         }
         // What this update installs of the release: the bytes held to max_release_bytes.

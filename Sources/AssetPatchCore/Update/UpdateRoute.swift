@@ -99,8 +99,14 @@ extension Updater {
 
     /// On a metered network (option `metered`), refuses a transfer that plans more than
     /// `metered_max_bytes`, before a byte of it moves: the host asks its user, then allows it.
-    func allowMetered(_ bytes: UInt64, _ what: String) throws {
-        guard config.metered, bytes > config.meteredMaxBytes else { return }
+    /// `known`: false when the size is only what a HEAD said (or nothing): an unknown size is
+    /// refused as more than any threshold.
+    func allowMetered(_ bytes: UInt64, known: Bool = true, _ what: String) throws {
+        guard config.metered else { return }
+        if !known && bytes == 0 {
+            throw AssetPatchError(.metered, "\(what): an archive of unknown size on a metered network; allow it by setting metered to 0")
+        }
+        guard bytes > config.meteredMaxBytes else { return }
         throw AssetPatchError(.metered, "\(what): \(bytes) bytes to transfer on a metered network, more than metered_max_bytes (\(config.meteredMaxBytes)); allow it by raising metered_max_bytes or setting metered to 0")
     }
 

@@ -213,7 +213,7 @@ final class Updater {
     private func installWholeArchive(_ c: Candidate, _ state: StoreState) throws -> ReleaseRecord {
         let d = try download(for: c)
         if config.metered, !c.archive.isFile {
-            try allowMetered(try transferEstimate(d), "version \(c.version) (the whole archive)")
+            try allowMetered(try transferEstimate(d), known: d.expectedSize != nil || !c.manifest.isLegacy, "version \(c.version) (the whole archive)")
         }
         let installer = Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: cancel, progress: progress)
         let installed = installedFiles(state)

@@ -585,6 +585,43 @@ def write_results(path, r, args):
         f.write("\n".join(lines))
 
 
+def splice(path, title, lines):
+    """Puts a section into RESULTS.md: replacing its earlier version, else before "## Targets"."""
+    text = open(path).read() if os.path.exists(path) else ""
+    block = "\n".join(lines) + "\n"
+    if title in text:
+        start = text.index(title)
+        nxt = text.find("\n## ", start + len(title))
+        text = text[:start] + block + (text[nxt + 1:] if nxt >= 0 else "")
+    elif "\n## Targets" in text:
+        at = text.index("\n## Targets") + 1
+        text = text[:at] + block + "\n" + text[at:]
+    else:
+        text += "\n" + block
+    open(path, "w").write(text)
+
+
+def standalone(title, run_all, section, prefix, json_name):
+    """A section's benchmark run alone: measured, kept as build/JSON_NAME, printed, and (unless
+    --quick) spliced into bench/RESULTS.md with the other sections left as they are."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "RESULTS.md"))
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix=prefix, dir=os.environ.get("BENCH_DIR", "/var/tmp"))
+    try:
+        r = run_all(work, args.runs, args.quick)
+        with open(os.path.join(ROOT, "build", json_name), "w") as f:
+            json.dump(r, f, indent=1, default=str)
+        lines = section(r)
+        print("\n".join(lines))
+        if not args.quick:
+            splice(args.out, title, lines)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)

@@ -16,7 +16,6 @@
 Run by bench.py in the full run, or alone, which splices its section into bench/RESULTS.md and
 leaves the others as they are:
     python3 bench/groups_bench.py [--quick]"""
-import argparse
 import hashlib
 import json
 import os
@@ -26,12 +25,11 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import CLI, LIB, MB, PREFIX, ROOT, Nginx  # noqa: E402
+from bench import CLI, LIB, MB, PREFIX, ROOT, Nginx, standalone  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
 os.environ.setdefault("ASSETPATCH_LIBRARY", LIB)
 import assetpatch  # noqa: E402
@@ -388,39 +386,8 @@ def section(r):
     ]
 
 
-def splice(path, lines):
-    """Puts the section into RESULTS.md: replacing its earlier version, else before "## Targets"."""
-    text = open(path).read() if os.path.exists(path) else ""
-    block = "\n".join(lines) + "\n"
-    if SECTION in text:
-        start = text.index(SECTION)
-        nxt = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + block + (text[nxt + 1:] if nxt >= 0 else "")
-    elif "\n## Targets" in text:
-        at = text.index("\n## Targets") + 1
-        text = text[:at] + block + "\n" + text[at:]
-    else:
-        text += "\n" + block
-    open(path, "w").write(text)
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "RESULTS.md"))
-    args = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="assetpatch-groups.", dir=os.environ.get("BENCH_DIR", "/var/tmp"))
-    try:
-        r = run_all(work, args.runs, args.quick)
-        with open(os.path.join(ROOT, "build", "bench-groups.json"), "w") as f:
-            json.dump(r, f, indent=1)
-        lines = section(r)
-        print("\n".join(lines))
-        if not args.quick:
-            splice(args.out, lines)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    standalone(SECTION, run_all, section, "assetpatch-groups.", "bench-groups.json")
 
 
 if __name__ == "__main__":

@@ -15,9 +15,7 @@ access log (body bytes per request, what it sent).
 
 Run by bench.py in the full run, or alone, which splices its section into bench/RESULTS.md:
     python3 bench/transfer_bench.py [--quick]"""
-import argparse
 import hashlib
-import json
 import os
 import random
 import shutil
@@ -25,12 +23,11 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import CLI, LIB, MB, ROOT  # noqa: E402
+from bench import CLI, LIB, MB, ROOT, standalone  # noqa: E402
 from groups_bench import RangeNginx  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
 os.environ.setdefault("ASSETPATCH_LIBRARY", LIB)
@@ -45,7 +42,9 @@ def log(*a):
 
 class CountingProxy:
     """A TCP proxy to `port`: records (monotonic time, bytes) of what it forwards to clients
-    and how many client connections are open."""
+    and how many client connections are open. Its own buffers are small (16 KiB each way), so
+    what it forwards is what crossed the link to the client: a model of the network between a
+    server and a client, where nginx's count also has what sat in its own socket buffer."""
 
     def __init__(self, port):
         self.target = port
@@ -65,7 +64,10 @@ class CountingProxy:
                 client, _ = self.sock.accept()
             except OSError:
                 return
-            server = socket.create_connection(("127.0.0.1", self.target))
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
+            server = socket.socket()
+            server.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+            server.connect(("127.0.0.1", self.target))
             with self.lock:
                 self.open += 1
             threading.Thread(target=self.pipe, args=(client, server, False), daemon=True).start()
@@ -102,6 +104,14 @@ class CountingProxy:
     def mark(self):
         with self.lock:
             self.events = []
+
+    def total(self):
+        with self.lock:
+            return sum(n for _, n in self.events)
+
+    def last(self):
+        with self.lock:
+            return self.events[-1][0] if self.events else 0
 
 
 def write_files(d, files):
@@ -163,10 +173,10 @@ def bench_cap(work, proxy, url, v2, quick):
         t1 = time.monotonic()
         assert result.get("installed"), result
         out["verified"] = verified(c, v2)
-    # 2-second windows from the end of the first to the last whole one.
+    # 2-second windows from the end of the first to the last whole one before the last byte.
     windows = []
-    t = t0 + 2
-    while t + 2 <= t1:
+    t, end = t0 + 2, proxy.last()
+    while t + 2 <= end:
         windows.append(proxy.bytes_between(t, t + 2) / 2)
         t += 2
     out.update(cap=cap, planned=planned, seconds=t1 - t0, windows=[w / cap for w in windows])
@@ -203,6 +213,7 @@ def bench_pause(work, proxy, nginx, url, v2, planned):
     data = os.path.join(work, "pause")
     with assetpatch.Client(data, manifest_url=url, parallel_downloads=4, max_recv_speed=8 * MB) as c:
         mark = nginx.mark()
+        proxy.mark()
         result = {}
         th = threading.Thread(target=run_update, args=(c, result))
         th.start()
@@ -219,7 +230,9 @@ def bench_pause(work, proxy, nginx, url, v2, planned):
         assert result.get("installed"), result
         ok = verified(c, v2)
     sent, _ = nginx.since(mark)
-    return {"planned": planned, "sent": sent, "twice": sent - planned, "open_during": max(open_after), "verified": ok}
+    carried = proxy.total()
+    return {"planned": planned, "sent": sent, "carried": carried, "twice": carried - planned, "nginx_twice": sent - planned,
+            "open_during": max(open_after), "verified": ok}
 
 
 def bench_metered(work, nginx, url_fg, data_v1):
@@ -324,8 +337,10 @@ def section(r):
         f"- Cap raised to {ra['raised'] / MB:.0f} MiB/s mid-update: the last 500 ms averaged 90% of it "
         f"{ra['latency_s']:.2f} s after the change (the window's own length included)." if ra["latency_s"] is not None else
         "- Cap raised mid-update: the update ended before the rate could be measured.",
-        f"- Paused 10 s mid-update (cap 8 MiB/s), then resumed: nginx sent {p['sent']:,} bytes for {p['planned']:,} planned "
-        f"({p['twice']:+,} fetched twice); connections open from 2.5 s into the pause: at most {p['open_during']}; "
+        f"- Paused 10 s mid-update (cap 8 MiB/s), then resumed: the link carried {p['carried']:,} bytes (responses, headers "
+        f"included) for {p['planned']:,} planned ({p['twice']:+,}: fetched twice, and the requests' response headers); nginx "
+        f"handed its kernel {p['sent']:,} body bytes ({p['nginx_twice']:+,}: what sat in its socket buffers when the "
+        f"connections closed, never sent); connections open from 2.5 s into the pause: at most {p['open_during']}; "
         f"byte-identical: {p['verified']}.",
         f"- A {f['group_bytes'] / MB:.0f} MiB foreground group fetch while a {f['update_bytes'] / MB:.0f} MiB background update "
         f"of the same client ran under a shared {f['cap'] / MB:.0f} MiB/s cap: {statistics.median(f['during_s']):.2f} s against "
@@ -351,40 +366,8 @@ def section(r):
     ]
 
 
-def splice(path, lines):
-    """Puts the section into RESULTS.md: replacing its earlier version, else before "## Targets"."""
-    text = open(path).read() if os.path.exists(path) else ""
-    block = "\n".join(lines) + "\n"
-    if SECTION in text:
-        start = text.index(SECTION)
-        nxt = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + block + (text[nxt + 1:] if nxt >= 0 else "")
-    elif "\n## Targets" in text:
-        at = text.index("\n## Targets") + 1
-        text = text[:at] + block + "\n" + text[at:]
-    else:
-        text += "\n" + block
-    open(path, "w").write(text)
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "RESULTS.md"))
-    args = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="assetpatch-transfers.", dir=os.environ.get("BENCH_DIR", "/var/tmp"))
-    try:
-        r = run_all(work, args.runs, args.quick)
-        with open(os.path.join(ROOT, "build", "bench-transfers.json"), "w") as f:
-            json.dump(r, f, indent=1)
-        log(json.dumps(r))
-        lines = section(r)
-        print("\n".join(lines))
-        if not args.quick:
-            splice(args.out, lines)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    standalone(SECTION, run_all, section, "assetpatch-transfers.", "bench-transfers.json")
 
 
 if __name__ == "__main__":

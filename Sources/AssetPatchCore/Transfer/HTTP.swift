@@ -179,20 +179,7 @@ package final class HTTPClient {
                     try fill()  // after a hold that kept them from starting
                     if active.isEmpty && exhausted && queue.isEmpty { break }
                 }
-                var running: Int32 = 0
-                let mrc = curl_multi_perform(multi, &running)
-                if mrc != CURLM_OK { throw AssetPatchError(.internal, "curl_multi_perform: \(String(cString: curl_multi_strerror(mrc)))") }
-                var queued: Int32 = 0
-                var ended = false
-                while let msg = curl_multi_info_read(multi, &queued) {
-                    guard msg.pointee.msg == CURLMSG_DONE, let easy = msg.pointee.easy_handle, let t = active[easy]?.transfer else { continue }
-                    let result = msg.pointee.data.result
-                    curl_multi_remove_handle(multi, easy)
-                    active[easy] = nil
-                    try t.conclude(result)
-                    ended = true
-                }
-                if ended {
+                if try perform(multi, &active) {
                     try fill()
                     progress()
                     continue  // start the next requests at once
@@ -262,6 +249,25 @@ package final class HTTPClient {
         }
     }
 
+    /// One round of libcurl's work; transfers that ended are concluded and leave `active`.
+    /// true when one did.
+    private func perform(_ multi: UnsafeMutableRawPointer, _ active: inout [UnsafeMutableRawPointer: (transfer: Transfer, pending: Pending)]) throws -> Bool {
+        var running: Int32 = 0
+        let mrc = curl_multi_perform(multi, &running)
+        if mrc != CURLM_OK { throw AssetPatchError(.internal, "curl_multi_perform: \(String(cString: curl_multi_strerror(mrc)))") }
+        var queued: Int32 = 0
+        var ended = false
+        while let msg = curl_multi_info_read(multi, &queued) {
+            guard msg.pointee.msg == CURLMSG_DONE, let easy = msg.pointee.easy_handle, let t = active[easy]?.transfer else { continue }
+            let result = msg.pointee.data.result
+            curl_multi_remove_handle(multi, easy)
+            active[easy] = nil
+            try t.conclude(result)
+            ended = true
+        }
+        return ended
+    }
+
     /// Takes every active transfer apart for a long hold: each goes back to `queue` as its
     /// continuation from the bytes its sink took, or whole when none arrived; a transfer that
     /// can't go on fails the batch as released. What already arrived on each connection is
@@ -282,16 +288,7 @@ package final class HTTPClient {
         for round in 0..<256 {
             // Once at least: a transfer whose kept piece was its last ends here.
             guard !active.isEmpty, round == 0 || ccurl_sockets_pending(sockets) > 0 else { break }
-            var running: Int32 = 0
-            _ = curl_multi_perform(multi, &running)
-            var queued: Int32 = 0
-            while let msg = curl_multi_info_read(multi, &queued) {
-                guard msg.pointee.msg == CURLMSG_DONE, let easy = msg.pointee.easy_handle, let t = active[easy]?.transfer else { continue }
-                let result = msg.pointee.data.result
-                curl_multi_remove_handle(multi, easy)
-                active[easy] = nil
-                try t.conclude(result)
-            }
+            _ = try perform(multi, &active)
         }
         var again: [Pending] = []
         for (easy, (t, p)) in active {

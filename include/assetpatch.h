@@ -848,6 +848,52 @@ typedef void (*assetpatch_log_fn)(int level, const char *message, void *userdata
 ASSETPATCH_WARN_UNUSED_RESULT
 int assetpatch_set_log(assetpatch_client *c, assetpatch_log_fn fn, void *userdata);
 
+/* ------------------------------------------------------------------------------------------
+ * A transport of the host's own (docs/transfers.md)
+ * ---------------------------------------------------------------------------------------- */
+
+/* Where a host transport reports one response; valid during that perform call only. */
+typedef struct assetpatch_transport_response assetpatch_transport_response;
+
+/* A transport the host supplies in place of libcurl: the platform's own HTTP stack performs each
+ * request. Everything above it works unchanged: ranges, resume, verification, validators,
+ * retries, max_recv_speed and pauses (applied as body bytes are handed over). */
+typedef struct assetpatch_transport {
+    uint32_t size;  /* set by the caller: sizeof(assetpatch_transport); first version 24 */
+    /* Performs one request: method "GET" or "HEAD"; url http(s); headers a NULL-terminated array
+     * of "Name: value" lines to send as they are (Range, If-Range, If-None-Match, Accept-Encoding:
+     * identity, User-Agent, the header options). Before returning, on the thread it was called on,
+     * it reports the final response (after any redirects it follows) with
+     * assetpatch_transport_head, then the body bytes in order with assetpatch_transport_body, as
+     * received (not decoded: a body with a Content-Encoding other than identity is refused).
+     * Returns 0 when the response ended, whatever its status; non-zero when the transfer failed
+     * (no connection, a reset, a timeout, a body cut short): the library retries that as it retries
+     * a network failure. When either report returns non-zero, it stops and returns. Called on the
+     * library's threads, one request at a time per update or group fetch; stall and low-speed
+     * timeouts are the transport's own. */
+    int (*perform)(void *userdata, const char *method, const char *url, const char *const *headers,
+                   assetpatch_transport_response *response);
+    void *userdata;  /* passed to perform; the host keeps it valid until the client is closed or
+                        another transport is set */
+} assetpatch_transport;
+
+#define ASSETPATCH_TRANSPORT_SIZE_0_5 24
+
+/* Makes transport (copied; NULL: libcurl again) perform every later request of this client.
+ * @return ASSETPATCH_OK; ERR_ARGUMENT (NULL c, size below the first version, NULL perform). */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_set_transport(assetpatch_client *c, const assetpatch_transport *transport);
+
+/* Reports the response's status, its header lines ("Name: value", NULL-terminated array; NULL:
+ * none) and the URL that answered after redirects (NULL: the one asked for). Once per response.
+ * @return 0: go on with the body; non-zero: the library refuses the response (stop). */
+int assetpatch_transport_head(assetpatch_transport_response *response, int status, const char *const *headers,
+                              const char *final_url);
+
+/* Hands over the next `length` body bytes. May block while the client is paused or capped.
+ * @return 0: go on; non-zero: stop (cancelled, refused, a write failed). */
+int assetpatch_transport_body(assetpatch_transport_response *response, const void *data, size_t length);
+
 #ifdef __cplusplus
 }
 #endif

@@ -45,6 +45,9 @@ echo "== Python package: pip install ./bindings/python into the venv, pytest ove
 # Found through pkg-config (no ASSETPATCH_LIBRARY), from the installed package, not the source tree.
 (cd "$root/build" && PKG_CONFIG_PATH="$root/build/prefix/lib/pkgconfig" \
   "$venv/bin/python" -m pytest -q -p no:cacheprovider "$root/bindings/python/tests")
+echo "== the same tests over nginx with a transport of the host's own: Python's http.client in place of libcurl"
+(cd "$root/build" && ASSETPATCH_TEST_TRANSPORT=python PKG_CONFIG_PATH="$root/build/prefix/lib/pkgconfig" \
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider "$root/bindings/python/tests" -k http)
 
 echo "== faults: resume, retries, codings, real zippers, TLS, hostile servers, disk full, kill -9 (pytest)"
 export ASSETPATCH_LIBRARY="$root/build/prefix/lib/libassetpatch.so.1"

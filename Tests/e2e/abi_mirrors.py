@@ -26,7 +26,8 @@ code = re.sub(r"//[^\n]*", "", code)
 # Which ctypes structure mirrors which C struct.
 MIRRORS = {"assetpatch_progress": _ffi.Progress, "assetpatch_lifecycle": _ffi.Lifecycle,
            "assetpatch_release_info": _ffi.ReleaseInfo, "assetpatch_plugin_info": _ffi.PluginInfo,
-           "assetpatch_check_outcome": _ffi.CheckOutcome, "assetpatch_group_info": _ffi.GroupInfo}
+           "assetpatch_check_outcome": _ffi.CheckOutcome, "assetpatch_group_info": _ffi.GroupInfo,
+           "assetpatch_transport": _ffi.Transport}
 
 passed = failed = 0
 
@@ -44,7 +45,12 @@ def check(name, ok, detail=""):
 # Structs: name -> field names, in order.
 structs = {}
 for name, body in re.findall(r"typedef struct (\w+) \{(.*?)\} \1;", code, re.S):
-    fields = re.findall(r"(\w+)\s*(?:\[\d+\])?\s*;", body)
+    # A field is the last word of its declaration, or a function pointer's name: (*name)(...).
+    fields = []
+    for decl in body.split(";"):
+        m = re.search(r"\(\*\s*(\w+)\)", decl) or re.search(r"(\w+)\s*(?:\[\d+\])?\s*$", decl)
+        if decl.strip() and m:
+            fields.append(m.group(1))
     structs[name] = fields
 check("the header's structs all have a ctypes mirror", set(structs) == set(MIRRORS),
       f"header {sorted(structs)}, mirrors {sorted(MIRRORS)}")
@@ -81,6 +87,8 @@ TYPES = {
     "void **": c.POINTER(c.c_void_p), "int64_t *": c.POINTER(c.c_int64), "uint64_t *": c.POINTER(c.c_uint64),
     "size_t *": c.POINTER(c.c_size_t), "int *": c.POINTER(c.c_int), "const char *const *": c.POINTER(c.c_char_p),
     "assetpatch_progress_fn": _ffi.PROGRESS_FN, "assetpatch_log_fn": _ffi.LOG_FN,
+    "const void *": c.c_void_p, "assetpatch_transport_response *": c.c_void_p,
+    "const assetpatch_transport *": c.POINTER(_ffi.Transport),
     **{f"{n} *": c.POINTER(m) for n, m in MIRRORS.items()},
 }
 

@@ -244,3 +244,29 @@ def test_the_cli_pauses_on_sigusr1_resumes_on_sigusr2_and_asks_on_a_metered_netw
     assert "paused" in stderr and "resumed" in stderr
     with assetpatch.Client(str(data)) as c:
         assert_installed(c, site.files)
+
+
+def test_a_host_transport_carries_ranges_retries_and_the_cap(site):
+    """Python's http.client in place of libcurl: a differential update by range over it survives
+    a connection reset (retried, what arrived kept) and is held to the cap."""
+    calls = []
+    transport = assetpatch.HTTPClientTransport()
+
+    def perform(method, url, headers, response):
+        calls.append((method, url, [h for h in headers if h.lower().startswith(("range", "if-"))]))
+        transport(method, url, headers, response)
+    cap = 300 << 10
+    site.server.control(mode="reset", n=200_000, times=1)
+    with assetpatch.Client(str(site.tmp / "data"), manifest_url=site.url, max_recv_speed=cap) as c:
+        c.set_transport(perform)
+        planned = plan_bytes(c)
+        site.server.reset()
+        site.server.control(mode="reset", n=200_000, times=1)
+        start = time.monotonic()
+        assert c.update()
+        elapsed = time.monotonic() - start
+        assert_installed(c, site.files)
+    ranges = [h for _, _, hs in calls for h in hs if h.lower().startswith("range")]
+    assert len(ranges) >= 8, "ranges went through the host's transport"
+    assert any(e["sent"] < e["end"] - e["start"] + 1 for e in site.server.stats()["archive_log"]), "a reset happened"
+    assert elapsed >= (planned - (64 << 10)) / cap, "held to the cap"

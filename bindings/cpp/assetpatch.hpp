@@ -317,6 +317,18 @@ public:
         return {};
     }
 
+    /// Makes `fn` perform every later request in place of libcurl (empty: libcurl again).
+    result<void> try_set_transport(transport_fn fn) {
+        if (!handle_) return moved_from();
+        std::lock_guard<std::mutex> lock(callbacks_->mutex);
+        if (!fn) return done(assetpatch_set_transport(handle_.get(), nullptr));
+        auto ctx = std::make_unique<detail::transport_context>(std::move(fn));
+        assetpatch_transport t{sizeof(assetpatch_transport), &detail::transport_context::trampoline, ctx.get()};
+        if (auto f = detail::failed(assetpatch_set_transport(handle_.get(), &t))) return *f;
+        callbacks_->transports.push_back(std::move(ctx));
+        return {};
+    }
+
     /// The C handle, for calls this wrapper does not cover; nullptr once moved from.
     assetpatch_client* handle() const noexcept { return handle_.get(); }
 
@@ -358,6 +370,7 @@ public:
     void evict_group(const std::string& name) { try_evict_group(name).value(); }
     void pin_group(const std::string& name, bool on = true) { try_pin_group(name, on).value(); }
     void set_log(log_fn fn) { try_set_log(std::move(fn)).value(); }
+    void set_transport(transport_fn fn) { try_set_transport(std::move(fn)).value(); }
 
     /// The C handle, for calls this wrapper does not cover.
     assetpatch_client* get() const {

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -107,12 +108,43 @@ struct log_context {
     }
 };
 
+}  // namespace detail
+
+/// A transport of the host's own (assetpatch_set_transport): performs one request and reports
+/// its response through assetpatch_transport_head and assetpatch_transport_body before it
+/// returns; false when the transfer failed (retried like a network failure).
+using transport_fn = std::function<bool(std::string_view method, std::string_view url, const std::vector<std::string>& headers,
+                                        assetpatch_transport_response* response)>;
+
+namespace detail {
+struct transport_context {
+    explicit transport_context(transport_fn fn) : perform(std::move(fn)) {}
+    const transport_fn perform;
+
+    static int trampoline(void* userdata, const char* method, const char* url, const char* const* headers,
+                          assetpatch_transport_response* response) noexcept {
+        auto* self = static_cast<transport_context*>(userdata);
+        std::vector<std::string> lines;
+        for (; headers && *headers; ++headers) lines.emplace_back(*headers);
+#if ASSETPATCH_HPP_EXCEPTIONS
+        try {
+            return self->perform(method, url, lines, response) ? 0 : 1;
+        } catch (...) {
+            return 1;  // a transport that throws failed its transfer
+        }
+#else
+        return self->perform(method, url, lines, response) ? 0 : 1;
+#endif
+    }
+};
+
 // Everything the C library reaches through userdata lives here, on the heap, so it stays put
 // when the client object moves.
 struct callbacks {
     std::mutex mutex;
     std::unique_ptr<update_context> background;       // the update start_update() began
     std::vector<std::unique_ptr<log_context>> logs;   // every log function installed, newest last
+    std::vector<std::unique_ptr<transport_context>> transports;  // every transport set, newest last
 };
 }  // namespace detail
 

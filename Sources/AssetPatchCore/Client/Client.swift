@@ -169,6 +169,11 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
 
     package var configuration: ClientConfig { config.withLock { $0 } }
 
+    /// The host's own transport for every later request of this client (nil: libcurl).
+    package func setTransport(_ transport: HostTransport?) {
+        config.withLock { $0.http.transport = transport }
+    }
+
     package func setLogger(_ fn: (@Sendable (LogLevel, String) -> Void)?) {
         let held: [(LogLevel, String)] = logger.withLock {
             $0 = fn

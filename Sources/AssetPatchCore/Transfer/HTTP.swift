@@ -21,6 +21,8 @@ package struct HTTPSettings: Sendable {
     package var control: TransferControl?
     /// Background work: holds while foreground work runs on the data directory.
     package var background = false
+    /// The host's own transport (nil: libcurl).
+    package var transport: HostTransport?
 
     package init() {}
 }
@@ -65,6 +67,13 @@ package final class HTTPClient {
                          onHead: @escaping (ResponseHead) throws -> Void,
                          sink: @escaping (UnsafeRawBufferPointer) throws -> Void,
                          progress: ((UInt64) -> Void)?) throws -> ResponseHead {
+        if let transport = settings.transport {
+            var body: UInt64 = 0
+            return try viaHost(transport, method, url, extraHeaders: extraHeaders, onHead: onHead, sink: { chunk in
+                try sink(chunk)
+                body += UInt64(chunk.count)
+            }, onEnd: {}, progress: { progress?(body) })
+        }
         let t = try Transfer(method, url, settings: settings, extraHeaders: extraHeaders, codings: codings, receiveBuffer: receiveBuffer,
                              onHead: onHead, sink: sink)
         var given = false
@@ -114,6 +123,14 @@ package final class HTTPClient {
     /// failure stops the batch and is thrown; requests that ended before it have had `onEnd`.
     /// `progress` is called from the loop, at least every 50 ms.
     package func getBatch(_ url: String, _ requests: [Request], parallel: Int, progress: () -> Void) throws {
+        if let transport = settings.transport {
+            // One at a time: the host's stack has its own connections and their limits.
+            for r in requests {
+                _ = try viaHost(transport, "GET", url, extraHeaders: r.extraHeaders, onHead: r.onHead, sink: r.sink, onEnd: r.onEnd,
+                                progress: progress)
+            }
+            return
+        }
         let settings = settings
         func pending(_ r: Request) -> Pending {
             Pending(make: {

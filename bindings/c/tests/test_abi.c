@@ -282,6 +282,74 @@ static void updates_to_v2_keeping_v1_paths(void) {
     CHECK(same_file(v1_readme_path, asset("assets-v1", "readme.txt")), "a path handed out for v1 broke (keep_versions=1)");
 }
 
+/* A transport of the host's own, in C: serves http://transport.invalid/<path> from the fixtures'
+ * repos directory, answering Range requests with 206, as a static host would. */
+static int transport_gets, transport_ranges;
+static int serve_from_disk(void *userdata, const char *method, const char *url, const char *const *headers,
+                           assetpatch_transport_response *response) {
+    (void)userdata;
+    const char *prefix = "http://transport.invalid/";
+    if (strncmp(url, prefix, strlen(prefix)) != 0) return 1;
+    char *path = fmt("%s/repos/%s", fixtures, url + strlen(prefix));
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        const char *none[] = {"Content-Length: 0", NULL};
+        return assetpatch_transport_head(response, 404, none, NULL) ? 0 : 0;
+    }
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    long start = 0, end = size - 1;
+    int status = 200;
+    for (const char *const *h = headers; *h; h++)
+        if (strncmp(*h, "Range: bytes=", 13) == 0 && sscanf(*h + 13, "%ld-%ld", &start, &end) >= 1) {
+            if (end >= size) end = size - 1;
+            status = 206;
+            transport_ranges++;
+        }
+    transport_gets++;
+    char length[64], range[128];
+    snprintf(length, sizeof length, "Content-Length: %ld", end - start + 1);
+    snprintf(range, sizeof range, "Content-Range: bytes %ld-%ld/%ld", start, end, size);
+    const char *lines[] = {length, status == 206 ? range : NULL, NULL};
+    int rc = 0;
+    if (assetpatch_transport_head(response, status, lines, NULL) == 0 && strcmp(method, "HEAD") != 0) {
+        fseek(f, start, SEEK_SET);
+        char buffer[16384];
+        long left = end - start + 1;
+        while (left > 0) {
+            size_t n = fread(buffer, 1, left < (long)sizeof buffer ? (size_t)left : sizeof buffer, f);
+            if (n == 0) { rc = 1; break; }
+            if (assetpatch_transport_body(response, buffer, n) != 0) break;
+            left -= (long)n;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+static void a_host_transport_serves_updates_by_range(void) {
+    assetpatch_client *c = NULL;
+    CHECK_RC(assetpatch_client_open(fmt("%s/transport", work), fmt("%s/bundle", fixtures), &c), ASSETPATCH_OK);
+    assetpatch_transport small = {4, serve_from_disk, NULL};
+    CHECK_RC(assetpatch_set_transport(c, &small), ASSETPATCH_ERR_ARGUMENT);
+    assetpatch_transport none = {sizeof(assetpatch_transport), NULL, NULL};
+    CHECK_RC(assetpatch_set_transport(c, &none), ASSETPATCH_ERR_ARGUMENT);
+    assetpatch_transport t = {sizeof(assetpatch_transport), serve_from_disk, NULL};
+    CHECK_RC(assetpatch_set_transport(c, &t), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_client_set(c, "manifest_url", "http://transport.invalid/v1/manifest.json"), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_update(c, NULL, NULL), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_client_set(c, "manifest_url", "http://transport.invalid/v2/manifest.json"), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_update(c, NULL, NULL), ASSETPATCH_OK);
+    char path[4096];
+    CHECK_RC(resolve(c, "readme.txt", path), ASSETPATCH_OK);
+    CHECK(same_file(path, asset("assets-v2", "readme.txt")), "readme.txt resolved to %s", path);
+    CHECK(transport_gets >= 3 && transport_ranges >= 1, "%d requests, %d ranges through the transport", transport_gets, transport_ranges);
+    CHECK_RC(assetpatch_client_set(c, "manifest_url", "http://transport.invalid/missing/manifest.json"), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_update(c, NULL, NULL), ASSETPATCH_ERR_HTTP);
+    CHECK_RC(assetpatch_set_transport(c, NULL), ASSETPATCH_OK);
+    assetpatch_client_close(c);
+}
+
 static void invalid_names_are_refused(void) {
     const char *bad[] = { "../x", "/etc/passwd", "a//b", "a/./b", "", "a/", "a\\b", "..", ".", "sub/../readme.txt" };
     char path[4096];
@@ -667,6 +735,7 @@ int main(int argc, char **argv) {
     run("updates_to_v1_with_ordered_progress", updates_to_v1_with_ordered_progress);
     run("same_release_again_is_no_update", same_release_again_is_no_update);
     run("updates_to_v2_keeping_v1_paths", updates_to_v2_keeping_v1_paths);
+    run("a_host_transport_serves_updates_by_range", a_host_transport_serves_updates_by_range);
     run("invalid_names_are_refused", invalid_names_are_refused);
     run("path_buffer_too_small", path_buffer_too_small);
     run("archive_with_wrong_sha256", archive_with_wrong_sha256);

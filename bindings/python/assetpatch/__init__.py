@@ -16,11 +16,13 @@ from . import _ffi
 from ._errors import (_ERRORS, ArchiveError, ArgumentError, AssetPatchError, BusyError, CancelledError, DowngradeError,  # noqa: F401
                       ExpiredError, FilesystemError, HTTPError, IncompatibleError, IntegrityError, InternalError, ManifestError,
                       NetworkError, NotFoundError, NotLocalError, QuotaError, MeteredError, RangeError, SignatureError, StateError)
+from . import _transport
 from ._groups import GroupsMixin
+from ._transport import HTTPClientTransport, TransportResponse  # noqa: F401
 from ._types import CheckOutcome, Group, Lifecycle, NoUpdateReason, Phase, Plugin, Progress, ReleaseInfo, Rollback, Status  # noqa: F401
 
 __all__ = [
-    "Client", "Group", "Phase", "Plugin", "Progress", "Lifecycle", "ReleaseInfo", "Rollback", "Status", "CheckOutcome", "NoUpdateReason",
+    "Client", "HTTPClientTransport", "TransportResponse", "Group", "Phase", "Plugin", "Progress", "Lifecycle", "ReleaseInfo", "Rollback", "Status", "CheckOutcome", "NoUpdateReason",
     "AssetPatchError", "ArgumentError", "FilesystemError",
     "NetworkError", "HTTPError", "ManifestError", "SignatureError", "IntegrityError", "ArchiveError",
     "DowngradeError", "ExpiredError", "IncompatibleError", "NotFoundError", "RangeError", "CancelledError",
@@ -145,6 +147,7 @@ class Client(GroupsMixin):
         self._resolve_variant_fn = _ffi.unchecked(lib, "assetpatch_resolve_variant")
         self._buffers = threading.local()
         self._background: Optional[_ProgressTrampoline] = None
+        self._transport: Any = None
         self._log_fn = _ffi.LOG_FN(self._on_log)
         try:
             _check(lib.assetpatch_set_log(self._handle, self._log_fn, None))
@@ -245,6 +248,19 @@ class Client(GroupsMixin):
         """Asks a running update to stop soon."""
         if self._handle is not None:
             self._lib.assetpatch_cancel(self._handle)
+
+    def set_transport(self, perform: Optional["_transport.Perform"]) -> None:
+        """Makes `perform(method, url, headers, response)` do every later request of this client
+        in place of libcurl (None: libcurl again); see HTTPClientTransport and docs/transfers.md.
+        It reports through response.head(status, headers, final_url) and response.body(bytes);
+        an exception it raises is a failed transfer, retried like a network failure."""
+        if perform is None:
+            _check(self._lib.assetpatch_set_transport(self._h(), None))
+            self._transport = None
+            return
+        struct, fn = _transport.c_transport(self._lib, perform)
+        _check(self._lib.assetpatch_set_transport(self._h(), ctypes.byref(struct)))
+        self._transport = (struct, fn, perform)  # alive while the library may call it
 
     def pause(self) -> None:
         """Pauses every transfer of this client (running or started while paused); past 2 s

@@ -102,6 +102,16 @@ def sized(struct: Any) -> Any:
 
 PROGRESS_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(Progress), ctypes.c_void_p)
 LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+TRANSPORT_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p,
+                                ctypes.POINTER(ctypes.c_char_p), ctypes.c_void_p)
+
+
+class Transport(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_uint32),
+        ("perform", TRANSPORT_FN),
+        ("userdata", ctypes.c_void_p),
+    ]
 
 
 class LibraryNotFound(OSError):
@@ -194,6 +204,9 @@ def signatures() -> dict:
         "assetpatch_plugin_list": (c.c_int, [client_p, c.POINTER(PluginInfo), c.c_size_t, c.POINTER(c.c_size_t)]),
         "assetpatch_disk_usage": (c.c_int, [client_p, c.POINTER(c.c_uint64), c.POINTER(c.c_uint64)]),
         "assetpatch_set_log": (c.c_int, [client_p, LOG_FN, c.c_void_p]),
+        "assetpatch_set_transport": (c.c_int, [client_p, c.POINTER(Transport)]),
+        "assetpatch_transport_head": (c.c_int, [c.c_void_p, c.c_int, c.POINTER(c.c_char_p), c.c_char_p]),
+        "assetpatch_transport_body": (c.c_int, [c.c_void_p, c.c_void_p, c.c_size_t]),
     }
 
 

@@ -13,6 +13,21 @@ PREFIX = os.environ.get("ASSETPATCH_PREFIX", os.path.join(ROOT, "build", "prefix
 CLI = os.path.join(PREFIX, "bin", "assetpatch")
 
 
+@pytest.fixture(autouse=True)
+def host_transport(monkeypatch):
+    """ASSETPATCH_TEST_TRANSPORT=python: every client performs its requests through
+    assetpatch.HTTPClientTransport (Python's http.client) instead of libcurl."""
+    if os.environ.get("ASSETPATCH_TEST_TRANSPORT") != "python":
+        return
+    import assetpatch
+    opened = assetpatch.Client.__init__
+
+    def init(self, *args, **kwargs):
+        opened(self, *args, **kwargs)
+        self.set_transport(assetpatch.HTTPClientTransport())
+    monkeypatch.setattr(assetpatch.Client, "__init__", init)
+
+
 @pytest.fixture(scope="session")
 def fixtures(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("fx"))

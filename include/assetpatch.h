@@ -251,11 +251,11 @@ int assetpatch_client_open(const char *data_dir, const char *bundle_dir, assetpa
  *                       ranges, a group fetch running beside it): one budget, not one per
  *                       request; changing it while a transfer runs holds from its next piece
  *                       (within well under a second); 0 (default): no cap
- *   update_priority, fetch_priority
- *                       "foreground" or "background" for updates (default background) and group
- *                       fetches (default foreground): while foreground work runs on data_dir (this
- *                       client, another, another process), background transfers hold (see
- *                       assetpatch_pause for what a hold does) and go on afterwards, without failing
+ *   update_priority     "foreground" or "background" (default) for updates: while foreground work
+ *                       runs on data_dir (this client, another, another process), background
+ *                       transfers hold (see assetpatch_pause for what a hold does) and go on
+ *                       afterwards, without failing
+ *   fetch_priority      the same for group fetches; default foreground
  *   metered             on: the network is metered (the host knows; the library does not guess):
  *                       an update or group fetch that plans more than metered_max_bytes is
  *                       ERR_METERED before it moves a byte beyond the head and index pages;

@@ -264,7 +264,8 @@ private final class Recorder<T: Sendable>: Sendable {
                                            caFile: "/ca.pem", headers: ["X-A: b"], userAgent: "kit", parallelDownloads: 2,
                                            differential: false, differentialMaxPercent: 50, allowUnsignedPlugins: true, tcpQuickAck: false,
                                            keyDocument: dir.path + "/keys.json", channel: "beta", rolloutID: "kit-client", allowCrossOriginKeys: true,
-                                           groups: ["fr", "scale-3x"], groupQuotaBytes: 1 << 30)
+                                           groups: ["fr", "scale-3x"], groupQuotaBytes: 1 << 30, maxRecvSpeed: 1 << 20,
+                                           updatePriority: .foreground, fetchPriority: .background, metered: true, meteredMaxBytes: 5000)
         let spelled = Set(all.settings.map(\.name))
         #expect(spelled == documented, "the header documents \(documented.subtracting(spelled)); Options also spells \(spelled.subtracting(documented))")
         // Applied through the core's one parser: the configuration equals the C API's.
@@ -275,5 +276,7 @@ private final class Recorder<T: Sendable>: Sendable {
                 && viaStrings.variants == ["@2x", ""] && viaStrings.apply == .nextOpen && viaStrings.allowUnsignedPlugins)
         #expect(viaStrings.channel == "beta" && viaStrings.rolloutID == "kit-client" && viaStrings.keyDocument?.version == 1)
         #expect(viaStrings.groups == ["fr", "scale-3x"] && viaStrings.groupQuotaBytes == 1 << 30)
+        #expect(viaStrings.maxRecvSpeed == 1 << 20 && viaStrings.updateForeground && !viaStrings.fetchForeground
+                && viaStrings.metered && viaStrings.meteredMaxBytes == 5000)
     }
 }

@@ -868,13 +868,17 @@ typedef struct assetpatch_transport {
      * received (not decoded: a body with a Content-Encoding other than identity is refused).
      * Returns 0 when the response ended, whatever its status; non-zero when the transfer failed
      * (no connection, a reset, a timeout, a body cut short): the library retries that as it retries
-     * a network failure. When either report returns non-zero, it stops and returns. Called on the
-     * library's threads, one request at a time per update or group fetch; stall and low-speed
-     * timeouts are the transport's own. */
+     * a network failure (a body shorter than its Content-Length is such a failure whatever perform
+     * returns). When either report returns non-zero, it stops and returns. Redirects: a request
+     * that must not follow them (a key document, unless allow_cross_origin_keys) refuses a
+     * response whose final URL differs from the one asked for. Called on the library's threads,
+     * one request at a time per update or group fetch; timeouts, and how long a pause holds the
+     * connection, are the transport's own (cancellation reaches it as a refused report). */
     int (*perform)(void *userdata, const char *method, const char *url, const char *const *headers,
                    assetpatch_transport_response *response);
-    void *userdata;  /* passed to perform; the host keeps it valid until the client is closed or
-                        another transport is set */
+    void *userdata;  /* passed to perform; the host keeps it (and perform) valid until the client
+                        is closed: an update that began before another transport was set goes on
+                        with this one */
 } assetpatch_transport;
 
 #define ASSETPATCH_TRANSPORT_SIZE_0_5 24

@@ -56,6 +56,9 @@ public func assetpatch_transport_head(_ r: OpaquePointer?, _ status: CInt, _ hea
 public func assetpatch_transport_body(_ r: OpaquePointer?, _ data: UnsafeRawPointer?, _ length: Int) -> CInt {
     guard let response = response(r) else { return 1 }
     guard length > 0 else { return 0 }
-    guard let data else { return 1 }
+    guard let data else {
+        response.fail("the host transport handed over \(length) bytes at NULL")
+        return 1
+    }
     return response.body(UnsafeRawBufferPointer(start: data, count: length)) ? 0 : 1
 }

@@ -10,7 +10,7 @@ import ctypes
 import os
 import logging
 import threading
-from typing import Any, Callable, Iterable, Optional, Tuple, Union
+from typing import Any, Callable, Iterable, List, Optional, Tuple, Union
 
 from . import _ffi
 from ._errors import (_ERRORS, ArchiveError, ArgumentError, AssetPatchError, BusyError, CancelledError, DowngradeError,  # noqa: F401
@@ -147,7 +147,7 @@ class Client(GroupsMixin):
         self._resolve_variant_fn = _ffi.unchecked(lib, "assetpatch_resolve_variant")
         self._buffers = threading.local()
         self._background: Optional[_ProgressTrampoline] = None
-        self._transport: Any = None
+        self._transports: List[Any] = []
         self._log_fn = _ffi.LOG_FN(self._on_log)
         try:
             _check(lib.assetpatch_set_log(self._handle, self._log_fn, None))
@@ -256,11 +256,12 @@ class Client(GroupsMixin):
         an exception it raises is a failed transfer, retried like a network failure."""
         if perform is None:
             _check(self._lib.assetpatch_set_transport(self._h(), None))
-            self._transport = None
             return
         struct, fn = _transport.c_transport(self._lib, perform)
         _check(self._lib.assetpatch_set_transport(self._h(), ctypes.byref(struct)))
-        self._transport = (struct, fn, perform)  # alive while the library may call it
+        # Every transport set stays alive with the client: an update that began before another
+        # was set goes on calling this one.
+        self._transports.append((struct, fn, perform))
 
     def pause(self) -> None:
         """Pauses every transfer of this client (running or started while paused); past 2 s

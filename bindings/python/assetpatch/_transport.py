@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import http.client
+import logging
 import ssl
 import threading
 import urllib.parse
@@ -45,7 +46,8 @@ def c_transport(lib: Any, perform: Perform) -> Tuple[Any, Any]:
         try:
             perform(method.decode(), url.decode(), lines, TransportResponse(lib, response))
             return 0
-        except Exception:  # a failed transfer: the library retries it like a network failure
+        except BaseException:  # a failed transfer: the library retries it like a network failure
+            logging.getLogger("assetpatch").warning("%s %s: the transport failed", method.decode(), url.decode(), exc_info=True)
             return 1
     fn = _ffi.TRANSPORT_FN(trampoline)
     return _ffi.Transport(size=ctypes.sizeof(_ffi.Transport), perform=fn, userdata=None), fn
@@ -53,16 +55,32 @@ def c_transport(lib: Any, perform: Perform) -> Tuple[Any, Any]:
 
 class HTTPClientTransport:
     """Requests over Python's http.client: a kept-alive connection per host and thread, redirects
-    followed (up to 5), bodies handed over in 64 KiB pieces as they arrive. Raises OSError (or
-    http.client's errors) for a failed transfer."""
+    followed (up to 5, http and https only; Authorization and Cookie are not sent on to another
+    host), bodies handed over in 64 KiB pieces as they arrive. Raises OSError (or http.client's
+    errors) for a failed transfer. `context`: the TLS context (its CA bundle; the client's
+    ca_file option does not reach a transport). close() closes the connections."""
 
     def __init__(self, timeout: float = 30.0, context: Optional[ssl.SSLContext] = None) -> None:
         self.timeout = timeout
         self.context = context
-        self._local = threading.local()
+        # By thread id: the library calls from its own threads, where ctypes gives each
+        # callback a fresh thread state (a threading.local would not last between requests).
+        self._pools: dict = {}
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        with self._lock:
+            pools, self._pools = self._pools, {}
+        for pool in pools.values():
+            for conn in pool.values():
+                conn.close()
+
+    def _pool(self) -> dict:
+        with self._lock:
+            return self._pools.setdefault(threading.get_ident(), {})
 
     def _connection(self, u: urllib.parse.SplitResult) -> http.client.HTTPConnection:
-        pool = self._local.__dict__.setdefault("pool", {})
+        pool = self._pool()
         key = (u.scheme, u.hostname, u.port)
         conn = pool.get(key)
         if conn is None:
@@ -74,13 +92,18 @@ class HTTPClientTransport:
         return conn
 
     def _drop(self, u: urllib.parse.SplitResult) -> None:
-        conn = self._local.__dict__.get("pool", {}).pop((u.scheme, u.hostname, u.port), None)
+        conn = self._pool().pop((u.scheme, u.hostname, u.port), None)
         if conn is not None:
             conn.close()
 
     def __call__(self, method: str, url: str, headers: List[str], response: TransportResponse) -> None:
+        first_host = urllib.parse.urlsplit(url).netloc
         for _ in range(6):
             u = urllib.parse.urlsplit(url)
+            if u.scheme not in ("http", "https"):
+                raise OSError(f"{method} {url}: not an http(s) URL")
+            if u.netloc != first_host:
+                headers = [h for h in headers if not h.lower().startswith(("authorization:", "cookie:"))]
             path = (u.path or "/") + ("?" + u.query if u.query else "")
             for attempt in range(2):  # a kept-alive connection the server closed meanwhile: once more
                 conn = self._connection(u)
@@ -97,9 +120,18 @@ class HTTPClientTransport:
                     self._drop(u)
                     if fresh or attempt == 1:
                         raise
+                except BaseException:  # a timeout, a name not resolved: the connection is in no state to reuse
+                    self._drop(u)
+                    raise
             location = r.getheader("Location")
             if r.status in _REDIRECTS and location:
-                r.read()
+                try:
+                    r.read()
+                except BaseException:
+                    self._drop(u)
+                    raise
+                if r.will_close:
+                    self._drop(u)
                 url = urllib.parse.urljoin(url, location)
                 continue
             try:

@@ -127,7 +127,7 @@ struct Update: ParsableCommand {
 
     func run() throws {
         try Outcome.run(client, source, json: json) { c in
-            let signals = try transfer.configure(c)
+            let signals = try transfer.configure(c, priorityOption: "update_priority")
             defer { signals.forEach { $0.cancel() } }
             let printer = ProgressPrinter()
             let installed = try c.update { json ? false : printer.show($0) }

@@ -58,7 +58,7 @@ struct GroupCommand: ParsableCommand {
             try client.with { c in
                 if let quota { try c.set("group_quota_bytes", String(quota)) }
                 if let groups { try c.set("groups", groups) }
-                let signals = try transfer.configure(c)
+                let signals = try transfer.configure(c, priorityOption: "fetch_priority")
                 defer { signals.forEach { $0.cancel() } }
                 let printer = ProgressPrinter()
                 let moved = try c.fetchGroups(names) { printer.show($0) }

@@ -12,10 +12,13 @@ struct TransferOptions: ParsableArguments {
     var metered = false
     @Option(name: .customLong("metered-max-bytes"), help: "What a transfer may plan on a metered network (default 0).")
     var meteredMaxBytes: UInt64?
+    @Option(name: .long, help: "foreground or background: background transfers hold while foreground ones run on the data directory (default: background for update, foreground for group fetch).")
+    var priority: String?
 
-    /// Sets the options and starts listening for SIGUSR1 and SIGUSR2; keep what it returns
-    /// while the transfer runs.
-    func configure(_ client: Client) throws -> [any DispatchSourceSignal] {
+    /// Sets the options (`priorityOption`: update_priority or fetch_priority) and starts
+    /// listening for SIGUSR1 and SIGUSR2; keep what it returns while the transfer runs.
+    func configure(_ client: Client, priorityOption: String) throws -> [any DispatchSourceSignal] {
+        if let priority { try client.set(priorityOption, priority) }
         if let maxSpeed { try client.set("max_recv_speed", String(maxSpeed)) }
         if metered { try client.set("metered", "1") }
         if let meteredMaxBytes { try client.set("metered_max_bytes", String(meteredMaxBytes)) }

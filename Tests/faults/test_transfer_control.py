@@ -220,7 +220,9 @@ def test_the_cli_pauses_on_sigusr1_resumes_on_sigusr2_and_asks_on_a_metered_netw
     assert out.returncode == 3 and "metered" in out.stderr, out.stderr
     site.server.reset()
     site.server.control(rate=100 << 10)
-    p = subprocess.Popen([CLI, "update", "--data-dir", str(data), "--url", site.url], stdout=subprocess.PIPE,
+    bad = subprocess.run([CLI, "update", "--data-dir", str(data), "--url", site.url, "--priority", "urgent"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "urgent" in bad.stderr, bad.stderr
+    p = subprocess.Popen([CLI, "update", "--data-dir", str(data), "--url", site.url, "--priority", "foreground"], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60

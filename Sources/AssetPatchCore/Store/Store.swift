@@ -66,23 +66,26 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
                        groupFetchName = "group-fetch"
     /// The release's files that the bundle serves while their group is absent (`bundleCopies`).
     func bundleCopies(_ id: String) -> [(path: String, sha256: String)] {
-        guard let bytes = try? FS.readFile(releaseDir(id) + "/" + Store.bundleCopiesName, limit: 64 << 20, followLinks: false) else { return [] }
-        return String(decoding: bytes, as: UTF8.self).split(separator: "\n").compactMap { line in
-            let parts = line.split(separator: "\t", maxSplits: 1).map(String.init)
-            guard parts.count == 2, Hex.isHex(parts[0], length: 64), ResourceName.isValid(parts[1]) else { return nil }
-            return (parts[1], parts[0])
+        pairs(id, Store.bundleCopiesName, limit: 64 << 20).compactMap { sha, path in
+            Hex.isHex(sha, length: 64) && ResourceName.isValid(path) ? (path, sha) : nil
         }
     }
     /// What fetching each on-demand group the update left absent would transfer, as that
     /// update planned it (`groupFetchBytes`); empty for a release installed without the file.
     func groupFetchBytes(_ id: String) -> [String: UInt64] {
-        guard let bytes = try? FS.readFile(releaseDir(id) + "/" + Store.groupFetchName, limit: 64 << 10, followLinks: false) else { return [:] }
         var out: [String: UInt64] = [:]
-        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
-            let parts = line.split(separator: "\t", maxSplits: 1).map(String.init)
-            if parts.count == 2, let n = UInt64(parts[0]), ReleaseGroup.isValidName(parts[1]) { out[parts[1]] = n }
+        for (bytes, name) in pairs(id, Store.groupFetchName, limit: 64 << 10) {
+            if let n = UInt64(bytes), ReleaseGroup.isValidName(name) { out[name] = n }
         }
         return out
+    }
+    /// A release's own "value<TAB>name" lines file (nothing when it is absent or unreadable).
+    private func pairs(_ id: String, _ name: String, limit: Int) -> [(String, String)] {
+        guard let bytes = try? FS.readFile(releaseDir(id) + "/" + name, limit: limit, followLinks: false) else { return [] }
+        return String(decoding: bytes, as: UTF8.self).split(separator: "\n").compactMap { line in
+            let parts = line.split(separator: "\t", maxSplits: 1).map(String.init)
+            return parts.count == 2 ? (parts[0], parts[1]) : nil
+        }
     }
     /// The release's group table (`GroupTable`'s encoding), beside its names: what an open reads.
     func groupTablePath(_ id: String) -> String { releaseDir(id) + "/" + Store.groupTableName }

@@ -65,7 +65,7 @@ private let writeCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, In
     // Refused already (a callback failed inside an unpause, whose result libcurl drops):
     // nothing more reaches the sink.
     if ctx.error != nil { return 0 }
-    if let control = ctx.control, !ctx.draining, control.mustHold(background: ctx.background) || !control.take(n) {
+    if let control = ctx.control, !ctx.draining, !control.admit(n, background: ctx.background) {
         // libcurl keeps this piece, hands it over again once the loop lets the transfer go
         // on, and reads nothing from its socket meanwhile.
         if !ctx.held {

@@ -82,13 +82,21 @@ package final class TransferControl: @unchecked Sendable {  // all state is behi
 
     /// Takes `n` bytes from the bucket; false (nothing taken) when it is empty.
     func take(_ n: Int) -> Bool {
-        cond.locked {
-            guard rate > 0 else { return true }
-            refill()
-            guard tokens > 0 else { return false }
-            tokens -= Double(n)
-            return true
-        }
+        cond.locked { takeLocked(n) }
+    }
+
+    /// Whether a piece of `n` bytes may go on now, taking it from the bucket if so: not held
+    /// (`mustHold`) and the bucket not empty. One lock per piece: the write callback's check.
+    func admit(_ n: Int, background: Bool) -> Bool {
+        cond.locked { !(paused || (background && foregroundLocked())) && takeLocked(n) }
+    }
+
+    private func takeLocked(_ n: Int) -> Bool {
+        guard rate > 0 else { return true }
+        refill()
+        guard tokens > 0 else { return false }
+        tokens -= Double(n)
+        return true
     }
 
     /// The next place in the queue of held transfers.

@@ -1,7 +1,9 @@
 """Runs one update through the Python binding, printing each phase as it starts (flushed), so
 the kill harness knows where it killed. Exit 0 installed/no update, 3 error.
 
-    child_update.py DATA_DIR MANIFEST_URL [CLIENT_ID]   (CLIENT_ID goes out as X-Client)"""
+    child_update.py DATA_DIR MANIFEST_URL [CLIENT_ID]   (CLIENT_ID goes out as X-Client)
+
+ASSETPATCH_TEST_MIRRORS, when set, is the client's option mirrors."""
 import os
 import sys
 import time
@@ -30,7 +32,8 @@ def main():
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:  # another process may hold the lock for a moment (the checker)
         try:
-            with assetpatch.Client(data, manifest_url=url, stall_timeout_ms=30000, headers=headers) as c:
+            extra = {"mirrors": os.environ["ASSETPATCH_TEST_MIRRORS"]} if os.environ.get("ASSETPATCH_TEST_MIRRORS") else {}
+            with assetpatch.Client(data, manifest_url=url, stall_timeout_ms=30000, headers=headers, **extra) as c:
                 c.update(progress=progress)
             sys.stdout.write("EXIT ok\n")
             return 0

@@ -12,7 +12,8 @@ Modes: normal, reset (RST at file offset N), cut (close cleanly at file offset N
 before it arrives), stall (stop at file offset N, keep the socket open) (these three leave
 requests that end before N alone), ignore-range (always 200), wrong-range (206 with a
 Content-Range start off by 1000), etag-change (a new ETag per request), 416 (refuse every
-range), corrupt (a 206 whose last byte is flipped), 503 (answer 503), 404, 429 (with
+range), corrupt (a 206 whose last byte is flipped), corrupt-nth (the N-th archive request from
+now corrupted as corrupt, once), 503 (answer 503), 404, 429 (with
 Retry-After: N if N > 0), long-length (announce 1000 bytes more than sent, then close), portal
 (200 text/html login page), endless (the archive over and over, never ending), gzip
 (Content-Encoding: gzip, the range asked for gzipped: a 200 or a 206), gzip-cut (a gzip 200
@@ -149,7 +150,13 @@ class Handler(BaseHTTPRequestHandler):
                 # reset, cut and stall act at file offset N: a request that ends before it
                 # passes untouched and does not count against `times`.
                 passes = STATE["mode"] in ("reset", "cut", "stall") and asked_end < STATE["n"]
-                if STATE["times"] > 0 and STATE["mode"] != "normal" and not passes:
+                if STATE["mode"] == "corrupt-nth" and STATE["times"] > 0:
+                    # The n-th archive request from now is corrupted (once).
+                    STATE["n"] -= 1
+                    if STATE["n"] == 0:
+                        STATE["times"] = 0
+                        mode = "corrupt"
+                elif STATE["times"] > 0 and STATE["mode"] != "normal" and not passes:
                     STATE["times"] -= 1
                     mode, n = STATE["mode"], STATE["n"]
                 if STATE["mode"] == "etag-change":

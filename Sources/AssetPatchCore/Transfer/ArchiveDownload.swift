@@ -168,7 +168,9 @@ final class ArchiveDownload {
         do {
             switch source {
             case let .file(path, _): return try copyLocal(from: path)
-            case let .http(url): return try fetchHTTP(url)
+            case let .http(url):
+                guard let sources = context.sources else { return try fetchHTTP(url) }
+                return try fetchFromSources(sources, url)
             }
         } catch let e as AssetPatchError where e.isDiskFull {
             store.discardPartial(digest)
@@ -178,6 +180,9 @@ final class ArchiveDownload {
             throw e
         }
     }
+
+    /// The source the last attempt read from (with several sources).
+    var servedBy: Int?
 
     /// Bytes written since the free space was last looked at (downloads of unknown size).
     private var sinceReserveCheck: UInt64 = 0
@@ -330,8 +335,41 @@ final class ArchiveDownload {
         if let decoder = sink.decoder { try decoder.decode(chunk, keep) } else { try keep(chunk) }
     }
 
+    /// The archive from the first usable source that serves it, resuming what others sent
+    /// (the archive is named by its hash and checked whole); a source that fails is demoted and
+    /// the next one goes on from the byte reached.
+    private func fetchFromSources(_ sources: Sources, _ url: String) throws -> String {
+        let locations = sources.locations(for: source)
+        var lastError: (any Error)?
+        for i in sources.usable() {
+            guard case let .http(mirrored)? = locations[i] else { continue }
+            do {
+                sources.started(i)
+                servedBy = i
+                let hex = try fetchHTTP(mirrored)
+                if hashing && hex != digest && sources.usable().contains(where: { $0 != i && locations[$0] != nil }) {
+                    // Bytes that are not the archive: none is kept, and the next source sends it whole.
+                    store.discardPartial(digest)
+                    onWritten?(0)
+                    hash.reset()
+                    sources.demote(i, "sent an archive whose sha256 is \(hex), not \(digest)")
+                    lastError = AssetPatchError(.integrity, "GET \(URLs.redacted(mirrored)): archive sha256 is \(hex), the manifest says \(digest)")
+                    continue
+                }
+                sources.delivered(i, bytes: 0, "served the archive")
+                return hex
+            } catch let e as AssetPatchError where e.status == .cancelled || e.isDiskFull || e.released {
+                throw e
+            } catch {
+                sources.demote(i, SourceSpread.describe(error))
+                lastError = error
+            }
+        }
+        throw lastError ?? AssetPatchError(.network, "no source serves \(source.shown)")
+    }
+
     private func fetchHTTP(_ url: String) throws -> String {
-        let what = "GET \(source.shown)"
+        let what = "GET \(URLs.redacted(url))"
         let out = try File.open(partPath, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o644)
         var restarts = 0
         while true {

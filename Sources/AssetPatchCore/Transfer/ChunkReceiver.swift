@@ -83,4 +83,10 @@ final class ChunkReceiver: RangeConsumer {
     }
 
     func abandon() { pending = [] }
+
+    func rest() -> (any RangeConsumer)? {
+        guard index < chunks.count else { return nil }
+        return ChunkReceiver(ChunkRange(start: chunks[index].offset, end: range.end, chunks: Array(chunks[index...])), dir: dir, shown: shown,
+                             onChunk: onChunk)
+    }
 }

@@ -9,6 +9,8 @@ struct FetchContext {
     let progress: ProgressReporter
     let log: (LogLevel, String) -> Void
     let retry: RetryPolicy
+    /// Where the repository is served from (nil: `manifest_url` alone).
+    var sources: Sources? = nil
 
     /// Runs `body`, retried as the policy says for transfers from `source`.
     func retrying<T>(_ source: Location, _ body: () throws -> T) throws -> T {

@@ -116,6 +116,42 @@ package final class HTTPClient {
     struct Pending {
         let make: () throws -> Transfer
         let continuation: ((UInt64) -> Pending?)?
+        /// Work spread over several sources (`SourceSpread`): what to do when this transfer
+        /// failed, and a twin on another source when it sent nothing for the hedge's time.
+        var sourced: Sourced?
+
+        init(make: @escaping () throws -> Transfer, continuation: ((UInt64) -> Pending?)?, sourced: Sourced? = nil) {
+            self.make = make
+            self.continuation = continuation
+            self.sourced = sourced
+        }
+    }
+
+    /// What a transfer of work spread over several sources adds to a plain one.
+    struct Sourced {
+        /// The transfer failed with `error` after `bodyBytes` of its body reached its sink;
+        /// `covered`: a twin still runs the same work. What to start in its place (nil: the
+        /// work is covered, or abandoned); throws to fail the batch.
+        var recover: (_ error: any Error, _ bodyBytes: UInt64, _ covered: Bool) throws -> Pending?
+        /// The same work on the next source, started when this transfer received nothing for
+        /// `hedgeMs` (nil: no other source).
+        var hedge: (() -> Pending?)?
+        var hedgeMs: UInt64
+        /// Shared by a transfer and its twins: the first whose head is taken wins.
+        var race: Race
+        /// Called once when the transfer leaves the loop, however it ended.
+        var left: () -> Void
+        /// Silent for `hedgeMs`: the transfer leaves (after `hedge`), its work abandoned.
+        var leaveWhenSilent = false
+    }
+
+    /// The transfers running the same work on different sources: the first whose response
+    /// head is accepted takes the work; the others are removed from the loop.
+    final class Race {
+        var winner: ObjectIdentifier?
+        /// Transfers of this work still in the loop.
+        var running = 0
+        init() {}
     }
 
     /// Performs GETs of `url`, up to `parallel` at once over reused connections (one libcurl
@@ -146,13 +182,21 @@ package final class HTTPClient {
         }
     }
 
+    /// Performs transfers `next` hands out (each of its own URL), up to `capacity()` at once:
+    /// work spread over several sources, whose transfers carry `Sourced`. nil from `next`: no
+    /// more work, but what `recover` hands back.
+    func runSourced(capacity: @escaping () -> Int, progress: () -> Void, next: @escaping () throws -> Pending?) throws {
+        try run(parallel: 16, capacity: capacity, progress: progress, next: next)
+    }
+
     /// The multi loop: keeps up to `parallel` transfers from `next` running, wakes at least every
     /// 50 ms for cancellation, stall detection and `progress`, and sooner for transfers the
     /// cap held. Held transfers (paused, yielding, capped) count as active, not as stalled; held
     /// past `TransferControl.releaseAfterMs`, they are taken apart, the connections closed with
     /// the multi handle, and after the wait they go on from where they stopped.
-    private func run(parallel: Int, progress: () -> Void, next: () throws -> Pending?) throws {
+    private func run(parallel: Int, capacity: (() -> Int)? = nil, progress: () -> Void, next: () throws -> Pending?) throws {
         let control = settings.control
+        let limit = { max(1, capacity?() ?? parallel) }
         var queue: [Pending] = []   // transfers taken apart, to start again first
         var exhausted = false
         // One multi handle's life: true when its transfers were taken apart for a long hold.
@@ -177,17 +221,26 @@ package final class HTTPClient {
             // No transfer starts while transfers hold: it would open a connection to hold.
             func fill() throws {
                 if control?.mustHold(background: settings.background) == true { return }
-                while active.count < max(1, parallel) {
+                while active.count < limit() {
                     guard let p = queue.isEmpty ? (exhausted ? nil : try next()) : queue.removeFirst() else { exhausted = true; return }
-                    let t = try p.make()
-                    (t.ctx.held, t.ctx.draining) = (false, false)  // a transfer started again after a release
-                    t.ctx.lastActivity = monotonicMillis()
-                    t.ctx.windowStart = t.ctx.lastActivity
-                    _ = ccurl_setopt_track_sockets(t.easy, sockets)
-                    let rc = curl_multi_add_handle(multi, t.easy)
-                    if rc != CURLM_OK { throw AssetPatchError(.internal, "\(t.what): curl_multi_add_handle: \(String(cString: curl_multi_strerror(rc)))") }
-                    active[t.easy] = (t, p)
+                    try start(p)
                 }
+            }
+            func start(_ p: Pending) throws {
+                let t = try p.make()
+                (t.ctx.held, t.ctx.draining) = (false, false)  // a transfer started again after a release
+                t.ctx.lastActivity = monotonicMillis()
+                t.ctx.windowStart = t.ctx.lastActivity
+                t.ctx.startedAt = t.ctx.lastActivity
+                t.ctx.race = p.sourced?.race
+                p.sourced?.race.running += 1
+                _ = ccurl_setopt_track_sockets(t.easy, sockets)
+                let rc = curl_multi_add_handle(multi, t.easy)
+                if rc != CURLM_OK {
+                    p.sourced.map { $0.race.running -= 1; $0.left() }
+                    throw AssetPatchError(.internal, "\(t.what): curl_multi_add_handle: \(String(cString: curl_multi_strerror(rc)))")
+                }
+                active[t.easy] = (t, p)
             }
             try fill()
             var released = false
@@ -196,7 +249,7 @@ package final class HTTPClient {
                     try fill()  // after a hold that kept them from starting
                     if active.isEmpty && exhausted && queue.isEmpty { break }
                 }
-                if try perform(multi, &active) {
+                if try perform(multi, &active, &queue) {
                     try fill()
                     progress()
                     continue  // start the next requests at once
@@ -207,6 +260,26 @@ package final class HTTPClient {
                 }
                 var now = monotonicMillis()
                 var wakeMs: UInt64 = 50
+                // A transfer whose source sent nothing for the hedge's time: its twin starts on
+                // the next source, beside it; the first to answer takes the work.
+                for (easy, (t, p)) in active where !t.ctx.hedged && t.ctx.receivedBytes == 0 {
+                    guard let s = p.sourced, let hedge = s.hedge, s.race.winner == nil else { continue }
+                    if now - t.ctx.startedAt >= s.hedgeMs {
+                        t.ctx.hedged = true
+                        if let twin = hedge() { try start(twin) }
+                        if s.leaveWhenSilent {
+                            curl_multi_remove_handle(multi, easy)
+                            active[easy] = nil
+                            s.race.running -= 1
+                            s.left()
+                        }
+                    } else {
+                        wakeMs = min(wakeMs, s.hedgeMs - (now - t.ctx.startedAt))
+                    }
+                }
+                // A capacity that grows (another source joined) is filled without waiting for
+                // a transfer to end.
+                if capacity != nil { try fill() }
                 if let control {
                     let holding = control.mustHold(background: settings.background)
                     heldSince = holding ? heldSince ?? now : nil
@@ -268,18 +341,43 @@ package final class HTTPClient {
 
     /// One round of libcurl's work; transfers that ended are concluded and leave `active`.
     /// true when one did.
-    private func perform(_ multi: UnsafeMutableRawPointer, _ active: inout [UnsafeMutableRawPointer: (transfer: Transfer, pending: Pending)]) throws -> Bool {
+    private func perform(_ multi: UnsafeMutableRawPointer, _ active: inout [UnsafeMutableRawPointer: (transfer: Transfer, pending: Pending)],
+                         _ queue: inout [Pending]) throws -> Bool {
         var running: Int32 = 0
         let mrc = curl_multi_perform(multi, &running)
         if mrc != CURLM_OK { throw AssetPatchError(.internal, "curl_multi_perform: \(String(cString: curl_multi_strerror(mrc)))") }
         var queued: Int32 = 0
         var ended = false
         while let msg = curl_multi_info_read(multi, &queued) {
-            guard msg.pointee.msg == CURLMSG_DONE, let easy = msg.pointee.easy_handle, let t = active[easy]?.transfer else { continue }
+            guard msg.pointee.msg == CURLMSG_DONE, let easy = msg.pointee.easy_handle, let (t, p) = active[easy] else { continue }
             let result = msg.pointee.data.result
             curl_multi_remove_handle(multi, easy)
             active[easy] = nil
-            try t.conclude(result)
+            ended = true
+            guard let s = p.sourced else {
+                try t.conclude(result)
+                continue
+            }
+            s.race.running -= 1
+            defer { s.left() }
+            do {
+                try t.conclude(result)
+            } catch is LostRace {
+                continue
+            } catch {
+                // Covered: a twin still runs it, or another transfer's answer took it.
+                let me = ObjectIdentifier(t.ctx)
+                let covered = (s.race.winner == nil && s.race.running > 0) || (s.race.winner != nil && s.race.winner != me)
+                if let again = try s.recover(error, t.ctx.bodyBytes, covered) { queue.append(again) }
+            }
+        }
+        // Twins that lost their race leave at once: their source's answer came second.
+        for (easy, (t, p)) in active {
+            guard let s = p.sourced, let w = s.race.winner, w != ObjectIdentifier(t.ctx) else { continue }
+            curl_multi_remove_handle(multi, easy)
+            active[easy] = nil
+            s.race.running -= 1
+            s.left()
             ended = true
         }
         return ended
@@ -305,12 +403,16 @@ package final class HTTPClient {
         for round in 0..<256 {
             // Once at least: a transfer whose kept piece was its last ends here.
             guard !active.isEmpty, round == 0 || ccurl_sockets_pending(sockets) > 0 else { break }
-            _ = try perform(multi, &active)
+            _ = try perform(multi, &active, &queue)
         }
         var again: [Pending] = []
         for (easy, (t, p)) in active {
             curl_multi_remove_handle(multi, easy)
             active[easy] = nil
+            if let s = p.sourced {
+                s.race.running -= 1
+                s.left()
+            }
             if let error = t.ctx.error { throw error }
             if !t.ctx.started && t.ctx.bodyBytes == 0 {
                 again.append(p)

@@ -11,6 +11,8 @@ struct PageFetch {
     let http: HTTPClient
     let cancel: CancelToken
     let pages: PageStore
+    /// The repository's sources: a source that fails gives its pages to the next.
+    var sources: Sources? = nil
 
     /// One page to fetch: its reference and its stored bytes' archive offset.
     struct Wanted {
@@ -43,32 +45,54 @@ struct PageFetch {
                 try keep(run, bytes, start: start)
                 moved += end - start
             }
-        case let .http(url):
-            var bodies = [[UInt8]](repeating: [], count: runs.count)
-            var requests: [HTTPClient.Request] = []
-            for (i, run) in runs.enumerated() {
-                let start = run[0].offset, end = run.last!.offset + UInt64(run.last!.ref.compressedSize)
-                guard end <= archiveSize else { throw DifferentialFallback(message: "\(source.shown): the index lies past the archive's end") }
-                let range = FetchRange(start: start, end: end, entries: [])
-                requests.append(HTTPClient.Request(extraHeaders: ["Range: bytes=\(start)-\(end - 1)"],
-                                                   onHead: { try RangeFetch.judge($0, range, archiveSize: archiveSize, shown: source.shown) },
-                                                   sink: { chunk in
-                                                       guard bodies[i].count + chunk.count <= Int(end - start) else {
-                                                           throw DifferentialFallback(message: "\(source.shown): more bytes than the index range asked for")
-                                                       }
-                                                       bodies[i].append(contentsOf: chunk)
-                                                   },
-                                                   onEnd: {
-                                                       guard bodies[i].count == Int(end - start) else {
-                                                           throw AssetPatchError(.network, "\(source.shown): index range cut short", transient: true)
-                                                       }
-                                                   }))
+        case .http:
+            var lastError: (any Error)?
+            let locations = sources?.locations(for: source) ?? [source]
+            for i in sources?.usable() ?? [0] {
+                guard case let .http(url)? = locations[i] else { continue }
+                do {
+                    moved += try fetchRemote(url, runs)
+                    return moved
+                } catch let e as AssetPatchError where e.status == .cancelled || e.released || sources == nil {
+                    throw e
+                } catch {
+                    guard let sources else { throw error }
+                    sources.demote(i, SourceSpread.describe(error))
+                    lastError = error
+                }
             }
-            try http.getBatch(url, requests, parallel: 4) {}
-            for (i, run) in runs.enumerated() {
-                try keep(run, bodies[i], start: run[0].offset)
-                moved += UInt64(bodies[i].count)
-            }
+            throw lastError ?? AssetPatchError(.network, "no source serves \(source.shown)")
+        }
+        return moved
+    }
+
+    /// The runs by range requests to `url`, each page checked and kept; the bytes moved.
+    private func fetchRemote(_ url: String, _ runs: [[Wanted]]) throws -> UInt64 {
+        var moved: UInt64 = 0
+        var bodies = [[UInt8]](repeating: [], count: runs.count)
+        var requests: [HTTPClient.Request] = []
+        for (i, run) in runs.enumerated() {
+            let start = run[0].offset, end = run.last!.offset + UInt64(run.last!.ref.compressedSize)
+            guard end <= archiveSize else { throw DifferentialFallback(message: "\(source.shown): the index lies past the archive's end") }
+            let range = FetchRange(start: start, end: end, entries: [])
+            requests.append(HTTPClient.Request(extraHeaders: ["Range: bytes=\(start)-\(end - 1)"],
+                                               onHead: { try RangeFetch.judge($0, range, archiveSize: archiveSize, shown: source.shown) },
+                                               sink: { chunk in
+                                                   guard bodies[i].count + chunk.count <= Int(end - start) else {
+                                                       throw DifferentialFallback(message: "\(source.shown): more bytes than the index range asked for")
+                                                   }
+                                                   bodies[i].append(contentsOf: chunk)
+                                               },
+                                               onEnd: {
+                                                   guard bodies[i].count == Int(end - start) else {
+                                                       throw AssetPatchError(.network, "\(source.shown): index range cut short", transient: true)
+                                                   }
+                                               }))
+        }
+        try http.getBatch(url, requests, parallel: 4) {}
+        for (i, run) in runs.enumerated() {
+            try keep(run, bodies[i], start: run[0].offset)
+            moved += UInt64(bodies[i].count)
         }
         return moved
     }

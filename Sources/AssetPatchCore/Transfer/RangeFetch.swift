@@ -14,6 +14,8 @@ final class RangeFetch {
     let cancel: CancelToken
     /// nil: no progress reports (reading the rest of a downloaded archive).
     let progress: ProgressReporter?
+    /// The repository's sources: with more than one, ranges are spread over them (`SourceSpread`).
+    let sources: Sources?
 
     /// Bytes received in this attempt, and what was left of the plan when it started: progress.
     private var received: UInt64 = 0
@@ -23,8 +25,9 @@ final class RangeFetch {
 
     /// `fetched`: files kept already (by sha256), left out of every attempt.
     init(source: Location, archiveSize: UInt64, dir: String, http: HTTPClient, parallel: Int, cancel: CancelToken,
-         progress: ProgressReporter?, fetched: [String: String] = [:]) {
+         progress: ProgressReporter?, fetched: [String: String] = [:], sources: Sources? = nil) {
         self.fetched = fetched
+        self.sources = sources
         self.source = source
         self.archiveSize = archiveSize
         self.dir = dir
@@ -65,6 +68,13 @@ final class RangeFetch {
         switch source {
         case let .file(path, _):
             try readLocal(path, consumers, report)
+        case .http where spreads:
+            let archiveSize = archiveSize
+            let spread = SourceSpread(sources: sources!, locations: remoteLocations, archiveSize: archiveSize, http: http, parallel: parallel,
+                                      judge: { head, r, shown in try RangeFetch.judge(head, r, archiveSize: archiveSize, shown: shown) },
+                                      onBytes: { self.received += $0 })
+            defer { for r in spread.made { r.abandon() } }
+            try spread.run(consumers, progress: report)
         case let .http(url):
             // The bytes from `start` to the range's end, into the consumer that has those
             // before them: a request held through a long pause goes on from where it stopped.
@@ -84,6 +94,14 @@ final class RangeFetch {
         }
         report()
     }
+
+    /// The archive on each source that serves it over http(s).
+    private var remoteLocations: [Location?] {
+        (sources?.locations(for: source) ?? [source]).map { l in l.flatMap { $0.isFile ? nil : $0 } }
+    }
+
+    /// More than one source serves the archive: ranges are spread over them.
+    private var spreads: Bool { (sources?.count ?? 1) > 1 && remoteLocations.compactMap { $0 }.count > 1 }
 
     /// Bytes received by the last `drive` (progress of another planner's ranges).
     var receivedBytes: UInt64 { received }

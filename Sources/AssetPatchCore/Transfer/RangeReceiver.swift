@@ -14,6 +14,9 @@ protocol RangeConsumer: AnyObject {
     func finish() throws
     /// The transfer failed or was cancelled: drop what is half-written.
     func abandon()
+    /// A consumer for what this one has not verified yet, from the first file or chunk not
+    /// completed (after bytes that failed a check, from another source); nil when none is left.
+    func rest() -> (any RangeConsumer)?
 }
 
 final class RangeReceiver: RangeConsumer {
@@ -85,6 +88,13 @@ final class RangeReceiver: RangeConsumer {
             rest = UnsafeRawBufferPointer(rebasing: rest[take...])
             try settle()
         }
+    }
+
+    func rest() -> (any RangeConsumer)? {
+        guard index < range.entries.count else { return nil }
+        let entries = Array(range.entries[index...])
+        return RangeReceiver(FetchRange(start: entries[0].location!.headerOffset, end: range.end, entries: entries), dir: dir, shown: shown,
+                             onFile: onFile)
     }
 
     /// Moves `offset` to the next entry's local header when the receiver is between entries:

@@ -47,16 +47,29 @@ final class TransferContext {
     /// Taken apart after a long hold: what already arrived is read first, whatever the hold.
     var draining = false
 
+    /// When the transfer started (hedging), and whether its twin was started.
+    var startedAt: UInt64 = 0
+    var hedged = false
+    /// Work run on several sources at once: the first head accepted takes it.
+    var race: HTTPClient.Race?
+
     func begin() -> Bool {
         if started { return true }
         started = true
-        do { try onHead(head) } catch {
+        do {
+            if let race, race.winner != nil { throw LostRace() }
+            try onHead(head)
+            race?.winner = ObjectIdentifier(self)
+        } catch {
             self.error = error
             return false
         }
         return true
     }
 }
+
+/// A transfer whose twin on another source answered first: it leaves without an error.
+struct LostRace: Error {}
 
 private let writeCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = { ptr, size, count, user in
     guard let user, let ptr else { return 0 }

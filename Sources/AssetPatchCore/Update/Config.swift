@@ -51,6 +51,10 @@ package struct ClientConfig: Sendable {
     /// `meteredMaxBytes` fails with `.metered` before moving a byte of the archive.
     package var metered = false
     package var meteredMaxBytes: UInt64 = 0
+    /// The same head as `manifest_url` on other hosts, tried in order after it (`Sources`).
+    package var mirrors: [Location] = []
+    /// A source silent for this long has its work started on the next one too; 0: off.
+    package var hedgeMs: UInt64 = 500
 
     /// Whether manifests must be signed.
     package var verifies: Bool { !publicKeys.isEmpty || keyDocument != nil }
@@ -192,6 +196,18 @@ package struct ClientConfig: Sendable {
         case "fetch_priority": fetchForeground = try ClientConfig.priority(option, value)
         case "metered": metered = try ClientConfig.boolean(option, value)
         case "metered_max_bytes": meteredMaxBytes = UInt64(try ClientConfig.number(option, value, 0...Int64.max))
+        case "mirrors":
+            var list: [Location] = []
+            for item in value.split(whereSeparator: { $0 == "," || $0 == " " || $0 == "\n" }) {
+                let url = String(item)
+                guard let location = Location(url) else {
+                    throw AssetPatchError(.argument, "option mirrors: \"\(URLs.redacted(url))\" is not an http://, https:// or local file:// URL")
+                }
+                if !list.contains(location) { list.append(location) }
+            }
+            guard list.count <= 16 else { throw AssetPatchError(.argument, "option mirrors: more than 16 mirrors") }
+            mirrors = list
+        case "hedge_ms": hedgeMs = UInt64(try ClientConfig.number(option, value, 0...600_000))
         case "ca_file":
             http.caFile = value.isEmpty ? nil : value
         case "header":

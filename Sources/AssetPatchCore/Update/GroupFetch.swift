@@ -106,7 +106,7 @@ extension Updater {
         log(.info, "fetching group \(t.group.name) of version \(t.record.version): \(plan.fetchEntries) files and chunks in \(plan.ranges.count + plan.chunkRanges.count) ranges, \(plan.fetchBytes) bytes")
         progress.report(Progress(phase: .download, bytesDone: 0, bytesTotal: plan.fetchBytes, filesDone: 0, filesTotal: UInt64(plan.fetchEntries)))
         let fetch = RangeFetch(source: c.archive, archiveSize: c.manifest.archiveSize ?? 0, dir: download + "/files", http: http,
-                               parallel: config.parallelDownloads, cancel: cancel, progress: progress)
+                               parallel: config.parallelDownloads, cancel: cancel, progress: progress, sources: context.sources)
         let chunks: [String: String]
         do {
             chunks = plan.chunkRanges.isEmpty ? store.chunks(in: download + "/chunks") : try fetchChunks(c, plan, into: download + "/chunks")

@@ -50,7 +50,8 @@ extension Updater {
         guard let index = c.manifest.index, c.index == nil else { return }
         let pages = PageStore(store, readOnly: readOnly)
         let shown = source.shown
-        let fetcher = PageFetch(source: source, archiveSize: c.manifest.archiveSize ?? 0, http: http, cancel: cancel, pages: pages)
+        let fetcher = PageFetch(source: source, archiveSize: c.manifest.archiveSize ?? 0, http: http, cancel: cancel, pages: pages,
+                                sources: source.isFile ? nil : context.sources)
         var moved: UInt64 = 0, newPages = 0
         func prefetch(_ refs: [(PageRef, UInt64)]) throws {
             var seen = Set<PageRef>()

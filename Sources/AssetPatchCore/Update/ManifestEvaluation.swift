@@ -18,8 +18,9 @@ struct ManifestJudge {
 }
 
 extension ManifestJudge {
-    func fetchManifest() throws -> (bytes: [UInt8], finalURL: String) {
+    func fetchManifest(_ state: StoreState) throws -> (bytes: [UInt8], finalURL: String) {
         guard let location = config.manifest else { throw AssetPatchError(.state, "no manifest_url set") }
+        if let sources = context.sources { return try fetchHead(sources, state) }
         switch location {
         case let .file(path, url):
             return (try FS.readFile(path, limit: config.maxManifestBytes, limitStatus: .manifest), url)
@@ -41,15 +42,10 @@ extension ManifestJudge {
                 // A 304 that does not say which of several copies it means: ask again, plainly.
                 log(.info, "GET \(URLs.redacted(url)): 304 without an ETag naming a kept copy; fetching the manifest")
                 if !readOnly { ManifestCache.drop(from: store) }
-                return try fetchManifest()
+                return try fetchManifest(state)
             }
-            if readOnly {
-                // A look changes nothing: no copy is kept.
-            } else if let validators = Validators.reusable(r.head) {
-                var updated = cache ?? ManifestCache(url: url, entries: [])
-                updated.insert(ManifestCache.Entry(finalURL: r.head.effectiveURL, validators: validators, bytes: body))
-                updated.save(to: store)
-            } else if r.head.header("Last-Modified") != nil {
+            keepForRevalidation(url: url, r.head, body, cache: cache)
+            if !readOnly && Validators.reusable(r.head) == nil && r.head.header("Last-Modified") != nil {
                 // The copies kept stay good: their validators were not racy, so no later manifest
                 // can share them. This one is not kept.
                 log(.debug, "GET \(URLs.redacted(url)): Last-Modified \(r.head.header("Last-Modified")!) is not a second older than the response's Date (\(r.head.header("Date") ?? "none")); not kept for a 304")
@@ -62,7 +58,7 @@ extension ManifestJudge {
     /// Accepting it pins the package and channel and moves the downgrade mark in `state`; with
     /// keys, what the keys in force no longer vouch for stops counting (`StoreState.judge`).
     func evaluate(_ state: inout StoreState, _ e: inout Evaluation) throws -> Candidate? {
-        let (bytes, finalURL) = try fetchManifest()
+        let (bytes, finalURL) = try fetchManifest(state)
         let source = URLs.redacted(finalURL)
         e = Evaluation()
         var chain: KeyChainFollowed?

@@ -73,7 +73,7 @@ extension Updater {
         log(.info, "differential update: \(plan.fetchEntries) files and chunks in \(plan.ranges.count + plan.chunkRanges.count) ranges, \(plan.fetchBytes) of \(c.manifest.archiveSize ?? 0) archive bytes")
         let fetch = RangeFetch(source: c.archive, archiveSize: c.manifest.archiveSize ?? 0,
                                dir: store.fetchedDir(c.manifest.archiveDigest), http: http, parallel: config.parallelDownloads,
-                               cancel: cancel, progress: progress)
+                               cancel: cancel, progress: progress, sources: context.sources)
         do {
             try store.prepareStaging(c.releaseID)
             progress.report(Progress(phase: .download, bytesDone: 0, bytesTotal: plan.fetchBytes,
@@ -117,7 +117,7 @@ extension Updater {
         let dir = dir ?? store.chunksDir(c.manifest.archiveDigest)
         try FS.makeDirectories(dir)
         let fetch = RangeFetch(source: c.archive, archiveSize: c.manifest.archiveSize ?? 0, dir: dir, http: http,
-                               parallel: config.parallelDownloads, cancel: cancel, progress: progress)
+                               parallel: config.parallelDownloads, cancel: cancel, progress: progress, sources: context.sources)
         var kept = store.chunks(in: dir)
         let attempt = {
             let left = plan.chunkRanges.compactMap { r -> ChunkRange? in

@@ -22,7 +22,7 @@ final class Updater {
     let store: Store
     let config: ClientConfig
     /// HTTP, cancel, progress, log and the retry policy: what every transfer of this update uses.
-    let context: FetchContext
+    var context: FetchContext
     var cancel: CancelToken { context.cancel }
     var progress: ProgressReporter { context.progress }
     var log: (LogLevel, String) -> Void { context.log }
@@ -62,6 +62,9 @@ final class Updater {
                                   progress: ProgressReporter(progress, cancel: cancel, held: config.http.control.map { control in
                                       { [background = config.http.background] in control.mustHold(background: background) }
                                   }), log: log, retry: RetryPolicy())
+        if let primary = config.manifest, !config.mirrors.isEmpty {
+            context.sources = Sources(primary: primary, mirrors: config.mirrors, hedgeMs: config.hedgeMs, log: log)
+        }
     }
 
     /// Fetches and judges the manifest (`ManifestJudge`). nil: nothing to do.
@@ -106,6 +109,7 @@ final class Updater {
             return .installed(candidate, kept)
         }
         var startedOver = false
+        var sourcesLeft = (context.sources?.count ?? 1) - 1
         while true {
             do {
                 try readIndex(&candidate, state)
@@ -126,6 +130,15 @@ final class Updater {
                 if let e = error as? AssetPatchError, e.status == .integrity || e.status == .archive {
                     // The archive matched the manifest's digest yet is unusable: don't resume it.
                     store.discardPartial(candidate.manifest.archiveDigest)
+                }
+                if let e = error as? AssetPatchError, e.status == .integrity || e.status == .archive, sourcesLeft > 0,
+                   let sources = context.sources, let i = archiveDownload?.servedBy {
+                    // The archive one source sent is not the signed one: the next source sends it.
+                    sourcesLeft -= 1
+                    sources.demote(i, e.message)
+                    archiveDownload?.servedBy = nil
+                    log(.warning, "\(e.message); downloading the archive from the next source")
+                    continue
                 }
                 if let e = error as? AssetPatchError, e.isDiskFull {
                     // A full disk breaks the app too: give back what this update downloaded.

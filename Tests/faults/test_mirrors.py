@@ -1,0 +1,271 @@
+"""Several sources of one repository (option mirrors), over real nginx instances on 127.0.0.1:
+a primary that refuses, black-holes, answers 503 or HTML for everything; a mirror that
+corrupts a range; a mirror a version behind; a healthy primary; kill -9 in the middle. Each
+test asserts the bytes installed and what every server was asked for (access logs)."""
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+import assetpatch
+from conftest import CLI, FaultServer, make_tree, sha256_file
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "e2e"))
+from nginxctl import Nginx, free_port  # noqa: E402
+
+HERE = os.path.dirname(__file__)
+LOG = """log_format src escape=none '$server_port $request_uri $status "$http_range" $body_bytes_sent';"""
+
+
+def files(version):
+    """40 files of 60 KB; version 2 changes 12 of them (a differential update)."""
+    out = {f"data/{i:02}.bin": random.Random(i * 10 + (version if i % 10 < 3 else 1)).randbytes(60_000) for i in range(40)}
+    out["readme.txt"] = f"release {version}\n".encode()
+    return out
+
+
+@pytest.fixture(scope="module")
+def sites(tmp_path_factory):
+    """One repository published at versions 1 and 2; `fresh` and `mirror` serve version 2,
+    `stale` a copy taken at version 1 (a mirror a version behind)."""
+    base = tmp_path_factory.mktemp("mirrors")
+    repo = base / "fresh" / "repo"
+    for v in (1, 2):
+        src = base / f"src{v}"
+        make_tree(src, files(v))
+        subprocess.run([CLI, "publish", str(src), "--repo", str(repo), "--package", "mirrors", "--version", str(v)],
+                       check=True, stdout=subprocess.DEVNULL)
+        if v == 1:
+            shutil.copytree(repo, base / "stale" / "repo")
+    shutil.copytree(repo, base / "mirror" / "repo")
+    return base
+
+
+def site(port_name, root, extra=""):
+    return f"""
+  server {{{{
+    listen 127.0.0.1:{{{port_name}}};
+    root {root};
+    {extra.replace("{", "{{").replace("}", "}}")}
+  }}}}"""
+
+
+class Farm:
+    """nginx serving the sites, one port each, every request logged with its port; plus the
+    misbehaving primaries a test asks for."""
+
+    def __init__(self, base, work, primary="fresh", primary_extra=""):
+        self.work = work
+        os.makedirs(work, exist_ok=True)
+        servers = site("mirror", base / "mirror") + site("stale", base / "stale") + site("broken", base / "fresh", primary_extra)
+        self.nginx = Nginx(str(base / primary), str(work), http=LOG, servers=servers, ports=("mirror", "stale", "broken"),
+                           access_log=f"{work}/access.log src")
+        self.ports = dict(self.nginx.ports, primary=self.nginx.port)
+
+    def url(self, name):
+        return f"http://127.0.0.1:{self.ports[name]}/repo/head.json"
+
+    def requests(self, name):
+        """(uri, status, range, bytes) of each request the named server answered (after stop)."""
+        out = []
+        with open(f"{self.work}/access.log") as f:
+            for line in f:
+                port, uri, status, rest = line.rstrip("\n").split(" ", 3)
+                rng, _, sent = rest.rpartition(" ")
+                if int(port) == self.ports.get(name, -1):
+                    out.append((uri, int(status), rng.strip('"'), int(sent)))
+        return out
+
+    def stop(self):
+        self.nginx.stop()
+
+
+def assert_version_2(client, base):
+    assert client.current_version == 2
+    for name, data in files(2).items():
+        assert sha256_file(client.resolve(name)) == sha256_file(base / "src2" / name), name
+
+
+def test_a_healthy_primary_leaves_the_mirrors_alone(tmp_path, sites):
+    farm = Farm(sites, tmp_path / "nginx")
+    try:
+        with assetpatch.Client(str(tmp_path / "fresh"), manifest_url=farm.url("primary"), mirrors=farm.url("mirror")) as c:
+            assert c.update() is True
+            assert_version_2(c, sites)
+        # A differential update on top: ranges, all from the primary.
+        with assetpatch.Client(str(tmp_path / "old"), manifest_url=farm.url("stale"), mirrors=farm.url("mirror")) as c:
+            assert c.update() is True and c.current_version == 1
+        with assetpatch.Client(str(tmp_path / "old"), manifest_url=farm.url("primary"), mirrors=farm.url("mirror")) as c:
+            assert c.update() is True
+            assert_version_2(c, sites)
+    finally:
+        farm.stop()
+    assert farm.requests("mirror") == [], "a mirror was asked while the primary was healthy"
+    assert any(r[2] for r in farm.requests("primary")), "the second update used no range: not a differential update"
+
+
+class BlackHole:
+    """A port whose listen queue is full: the kernel drops every new SYN, so a connection
+    attempt hangs until its timeout, like a host behind a firewall that drops packets."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(0)
+        self.port = self.sock.getsockname()[1]
+        self.fillers = []
+        for _ in range(3):
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex(("127.0.0.1", self.port))
+            self.fillers.append(s)
+        time.sleep(0.1)
+
+    def close(self):
+        for s in self.fillers:
+            s.close()
+        self.sock.close()
+
+
+class Silent:
+    """A port that accepts connections and never answers: the request goes out, nothing comes back."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.mark.parametrize("how", ["refused", "black-hole", "silent", "503", "html"])
+def test_the_update_completes_from_the_mirror_whatever_the_primary_does(tmp_path, sites, how):
+    extra = {"503": "location / { return 503; }",
+             "html": 'location / { default_type text/html; return 200 "<html><body>Please log in</body></html>"; }'}.get(how, "")
+    farm = Farm(sites, tmp_path / "nginx", primary_extra=extra)
+    hole = BlackHole() if how == "black-hole" else Silent() if how == "silent" else None
+    if how == "refused":
+        primary = f"http://127.0.0.1:{free_port()}/repo/head.json"
+    elif hole:
+        primary = f"http://127.0.0.1:{hole.port}/repo/head.json"
+    else:
+        primary = farm.url("broken")
+    try:
+        data = str(tmp_path / "client")
+        # Timeouts far longer than the hedge: an update that waited for them would take minutes.
+        with assetpatch.Client(data, manifest_url=primary, mirrors=farm.url("mirror"), connect_timeout_ms=120_000,
+                               stall_timeout_ms=120_000) as c:
+            began = time.monotonic()
+            assert c.update() is True
+            took = time.monotonic() - began
+            assert_version_2(c, sites)
+            # A second update, differential this time (version 1 then 2 from the mirror).
+        assert took < 60, f"the update waited {took:.1f} s: the hedge did not act"
+    finally:
+        farm.stop()
+        if hole:
+            hole.close()
+    assert any(r[0].endswith(".zip") for r in farm.requests("mirror")), "the mirror served no archive byte"
+    if how in ("503", "html"):
+        # The primary answered the head wrongly: it got no archive request afterwards.
+        assert not any(r[0].endswith(".zip") for r in farm.requests("broken")), farm.requests("broken")
+
+
+def test_a_mirror_that_corrupts_a_range_costs_one_file_and_gets_no_more_ranges(tmp_path, sites):
+    # The corrupting source is the primary (a server of the tests' own that flips the last byte
+    # of one range); the nginx mirror is second. One range at a time: the order is known.
+    farm = Farm(sites, tmp_path / "nginx")
+    bad = FaultServer(str(sites / "fresh"), str(tmp_path))
+    try:
+        data = str(tmp_path / "client")
+        with assetpatch.Client(data, manifest_url=farm.url("stale"), mirrors=farm.url("mirror")) as c:
+            assert c.update() is True and c.current_version == 1
+        bad.reset()
+        bad.control(mode="corrupt-nth", n=3, times=1)
+        with assetpatch.Client(data, manifest_url=f"{bad.base}/repo/head.json", mirrors=farm.url("mirror"),
+                               parallel_downloads=1) as c:
+            assert c.update() is True
+            assert_version_2(c, sites)
+        log = bad.stats()["archive_log"]
+    finally:
+        farm.stop()
+        bad.stop()
+    assert len(log) == 3, f"the corrupting source got requests after its bad range: {log}"
+    corrupt = log[-1]
+    mirror = [r for r in farm.requests("mirror") if r[0].endswith(".zip") and r[2]]
+    assert mirror, "the mirror served nothing"
+    # Bytes asked for again: the mirror's ranges overlapping the corrupted one. At most the
+    # file the flipped byte fell in (its entry: header and data), never the whole range.
+    manifest = json.load(open(sites / "fresh" / "repo" / "manifest.json"))
+    largest = max(f["zip"]["compressed_size"] + f["zip"]["data_offset"] - f["zip"]["header_offset"]
+                  for f in manifest["files"] if "zip" in f)
+    overlap = 0
+    for _, _, rng, _ in mirror:
+        a, b = (int(x) for x in rng.split("=")[1].split("-"))
+        overlap += max(0, min(b, corrupt["end"]) - max(a, corrupt["start"]) + 1)
+    assert 0 < overlap <= largest, (overlap, largest, corrupt, mirror)
+
+
+def test_a_mirror_a_version_behind_is_never_taken_for_the_newest(tmp_path, sites):
+    farm = Farm(sites, tmp_path / "nginx")
+    down = f"http://127.0.0.1:{free_port()}/repo/head.json"
+    try:
+        # The primary down, the first mirror a version behind, the second current: a new client
+        # installs version 2 and never version 1; one at version 2 reports CURRENT, not OLDER.
+        mirrors = farm.url("stale") + "," + farm.url("mirror")
+        with assetpatch.Client(str(tmp_path / "new"), manifest_url=down, mirrors=mirrors) as c:
+            assert c.update() is True
+            assert_version_2(c, sites)
+            for _ in range(3):
+                assert c.update() is False
+                assert c.last_check.reason == assetpatch.NoUpdateReason.CURRENT
+        # The primary itself a version behind (a stale edge): the mirror's newer head wins.
+        with assetpatch.Client(str(tmp_path / "new"), manifest_url=farm.url("stale"), mirrors=farm.url("mirror")) as c:
+            assert c.update() is False
+            assert c.last_check.reason == assetpatch.NoUpdateReason.CURRENT
+        releases = os.listdir(tmp_path / "new" / "releases")
+    finally:
+        farm.stop()
+    assert [r.split("-")[0] for r in releases] == ["2"], releases
+    assert not any(r[0].endswith(".zip") for r in farm.requests("stale")), "the stale mirror served archive bytes"
+
+
+def test_kill_9_in_a_multi_source_update_then_the_next_one_resumes(tmp_path, sites):
+    farm = Farm(sites, tmp_path / "nginx")
+    slow = FaultServer(str(sites / "fresh"), str(tmp_path))
+    data = str(tmp_path / "client")
+    rnd = random.Random(9)
+    try:
+        with assetpatch.Client(data, manifest_url=farm.url("stale")) as c:
+            assert c.update() is True and c.current_version == 1
+        # The primary slow (20 KB/s per response): what is left would take longer than the
+        # client's threshold, so the mirror joins after its first second and ranges come from both.
+        slow.control(rate=20_000)
+        env = dict(os.environ, ASSETPATCH_TEST_MIRRORS=farm.url("mirror"))
+        for _ in range(4):
+            p = subprocess.Popen([sys.executable, os.path.join(HERE, "child_update.py"), data, f"{slow.base}/repo/head.json"],
+                                 stdout=subprocess.PIPE, env=env)
+            time.sleep(rnd.uniform(0.5, 2.5))
+            p.kill()
+            p.wait()
+            p.stdout.close()
+            with assetpatch.Client(data) as c:
+                assert c.current_version in (1, 2)
+                for name, body in files(c.current_version).items():
+                    assert sha256_file(c.resolve(name)) == sha256_file(sites / f"src{c.current_version}" / name)
+        slow.control(rate=0)
+        with assetpatch.Client(data, manifest_url=f"{slow.base}/repo/head.json", mirrors=farm.url("mirror")) as c:
+            c.update()
+            assert_version_2(c, sites)
+    finally:
+        farm.stop()
+        slow.stop()
+    assert any(r[0].endswith(".zip") and r[2] for r in farm.requests("mirror")), "the mirror never joined"

@@ -261,6 +261,25 @@ int assetpatch_client_open(const char *data_dir, const char *bundle_dir, assetpa
  *                       ERR_METERED before it moves a byte beyond the head and index pages;
  *                       off (default). file:// repositories are never metered
  *   metered_max_bytes   what a transfer may plan on a metered network without asking; default 0
+ *   mirrors             comma-separated URLs of the same head as manifest_url on other hosts
+ *                       (a CDN and an origin, buckets in two regions), up to 16; "" (default):
+ *                       none. Every file, chunk, index page and archive is named by its hash and
+ *                       checked against the signed head, so a mirror is an untrusted source of
+ *                       bytes at the same path relative to its head. With a healthy primary no
+ *                       mirror is asked. A source that refuses, is silent, answers an error,
+ *                       HTML or a wrong range, or sends bytes that fail a check is demoted for
+ *                       the rest of that update and its work goes on from the next (from the
+ *                       byte reached, or the first file not verified). The head comes from the
+ *                       first source that answers; when that is not the primary, or its head is
+ *                       older than one accepted before, every other source is asked and the
+ *                       newest head that verifies wins (no OLDER, no older release, while a
+ *                       reachable source has the newer one). A large update whose rest would
+ *                       take more than 8 s at the rate so far spreads its ranges over the next
+ *                       sources too. See docs/hosting.md
+ *   hedge_ms            a request that received nothing for this long is started on the next
+ *                       source too; the first to answer takes it and the silent source is
+ *                       demoted: a black-holed host costs this, not connect_timeout_ms;
+ *                       default 500; 0: a source is left only when it fails
  *   allow_unsigned_plugins
  *                       on: plugins of releases that were not signature-verified load too
  *                       (assetpatch_plugin_load); off (default): they are refused

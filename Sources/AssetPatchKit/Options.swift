@@ -93,6 +93,10 @@ extension AssetPatchClient {
         /// ``AssetPatchError/Status/metered`` before moving archive bytes.
         public var metered: Bool?
         public var meteredMaxBytes: UInt64?
+        /// The same head as `manifestURL` on other hosts, tried after it (docs/hosting.md).
+        public var mirrors: [String]?
+        /// A source silent for this long has its work started on the next one too (0: off).
+        public var hedgeMs: Int?
 
         /// Options with the given fields set; everything else stays as it is.
         public init(manifestURL: String? = nil, publicKeys: [String]? = nil, package: String? = nil, appVersion: String? = nil,
@@ -105,7 +109,9 @@ extension AssetPatchClient {
                     channel: String? = nil, rolloutID: String? = nil, allowCrossOriginKeys: Bool? = nil,
                     groups: [String]? = nil, groupQuotaBytes: UInt64? = nil, maxRecvSpeed: UInt64? = nil,
                     updatePriority: TransferPriority? = nil, fetchPriority: TransferPriority? = nil, metered: Bool? = nil,
-                    meteredMaxBytes: UInt64? = nil) {
+                    meteredMaxBytes: UInt64? = nil, mirrors: [String]? = nil, hedgeMs: Int? = nil) {
+            self.mirrors = mirrors
+            self.hedgeMs = hedgeMs
             self.maxRecvSpeed = maxRecvSpeed
             self.updatePriority = updatePriority
             self.fetchPriority = fetchPriority
@@ -185,6 +191,8 @@ extension AssetPatchClient {
             add("fetch_priority", fetchPriority?.rawValue)
             add("metered", flag(metered))
             add("metered_max_bytes", meteredMaxBytes.map(String.init))
+            add("mirrors", mirrors.map { $0.joined(separator: ",") })
+            add("hedge_ms", hedgeMs.map(String.init))
             return out
         }
     }

@@ -27,8 +27,16 @@ struct SourceOptions: ParsableArguments {
     @Option(name: .long, help: "Comma-separated on-demand groups this client wants with every update (its language, its scale).")
     var groups: String?
 
+    @Option(name: .long, help: "The same head as --url on another host (repeatable): tried after it, in order (option mirrors).")
+    var mirror: [String] = []
+
+    @Option(name: .customLong("hedge-ms"), help: "A source silent for this long has its work started on the next one too (default 500; 0: off).")
+    var hedgeMs: UInt64?
+
     func configure(_ client: Client) throws {
         try client.set("manifest_url", url)
+        if !mirror.isEmpty { try client.set("mirrors", mirror.joined(separator: ",")) }
+        if let hedgeMs { try client.set("hedge_ms", String(hedgeMs)) }
         if let groups { try client.set("groups", groups) }
         try trust.configure(client)
     }

@@ -49,9 +49,22 @@ enum Outcome {
         } ?? .null))
         pairs.append(("key_document", c.keyDocumentInForce.map { .int($0.version) } ?? .null))
         pairs.append(("expires", o?.manifestExpires.map { .string(RFC3339.format($0)) } ?? .null))
+        if !c.lastSources.isEmpty {
+            pairs.append(("sources", .array(c.lastSources.map { e in
+                .object([("url", .string(e.head.shown)), ("last", .string(e.last)), ("demoted", .bool(e.demoted != nil)),
+                         ("requests", .int(Int64(e.requests))), ("bytes", .int(Int64(e.bytes)))])
+            })))
+        }
         if let preview { pairs.append(("next", previewJSON(preview))) }
         if let error { pairs.append(("error", .object([("status", .string("\(error.status.name)")), ("message", .string(error.message))]))) }
         return .object(pairs)
+    }
+
+    /// With mirrors: each source's last result, on stderr (stdout stays the outcome's line).
+    static func printSources(_ c: Client) {
+        for e in c.lastSources {
+            writeStderr("source \(e.head.shown): \(e.requests) requests, \(e.bytes) bytes\(e.demoted != nil ? ", demoted" : ""); \(e.last)\n")
+        }
     }
 
     /// Runs a check or an update: prints what it found (text, or JSON) and ends with the
@@ -74,9 +87,10 @@ enum Outcome {
                 print("version \(preview.version) available, \(preview.transferBytes) bytes to download"
                       + (preview.wholeArchiveReason.map { ": the whole archive (\($0))" } ?? " by range requests"))
             }
+            if !json { printSources(c) }
             if status == "no_update" { throw ExitCode(exitCode(c.lastCheck?.reason)) }
         } catch let e as AssetPatchError {
-            if json { print(Outcome.json(c, status: "error", error: e).serialized(indent: 2)) }
+            if json { print(Outcome.json(c, status: "error", error: e).serialized(indent: 2)) } else { printSources(c) }
             throw e.cli
         }
     }

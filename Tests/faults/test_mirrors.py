@@ -269,3 +269,19 @@ def test_kill_9_in_a_multi_source_update_then_the_next_one_resumes(tmp_path, sit
         farm.stop()
         slow.stop()
     assert any(r[0].endswith(".zip") and r[2] for r in farm.requests("mirror")), "the mirror never joined"
+
+
+def test_the_cli_names_each_source_and_its_last_result(tmp_path, sites):
+    farm = Farm(sites, tmp_path / "nginx")
+    down = f"http://127.0.0.1:{free_port()}/repo/head.json"
+    try:
+        r = subprocess.run([CLI, "update", "--data-dir", str(tmp_path / "d"), "--url", down, "--mirror", farm.url("mirror"), "--json"],
+                           capture_output=True, text=True)
+    finally:
+        farm.stop()
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["status"] == "installed" and out["current_version"] == 2
+    primary, mirror = out["sources"]
+    assert primary["demoted"] is True and "connect" in primary["last"].lower(), primary
+    assert mirror["demoted"] is False and mirror["bytes"] > 0 and mirror["requests"] >= 2, mirror

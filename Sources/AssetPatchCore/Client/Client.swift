@@ -31,6 +31,8 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
     let lastCandidate = Locked<ReleaseSummary?>(nil)
     /// What the last check or update found (`lastCheck`).
     private let lastOutcome = Locked<CheckOutcome?>(nil)
+    /// Each source's state at the end of the last check or update (with mirrors).
+    private let lastSourceEntries = Locked<[Sources.Entry]>([])
 
     private enum Background { case idle, running, finished(Status, String) }
     private let background = Condition()
@@ -212,6 +214,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
         var mark: Int64 = 0
         var e = Evaluation()
         defer { if e.trustChanged && recordAcceptance { try? serveJudged() } }
+        defer { keepSources(updater) }
         do {
             var state = try store.loadState()
             let before = state
@@ -245,6 +248,14 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
     /// nil before the first.
     package var lastCheck: CheckOutcome? { lastOutcome.withLock { $0 } }
 
+    private func keepSources(_ updater: Updater) {
+        if let s = updater.context.sources { lastSourceEntries.withLock { $0 = s.snapshot } }
+    }
+
+    /// Each source (manifest_url, then the mirrors) as the last check or update left it: its
+    /// last result, whether it was demoted, what it delivered. Empty without mirrors.
+    package var lastSources: [Sources.Entry] { lastSourceEntries.withLock { $0 } }
+
     private func makeUpdater(progress: ProgressHandler?, readOnly: Bool = false) -> Updater {
         var config = configuration
         config.http.background = !config.updateForeground
@@ -276,6 +287,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
         var mark: Int64 = 0
         var e = Evaluation()
         defer { if e.trustChanged { try? serveJudged() } }
+        defer { keepSources(updater) }
         do {
             guard configuration.manifest != nil else { throw AssetPatchError(.state, "no manifest_url set") }
             guard let lock = try store.tryLock() else {

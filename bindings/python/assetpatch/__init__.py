@@ -128,7 +128,8 @@ class Client(GroupsMixin):
     max_manifest_bytes, max_release_bytes, max_legacy_archive_bytes, ca_file, headers, user_agent,
     parallel_downloads, differential, differential_max_percent, allow_unsigned_plugins,
     allow_cross_origin_keys, tcp_quickack, groups, group_quota_bytes, max_recv_speed, update_priority,
-    fetch_priority, metered, metered_max_bytes. On/off options take Python booleans.
+    fetch_priority, metered, metered_max_bytes, mirrors (a comma-separated string or a
+    list of URLs), hedge_ms. On/off options take Python booleans.
     """
 
     def __init__(self, data_dir: str, bundle_dir: Optional[str] = None, *, manifest_url: Optional[str] = None,
@@ -191,6 +192,8 @@ class Client(GroupsMixin):
         """Sets one option (see the class docs); booleans become "1"/"0"."""
         if isinstance(value, bool):
             value = "1" if value else "0"
+        elif option == "mirrors" and not isinstance(value, str):
+            value = ",".join(value)
         _check(self._lib.assetpatch_client_set(self._h(), option.encode(), str(value).encode()))
 
     def check(self) -> Optional[Tuple[int, int]]:

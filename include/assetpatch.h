@@ -275,7 +275,9 @@ int assetpatch_client_open(const char *data_dir, const char *bundle_dir, assetpa
  *                       newest head that verifies wins (no OLDER, no older release, while a
  *                       reachable source has the newer one). A large update whose rest would
  *                       take more than 8 s at the rate so far spreads its ranges over the next
- *                       sources too. See docs/hosting.md
+ *                       sources too. With a transport of the host's own (assetpatch_set_transport)
+ *                       the head comes from manifest_url alone and ranges are not spread; the
+ *                       archive and index pages still fail over. See docs/hosting.md
  *   hedge_ms            a request that received nothing for this long is started on the next
  *                       source too; the first to answer takes it and the silent source is
  *                       demoted: a black-holed host costs this, not connect_timeout_ms;

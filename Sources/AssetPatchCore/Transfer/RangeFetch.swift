@@ -101,7 +101,11 @@ final class RangeFetch {
     }
 
     /// More than one source serves the archive: ranges are spread over them.
-    private var spreads: Bool { (sources?.count ?? 1) > 1 && remoteLocations.compactMap { $0 }.count > 1 }
+    /// (A transport of the host's own runs one request at a time, through its own stack: the
+    /// ranges then fail over source by source, not spread.)
+    private var spreads: Bool {
+        (sources?.count ?? 1) > 1 && http.settings.transport == nil && remoteLocations.compactMap { $0 }.count > 1
+    }
 
     /// Bytes received by the last `drive` (progress of another planner's ranges).
     var receivedBytes: UInt64 { received }

@@ -20,7 +20,8 @@ struct ManifestJudge {
 extension ManifestJudge {
     func fetchManifest(_ state: StoreState) throws -> (bytes: [UInt8], finalURL: String) {
         guard let location = config.manifest else { throw AssetPatchError(.state, "no manifest_url set") }
-        if let sources = context.sources { return try fetchHead(sources, state) }
+        // Through a transport of the host's own, the head comes from manifest_url alone.
+        if let sources = context.sources, http.settings.transport == nil { return try fetchHead(sources, state) }
         switch location {
         case let .file(path, url):
             return (try FS.readFile(path, limit: config.maxManifestBytes, limitStatus: .manifest), url)

@@ -2,7 +2,8 @@
 """assetpatch benchmarks against what a user would otherwise do, side by side in one run.
 
     bench/run.sh [--runs 3] [--quick]        (groups alone: python3 bench/groups_bench.py; transfer
-                                             control alone: python3 bench/transfer_bench.py)
+                                             control alone: python3 bench/transfer_bench.py;
+                                             mirrors alone: python3 bench/mirror_bench.py)
 
 Generates deterministic asset sets (seeded), publishes them with the CLI, serves them with
 nginx on 127.0.0.1, measures and writes bench/RESULTS.md."""
@@ -452,6 +453,11 @@ def transfers_section(t):
     return transfer_bench.section(t)
 
 
+def mirrors_section(m):
+    import mirror_bench
+    return mirror_bench.section(m)
+
+
 def write_results(path, r, args):
     fu, rs, lib, idx = r["full_update"], r["resume"], r["library"], r["index"]
     mk = lambda ok: "yes" if ok else "**no**"
@@ -553,6 +559,7 @@ def write_results(path, r, args):
         "",
         *(groups_section(r["groups"]) if "groups" in r else []),
         *(transfers_section(r["transfers"]) if "transfers" in r else []),
+        *(mirrors_section(r["mirrors"]) if "mirrors" in r else []),
         "## Targets",
         "",
         "| target | measured | met |",
@@ -668,6 +675,9 @@ def main():
         log("transfer control")
         import transfer_bench  # here: it reads this module's paths
         r["transfers"] = transfer_bench.run_all(work, args.runs, args.quick)
+        log("mirrors")
+        import mirror_bench  # here: it reads this module's paths
+        r["mirrors"] = mirror_bench.run_all(work, args.runs, args.quick)
         with open(os.path.join(ROOT, "build", "bench-results.json"), "w") as f:
             json.dump(r, f, indent=1, default=str)
         write_results(args.out, r, args)

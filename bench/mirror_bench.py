@@ -43,7 +43,7 @@ def files(version, count, size):
 
 
 def publish(work, repo, version, fs):
-    src = os.path.join(work, f"src{version}")
+    src = os.path.join(work, f"mirror-src-{os.path.basename(repo)}{version}")
     for rel, data in fs.items():
         os.makedirs(os.path.dirname(os.path.join(src, rel)), exist_ok=True)
         with open(os.path.join(src, rel), "wb") as f:
@@ -153,20 +153,20 @@ def black_hole():
 
 
 def fresh_v1(work, name, farm, repo):
-    data = os.path.join(work, name)
+    data = os.path.join(work, "mirror-" + name)
     with assetpatch.Client(data, manifest_url=farm.url("main", repo)) as c:
         assert c.update()
     return data
 
 
 def run_all(work, runs, quick):
-    repos = os.path.join(work, "repos")
+    repos = os.path.join(work, "mirror-repos")
     count = 80 if quick else 400
     size = MB
     publish(work, os.path.join(repos, "r"), 1, files(1, count, size))
     small = {f"s/{i:02}.bin": random.Random(i).randbytes(200_000) for i in range(20)}
     publish(work, os.path.join(repos, "s"), 1, small)
-    farm = Farm(repos, os.path.join(work, "nginx"))
+    farm = Farm(repos, os.path.join(work, "mirror-nginx"))
     try:
         datas = [fresh_v1(work, f"agg{i}", farm, "r") for i in range(runs)]
         healthy = fresh_v1(work, "healthy", farm, "r")
@@ -189,7 +189,7 @@ def run_all(work, runs, quick):
         alone, holed = [], []
         for i in range(runs):
             for kind in ("alone", "holed"):
-                data = os.path.join(work, f"s-{kind}{i}")
+                data = os.path.join(work, f"mirror-s-{kind}{i}")
                 hole, fillers = black_hole()
                 primary = f"http://127.0.0.1:{hole.getsockname()[1]}/s/head.json"
                 try:

@@ -262,26 +262,28 @@ int assetpatch_client_open(const char *data_dir, const char *bundle_dir, assetpa
  *                       off (default). file:// repositories are never metered
  *   metered_max_bytes   what a transfer may plan on a metered network without asking; default 0
  *   mirrors             comma-separated URLs of the same head as manifest_url on other hosts
- *                       (a CDN and an origin, buckets in two regions), up to 16; "" (default):
- *                       none. Every file, chunk, index page and archive is named by its hash and
- *                       checked against the signed head, so a mirror is an untrusted source of
- *                       bytes at the same path relative to its head. With a healthy primary no
- *                       mirror is asked. A source that refuses, is silent, answers an error,
- *                       HTML or a wrong range, or sends bytes that fail a check is demoted for
- *                       the rest of that update and its work goes on from the next (from the
- *                       byte reached, or the first file not verified). The head comes from the
- *                       first source that answers; when that is not the primary, or its head is
- *                       older than one accepted before, every other source is asked and the
- *                       newest head that verifies wins (no OLDER, no older release, while a
- *                       reachable source has the newer one). A large update whose rest would
- *                       take more than 8 s at the rate so far spreads its ranges over the next
- *                       sources too. With a transport of the host's own (assetpatch_set_transport)
- *                       the head comes from manifest_url alone and ranges are not spread; the
- *                       archive and index pages still fail over. See docs/hosting.md
- *   hedge_ms            a request that received nothing for this long is started on the next
- *                       source too; the first to answer takes it and the silent source is
- *                       demoted: a black-holed host costs this, not connect_timeout_ms;
- *                       default 500; 0: a source is left only when it fails
+ *                       (a CDN and an origin, buckets in two regions), of its kind (http(s) or
+ *                       file://), up to 16; "" (default): none. Every file, chunk, index page and
+ *                       archive is named by its hash and checked against the signed head, so with
+ *                       public_keys a mirror is an untrusted source of bytes at the same reference
+ *                       relative to its head (without keys, every source is trusted as the
+ *                       primary is). With a healthy primary no mirror is asked. A source that
+ *                       refuses, is silent, answers an error, HTML or a wrong range, sends bytes
+ *                       that fail a check, or stalls is demoted for the rest of that attempt and
+ *                       its work goes on from the next, from the first file or chunk not verified.
+ *                       The primary's head is taken when it is one this client takes; when the
+ *                       head came from a mirror, or is older than one accepted before, the other
+ *                       sources are asked and the newest head wins (no OLDER, no older release,
+ *                       while a source that answers has the newer one). A large update whose rest
+ *                       would take more than 8 s at the rate so far spreads its ranges over the
+ *                       next sources too. header options go to manifest_url's origin only. With a
+ *                       transport of the host's own (assetpatch_set_transport) the head comes from
+ *                       manifest_url alone and ranges are not spread; the archive and index pages
+ *                       still fail over. See docs/hosting.md
+ *   hedge_ms            a head or range request that received nothing for this long is started
+ *                       on the next source too; the first to answer takes it and the silent
+ *                       source is demoted: a black-holed host costs about this, not
+ *                       connect_timeout_ms; default 500; 0: a source is left only when it fails
  *   allow_unsigned_plugins
  *                       on: plugins of releases that were not signature-verified load too
  *                       (assetpatch_plugin_load); off (default): they are refused

@@ -13,7 +13,8 @@ before it arrives), stall (stop at file offset N, keep the socket open) (these t
 requests that end before N alone), ignore-range (always 200), wrong-range (206 with a
 Content-Range start off by 1000), etag-change (a new ETag per request), 416 (refuse every
 range), corrupt (a 206 whose last byte is flipped), corrupt-nth (the N-th archive request from
-now corrupted as corrupt, once), 503 (answer 503), 404, 429 (with
+now corrupted as corrupt, once), stall-nth (the N-th archive request from now answered with its
+head, then nothing: the socket held open), 503 (answer 503), 404, 429 (with
 Retry-After: N if N > 0), long-length (announce 1000 bytes more than sent, then close), portal
 (200 text/html login page), endless (the archive over and over, never ending), gzip
 (Content-Encoding: gzip, the range asked for gzipped: a 200 or a 206), gzip-cut (a gzip 200
@@ -150,12 +151,13 @@ class Handler(BaseHTTPRequestHandler):
                 # reset, cut and stall act at file offset N: a request that ends before it
                 # passes untouched and does not count against `times`.
                 passes = STATE["mode"] in ("reset", "cut", "stall") and asked_end < STATE["n"]
-                if STATE["mode"] == "corrupt-nth" and STATE["times"] > 0:
-                    # The n-th archive request from now is corrupted (once).
+                if STATE["mode"] in ("corrupt-nth", "stall-nth") and STATE["times"] > 0:
+                    # The n-th archive request from now is corrupted, or answered with its
+                    # head and then nothing (once).
                     STATE["n"] -= 1
                     if STATE["n"] == 0:
                         STATE["times"] = 0
-                        mode = "corrupt"
+                        mode, n = ("corrupt", 0) if STATE["mode"] == "corrupt-nth" else ("stall", asked)
                 elif STATE["times"] > 0 and STATE["mode"] != "normal" and not passes:
                     STATE["times"] -= 1
                     mode, n = STATE["mode"], STATE["n"]

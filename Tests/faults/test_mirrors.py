@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "e2e"))
 from nginxctl import Nginx, free_port  # noqa: E402
 
 HERE = os.path.dirname(__file__)
-LOG = """log_format src escape=none '$server_port $request_uri $status "$http_range" $body_bytes_sent';"""
+LOG = """log_format src escape=none '$server_port $request_uri $status "$http_range" $body_bytes_sent $http_x_secret';"""
 
 
 def files(version):
@@ -43,6 +43,10 @@ def sites(tmp_path_factory):
                        check=True, stdout=subprocess.DEVNULL)
         if v == 1:
             shutil.copytree(repo, base / "stale" / "repo")
+    # Channel beta at version 3: its head in channels/beta/, its archive two levels up.
+    make_tree(base / "src3", files(3))
+    subprocess.run([CLI, "publish", str(base / "src3"), "--repo", str(repo), "--package", "mirrors", "--version", "3", "--channel", "beta"],
+                   check=True, stdout=subprocess.DEVNULL)
     shutil.copytree(repo, base / "mirror" / "repo")
     return base
 
@@ -71,15 +75,15 @@ class Farm:
     def url(self, name):
         return f"http://127.0.0.1:{self.ports[name]}/repo/head.json"
 
-    def requests(self, name):
-        """(uri, status, range, bytes) of each request the named server answered (after stop)."""
+    def requests(self, name, secrets=False):
+        """(uri, status, range, bytes) of each request the named server answered (after stop),
+        and the X-Secret header it came with (`secrets`)."""
         out = []
         with open(f"{self.work}/access.log") as f:
             for line in f:
-                port, uri, status, rest = line.rstrip("\n").split(" ", 3)
-                rng, _, sent = rest.rpartition(" ")
+                port, uri, status, rng, sent, secret = line.rstrip("\n").split(" ")
                 if int(port) == self.ports.get(name, -1):
-                    out.append((uri, int(status), rng.strip('"'), int(sent)))
+                    out.append((uri, int(status), rng.strip('"'), int(sent)) + ((secret,) if secrets else ()))
         return out
 
     def stop(self):
@@ -285,3 +289,74 @@ def test_the_cli_names_each_source_and_its_last_result(tmp_path, sites):
     primary, mirror = out["sources"]
     assert primary["demoted"] is True and "connect" in primary["last"].lower(), primary
     assert mirror["demoted"] is False and mirror["bytes"] > 0 and mirror["requests"] >= 2, mirror
+
+
+def test_a_channel_head_finds_its_archive_on_the_mirror(tmp_path, sites):
+    # A channel's head names its archive as ../../archives/<sha256>.zip: the mirror's copy is
+    # found by the same reference from the mirror's head, the primary being down.
+    farm = Farm(sites, tmp_path / "nginx")
+    down = f"http://127.0.0.1:{free_port()}/repo/channels/beta/head.json"
+    try:
+        with assetpatch.Client(str(tmp_path / "c"), manifest_url=down, channel="beta",
+                               mirrors=farm.url("mirror").replace("head.json", "channels/beta/head.json")) as c:
+            assert c.update() is True and c.current_version == 3
+            for name in files(3):
+                assert sha256_file(c.resolve(name)) == sha256_file(sites / "src3" / name), name
+    finally:
+        farm.stop()
+    assert any(r[0].startswith("/repo/archives/") for r in farm.requests("mirror")), farm.requests("mirror")
+
+
+def test_headers_for_the_primary_never_reach_a_mirror(tmp_path, sites):
+    farm = Farm(sites, tmp_path / "nginx", primary_extra="location / { return 503; }")
+    try:
+        with assetpatch.Client(str(tmp_path / "c"), manifest_url=farm.url("broken"), mirrors=farm.url("mirror"),
+                               header="X-Secret: s3cr3t") as c:
+            assert c.update() is True
+            assert_version_2(c, sites)
+    finally:
+        farm.stop()
+    assert {r[4] for r in farm.requests("broken", secrets=True)} == {"s3cr3t"}
+    mirror = farm.requests("mirror", secrets=True)
+    assert mirror and {r[4] for r in mirror} == {""}, mirror
+
+
+def test_a_source_that_stalls_mid_update_hands_its_range_over(tmp_path, sites):
+    # The primary answers a range with its head, then nothing: after stall_timeout_ms it is
+    # demoted and the range comes from the mirror; the update does not fail.
+    farm = Farm(sites, tmp_path / "nginx")
+    bad = FaultServer(str(sites / "fresh"), str(tmp_path))
+    try:
+        data = str(tmp_path / "client")
+        with assetpatch.Client(data, manifest_url=farm.url("stale")) as c:
+            assert c.update() is True and c.current_version == 1
+        bad.reset()
+        bad.control(mode="stall-nth", n=3, times=1)
+        with assetpatch.Client(data, manifest_url=f"{bad.base}/repo/head.json", mirrors=farm.url("mirror"),
+                               parallel_downloads=1, stall_timeout_ms=1500) as c:
+            assert c.update() is True
+            assert_version_2(c, sites)
+        log = bad.stats()["archive_log"]
+    finally:
+        farm.stop()
+        bad.stop()
+    assert len(log) == 3, f"the stalled source got requests after its stall: {log}"
+    assert any(r[0].endswith(".zip") and r[2] for r in farm.requests("mirror"))
+
+
+def test_under_a_cap_a_source_without_the_archive_hands_its_ranges_over(tmp_path, sites):
+    # Under max_recv_speed a response's first piece is often held, and judged when let go on:
+    # the primary's 404 for the archive must demote it there too, not fail the update.
+    extra = "location /repo/archives/ { return 404; }"
+    farm = Farm(sites, tmp_path / "nginx", primary_extra=extra)
+    try:
+        data = str(tmp_path / "client")
+        with assetpatch.Client(data, manifest_url=farm.url("stale")) as c:
+            assert c.update() is True and c.current_version == 1
+        with assetpatch.Client(data, manifest_url=farm.url("broken"), mirrors=farm.url("mirror"), max_recv_speed=2_000_000) as c:
+            assert c.update() is True
+            assert_version_2(c, sites)
+    finally:
+        farm.stop()
+    assert any(r[0].endswith(".zip") and r[1] == 404 for r in farm.requests("broken"))
+    assert any(r[0].endswith(".zip") and r[2] for r in farm.requests("mirror"))

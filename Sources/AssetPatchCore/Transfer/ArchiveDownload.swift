@@ -339,14 +339,16 @@ final class ArchiveDownload {
     /// (the archive is named by its hash and checked whole); a source that fails is demoted and
     /// the next one goes on from the byte reached.
     private func fetchFromSources(_ sources: Sources, _ url: String) throws -> String {
+        sources.revive()
         let locations = sources.locations(for: source)
         var lastError: (any Error)?
+        var tried = Set<String>()
         for i in sources.usable() {
-            guard case let .http(mirrored)? = locations[i] else { continue }
+            guard case let .http(mirrored)? = locations[i], tried.insert(mirrored).inserted else { continue }
             do {
                 sources.started(i)
                 servedBy = i
-                let hex = try fetchHTTP(mirrored)
+                let hex = try fetchHTTP(mirrored, client: sources.client(i, http))
                 if hashing && hex != digest && sources.usable().contains(where: { $0 != i && locations[$0] != nil }) {
                     // Bytes that are not the archive: none is kept, and the next source sends it whole.
                     store.discardPartial(digest)
@@ -358,8 +360,8 @@ final class ArchiveDownload {
                 }
                 sources.delivered(i, bytes: 0, "served the archive")
                 return hex
-            } catch let e as AssetPatchError where e.status == .cancelled || e.isDiskFull || e.released {
-                throw e
+            } catch let e as AssetPatchError where [.cancelled, .io, .internal].contains(e.status) || e.released {
+                throw e  // not the source's failure
             } catch {
                 sources.demote(i, SourceSpread.describe(error))
                 lastError = error
@@ -368,7 +370,8 @@ final class ArchiveDownload {
         throw lastError ?? AssetPatchError(.network, "no source serves \(source.shown)")
     }
 
-    private func fetchHTTP(_ url: String) throws -> String {
+    private func fetchHTTP(_ url: String, client: HTTPClient? = nil) throws -> String {
+        let http = client ?? self.http
         let what = "GET \(URLs.redacted(url))"
         let out = try File.open(partPath, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o644)
         var restarts = 0

@@ -141,8 +141,10 @@ package final class HTTPClient {
         var race: Race
         /// Called once when the transfer leaves the loop, however it ended.
         var left: () -> Void
-        /// Silent for `hedgeMs`: the transfer leaves (after `hedge`), its work abandoned.
-        var leaveWhenSilent = false
+        /// Called when the transfer leaves because a twin's answer came first.
+        var lost: (() -> Void)? = nil
+        /// true: the transfer leaves now, its work abandoned (checked at every wake).
+        var expired: (() -> Bool)? = nil
     }
 
     /// The transfers running the same work on different sources: the first whose response
@@ -260,19 +262,25 @@ package final class HTTPClient {
                 }
                 var now = monotonicMillis()
                 var wakeMs: UInt64 = 50
-                // A transfer whose source sent nothing for the hedge's time: its twin starts on
-                // the next source, beside it; the first to answer takes the work.
-                for (easy, (t, p)) in active where !t.ctx.hedged && t.ctx.receivedBytes == 0 {
-                    guard let s = p.sourced, let hedge = s.hedge, s.race.winner == nil else { continue }
-                    if now - t.ctx.startedAt >= s.hedgeMs {
+                let holdingNow = control?.mustHold(background: settings.background) ?? false
+                for (easy, (t, p)) in active {
+                    guard let s = p.sourced else { continue }
+                    if let expired = s.expired, expired() {
+                        curl_multi_remove_handle(multi, easy)
+                        active[easy] = nil
+                        try leave(t, s, error: nil, &queue)
+                        continue
+                    }
+                    // A transfer whose source sent nothing (not a header byte) for the hedge's
+                    // time: its twin starts on the next source, beside it; the first to answer
+                    // takes the work. A hold (pause, foreground work) is not the source's
+                    // silence: the clock starts again after it.
+                    guard !t.ctx.hedged, t.ctx.receivedBytes == 0, let hedge = s.hedge, s.race.winner == nil else { continue }
+                    if holdingNow {
+                        t.ctx.startedAt = now
+                    } else if now - t.ctx.startedAt >= s.hedgeMs {
                         t.ctx.hedged = true
                         if let twin = hedge() { try start(twin) }
-                        if s.leaveWhenSilent {
-                            curl_multi_remove_handle(multi, easy)
-                            active[easy] = nil
-                            s.race.running -= 1
-                            s.left()
-                        }
                     } else {
                         wakeMs = min(wakeMs, s.hedgeMs - (now - t.ctx.startedAt))
                     }
@@ -299,8 +307,15 @@ package final class HTTPClient {
                             // Its low-speed window does not count the time it was held.
                             t.ctx.windowStart += monotonicMillis() - t.ctx.heldSince
                             let rc = ccurl_unpause(t.easy)  // the kept piece goes to the write callback now
-                            if let error = t.ctx.error { throw error }
-                            if rc != CURLE_OK { throw AssetPatchError(.network, "\(t.what): curl_easy_pause: \(String(cString: curl_easy_strerror(rc)))", transient: true) }
+                            if let error = t.ctx.error {
+                                try fail(t.easy, error, multi, &active, &queue)
+                                continue
+                            }
+                            if rc != CURLE_OK {
+                                try fail(t.easy, AssetPatchError(.network, "\(t.what): curl_easy_pause: \(String(cString: curl_easy_strerror(rc)))", transient: true),
+                                         multi, &active, &queue)
+                                continue
+                            }
                             if t.ctx.held { break }
                         }
                     }
@@ -309,19 +324,22 @@ package final class HTTPClient {
                 }
                 // Read again: a transfer let go on above has taken a piece since `now`.
                 now = monotonicMillis()
+                // A stalled or trickling transfer fails the batch, or, spread over sources, its
+                // source (the work goes on from the next).
                 if settings.stallTimeoutMs > 0 {
-                    for (t, _) in active.values where now - t.ctx.lastActivity > UInt64(settings.stallTimeoutMs) {
-                        throw AssetPatchError(.network, "\(t.what): stalled, no data for \(settings.stallTimeoutMs) ms (after \(t.ctx.bodyBytes) body bytes)",
-                                              transient: true)
+                    for (easy, (t, _)) in active where now - t.ctx.lastActivity > UInt64(settings.stallTimeoutMs) {
+                        try fail(easy, AssetPatchError(.network, "\(t.what): stalled, no data for \(settings.stallTimeoutMs) ms (after \(t.ctx.bodyBytes) body bytes)",
+                                                       transient: true), multi, &active, &queue)
                     }
                 }
                 if settings.lowSpeedLimit > 0 {
                     let window = UInt64(settings.lowSpeedTimeMs)
-                    for (t, _) in active.values where !t.ctx.held && now - t.ctx.windowStart >= window {
+                    for (easy, (t, _)) in active where !t.ctx.held && now - t.ctx.windowStart >= window {
                         let got = t.ctx.receivedBytes - t.ctx.windowBytes
                         if got * 1000 < UInt64(settings.lowSpeedLimit) * window {
-                            throw AssetPatchError(.network, "\(t.what): slower than low_speed_limit, \(got) bytes in \(window) ms (after \(t.ctx.bodyBytes) body bytes)",
-                                                  transient: true)
+                            try fail(easy, AssetPatchError(.network, "\(t.what): slower than low_speed_limit, \(got) bytes in \(window) ms (after \(t.ctx.bodyBytes) body bytes)",
+                                                           transient: true), multi, &active, &queue)
+                            continue
                         }
                         t.ctx.windowStart = now
                         t.ctx.windowBytes = t.ctx.receivedBytes
@@ -358,29 +376,44 @@ package final class HTTPClient {
                 try t.conclude(result)
                 continue
             }
-            s.race.running -= 1
-            defer { s.left() }
-            do {
-                try t.conclude(result)
-            } catch is LostRace {
-                continue
-            } catch {
-                // Covered: a twin still runs it, or another transfer's answer took it.
-                let me = ObjectIdentifier(t.ctx)
-                let covered = (s.race.winner == nil && s.race.running > 0) || (s.race.winner != nil && s.race.winner != me)
-                if let again = try s.recover(error, t.ctx.bodyBytes, covered) { queue.append(again) }
-            }
+            var failure: (any Error)?
+            do { try t.conclude(result) } catch { failure = error }
+            try leave(t, s, error: failure, &queue)
         }
         // Twins that lost their race leave at once: their source's answer came second.
         for (easy, (t, p)) in active {
             guard let s = p.sourced, let w = s.race.winner, w != ObjectIdentifier(t.ctx) else { continue }
             curl_multi_remove_handle(multi, easy)
             active[easy] = nil
-            s.race.running -= 1
-            s.left()
+            s.lost?()
+            try leave(t, s, error: nil, &queue)
             ended = true
         }
         return ended
+    }
+
+    /// A sourced transfer that left the loop (removed already): its race's count, its
+    /// recovery when it failed (nothing to recover after a lost race, or while a twin still
+    /// covers the work), then `left`.
+    private func leave(_ t: Transfer, _ s: Sourced, error: (any Error)?, _ queue: inout [Pending]) throws {
+        s.race.running -= 1
+        defer { s.left() }
+        guard let error, !(error is LostRace) else { return }
+        // Covered: a twin still runs it, or another transfer's answer took it.
+        let me = ObjectIdentifier(t.ctx)
+        let covered = (s.race.winner == nil && s.race.running > 0) || (s.race.winner != nil && s.race.winner != me)
+        if let again = try s.recover(error, t.ctx.bodyBytes, covered) { queue.append(again) }
+    }
+
+    /// A transfer that failed while running (a stall, a callback's error on being let go on):
+    /// a plain one fails the batch; a sourced one leaves, its work going to its recovery.
+    private func fail(_ easy: UnsafeMutableRawPointer, _ error: any Error, _ multi: UnsafeMutableRawPointer,
+                      _ active: inout [UnsafeMutableRawPointer: (transfer: Transfer, pending: Pending)], _ queue: inout [Pending]) throws {
+        guard let (t, p) = active[easy] else { return }
+        guard let s = p.sourced else { throw error is LostRace ? AssetPatchError(.internal, "\(t.what): lost a race it was not in") : error }
+        curl_multi_remove_handle(multi, easy)
+        active[easy] = nil
+        try leave(t, s, error: error, &queue)
     }
 
     /// Takes every active transfer apart for a long hold: each goes back to `queue` as its
@@ -392,13 +425,13 @@ package final class HTTPClient {
     private func release(_ active: inout [UnsafeMutableRawPointer: (transfer: Transfer, pending: Pending)], into queue: inout [Pending],
                          _ multi: UnsafeMutableRawPointer, _ sockets: UnsafeMutablePointer<ccurl_sockets>) throws {
         ccurl_sockets_shrink(sockets)
-        for (t, _) in active.values {
+        for (easy, (t, _)) in active {
             t.ctx.draining = true
             if t.ctx.held {
                 t.ctx.held = false
                 _ = ccurl_unpause(t.easy)
             }
-            if let error = t.ctx.error { throw error }
+            if let error = t.ctx.error { try fail(easy, error, multi, &active, &queue) }
         }
         for round in 0..<256 {
             // Once at least: a transfer whose kept piece was its last ends here.
@@ -410,6 +443,12 @@ package final class HTTPClient {
             curl_multi_remove_handle(multi, easy)
             active[easy] = nil
             if let s = p.sourced {
+                // Taken apart by the hold: it recovers from its error, or goes on by its
+                // continuation below, as a plain transfer would.
+                if let error = t.ctx.error {
+                    try leave(t, s, error: error, &queue)
+                    continue
+                }
                 s.race.running -= 1
                 s.left()
             }

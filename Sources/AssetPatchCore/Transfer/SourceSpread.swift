@@ -2,21 +2,22 @@
 /// pushed to its `RangeConsumer` whichever source sends them.
 ///
 /// - **Failover.** A request that fails (connection, status, a range answered wrongly, bytes
-///   that fail a check, a stall) demotes its source and goes on from the next one: from the
-///   byte it reached when the bytes so far are good, else from the first file or chunk not yet
-///   verified (the consumer drops what it had of that one). At most one file or chunk is
-///   wasted per bad range, and a demoted source gets no further request.
+///   that fail a check, a stall) demotes its source and goes on from the next one, from the
+///   first file or chunk not yet verified (the consumer drops what it had of that one: a
+///   failing source's earlier bytes are not known to be good). At most one file or chunk is
+///   fetched again per failure, and a demoted source gets no new request in this attempt.
 /// - **Hedge.** A request that received nothing for `hedgeMs` gets a twin on the next source;
-///   the first whose head is accepted takes the range, the other leaves, and the silent source
-///   is demoted: a black-holed host costs the hedge, not the connect timeout.
+///   the first whose head is accepted takes the range, the other leaves, and the silent source,
+///   when its twin won, is demoted: a black-holed host costs the hedge, not the connect timeout.
 /// - **Together.** The first usable source takes every request (a healthy primary: mirrors see
 ///   none). Once a second has passed, when what is left would take longer than `spreadAfterMs`
 ///   at the rate so far (and no cap sets that rate), the next source joins, and so on: each free
 ///   connection takes the next range, so faster sources take more of them.
 final class SourceSpread {
     let sources: Sources
-    /// The archive on each source (nil: that source has no copy of it).
-    let locations: [Location?]
+    /// The archive on each source (nil: that source has no copy of it, or another source's
+    /// location is the same URL).
+    private(set) var locations: [Location?]
     let archiveSize: UInt64
     let http: HTTPClient
     let parallel: Int
@@ -52,6 +53,14 @@ final class SourceSpread {
     private func usable() -> [Int] { sources.usable().filter { locations[$0] != nil } }
 
     func run(_ consumers: [any RangeConsumer], progress: () -> Void) throws {
+        sources.revive()
+        // One source per URL (an absolute location is the same on every source): the first
+        // usable one.
+        let order = sources.usable()
+        var seen = Set<String>()
+        for i in order + locations.indices.filter({ !order.contains($0) }) {
+            if let l = locations[i], !seen.insert(l.url).inserted { locations[i] = nil }
+        }
         total = consumers.reduce(0) { $0 + $1.range.count }
         startedAt = monotonicMillis()
         lastWiden = startedAt
@@ -100,38 +109,35 @@ final class SourceSpread {
         let shown = location.shown
         let rest = FetchRange(start: start, end: r.range.end, entries: [])
         let tried = tried.union([i])
-        let settings = http.settings
+        let settings = sources.client(i, http).settings
         var got: UInt64 = 0
+        var hedged = false
         let sourced = HTTPClient.Sourced(
-            recover: { [self] error, body, covered in
-                if let e = error as? AssetPatchError, e.status == .cancelled { throw e }
-                let bad = (error as? DifferentialFallback)?.badBytes ?? false
+            recover: { [self] error, _, covered in
+                // Failures here, not the source's (the disk, cancellation): the batch fails.
+                if let e = error as? AssetPatchError, [.cancelled, .io, .internal].contains(e.status) || e.released { throw e }
                 sources.demote(i, SourceSpread.describe(error))
                 if covered { return nil }
-                // Good bytes so far: the same consumer goes on from there. Bytes that failed a
-                // check: what the consumer had of the file or chunk is dropped, and the rest of
-                // the range is asked for again.
-                var consumer = r
-                if bad {
-                    r.abandon()
-                    guard let again = r.rest() else { return nil }
-                    made.append(again)
-                    consumer = again
-                }
-                let from = bad ? consumer.range.start : start + body
-                guard from < consumer.range.end else { try consumer.finish(); return nil }
+                // The rest from the next source, from the first file or chunk not verified yet:
+                // what the consumer had of that one is dropped, since a failing source's bytes
+                // before its failure are not known to be good (at most one file or chunk is
+                // fetched again).
+                r.abandon()
+                guard let consumer = r.rest() else { return nil }
+                made.append(consumer)
                 // Every source tried for this work: the batch fails, and the caller's retries
                 // (with their backoff) start again from the first usable source.
                 guard let j = after(tried) else { throw error }
-                return pending(consumer, from: from, on: j, race: HTTPClient.Race(), tried: tried)
+                return pending(consumer, from: consumer.range.start, on: j, race: HTTPClient.Race(), tried: tried)
             },
             hedge: sources.hedgeMs == 0 ? nil : { [self] in
                 guard let j = after(tried) else { return nil }
-                sources.demote(i, "sent nothing for \(sources.hedgeMs) ms")
+                hedged = true
                 return pending(r, from: start, on: j, race: race, tried: tried)
             },
             hedgeMs: sources.hedgeMs, race: race,
-            left: { [self] in running[i, default: 1] -= 1 })
+            left: { [self] in running[i, default: 1] -= 1 },
+            lost: { [self] in if hedged { sources.demote(i, "sent nothing for \(sources.hedgeMs) ms while another source answered") } })
         return HTTPClient.Pending(make: { [self] in
             guard case let .http(url) = location else { throw AssetPatchError(.internal, "\(shown): not an http(s) source") }
             let t = try Transfer("GET", url, settings: settings, extraHeaders: ["Range: bytes=\(start)-\(r.range.end - 1)"], codings: .identity,

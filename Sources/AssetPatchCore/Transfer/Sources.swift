@@ -29,9 +29,18 @@ package final class Sources: @unchecked Sendable {  // `entries` is only touched
     package let hedgeMs: UInt64
     let log: (LogLevel, String) -> Void
 
+    /// Mirrors of another kind than the primary (a local file for a remote primary, or the
+    /// reverse) are left out, with a warning: a remote head may not make the client read local
+    /// files, and a local repository's relative locations are files.
     package init(primary: Location, mirrors: [Location], hedgeMs: UInt64, log: @escaping (LogLevel, String) -> Void = { _, _ in }) {
         var all = [Entry(head: primary)]
-        for m in mirrors where !all.contains(where: { $0.head == m }) { all.append(Entry(head: m)) }
+        for m in mirrors where !all.contains(where: { $0.head == m }) {
+            guard m.isFile == primary.isFile else {
+                log(.warning, "mirror \(m.shown) left out: \(m.isFile ? "a local file" : "a remote URL") beside a \(primary.isFile ? "local" : "remote") manifest_url")
+                continue
+            }
+            all.append(Entry(head: m))
+        }
         entries = Locked(all)
         self.hedgeMs = hedgeMs
         self.log = log
@@ -45,14 +54,31 @@ package final class Sources: @unchecked Sendable {  // `entries` is only touched
 
     func head(_ i: Int) -> Location { entries.withLock { $0[i].head } }
 
-    /// The sources that take work now, in order; when every one is demoted, all of them again.
+    /// The sources that take work now, in order.
     func usable() -> [Int] {
-        entries.withLock { e in
-            let ok = e.indices.filter { e[$0].demoted == nil }
-            if !ok.isEmpty || e.isEmpty { return ok }
+        entries.withLock { e in e.indices.filter { e[$0].demoted == nil } }
+    }
+
+    /// At the start of an attempt (a retry after every source failed): when every source is
+    /// demoted, all of them take work again, in order. Within an attempt a demoted source
+    /// gets no further request.
+    func revive() {
+        let all = entries.withLock { e -> Bool in
+            guard !e.isEmpty, e.allSatisfy({ $0.demoted != nil }) else { return false }
             for i in e.indices { e[i].demoted = nil }
-            return Array(e.indices)
+            return true
         }
+        if all { log(.info, "every source failed; trying them again in order") }
+    }
+
+    /// The HTTP client for source `i`: the `header` option's headers go to the primary's
+    /// origin only (they may carry its credentials), never to a mirror's other origin.
+    func client(_ i: Int, _ http: HTTPClient) -> HTTPClient {
+        let primary = URLs.origin(head(0).url)
+        guard i != 0, !http.settings.headers.isEmpty, URLs.origin(head(i).url) != primary else { return http }
+        var settings = http.settings
+        settings.headers = []
+        return HTTPClient(settings: settings, cancel: http.cancel)
     }
 
     func isUsable(_ i: Int) -> Bool { entries.withLock { $0[i].demoted == nil } }
@@ -83,35 +109,64 @@ package final class Sources: @unchecked Sendable {  // `entries` is only touched
             e[i].finalHead = finalURL
             e[i].last = result
         }
+        served = i
     }
 
-    /// Each source's counterpart of `location` (found through one source's head), by source;
-    /// nil where it has none. A location outside every source's directory (an absolute URL on
-    /// another host) is the same for all: only the first source names it.
+    /// Each source's counterpart of `location` (found through one source's head), by source:
+    /// the same reference relative to that source's head (`../../archives/…` from a channel's
+    /// head too), so a mirror laid out as the primary serves it at its own place. A location on
+    /// no source's origin (an absolute archive URL on another host) is the same for all.
     func locations(for location: Location) -> [Location?] {
         let e = snapshot
-        func directory(_ url: String) -> String {
-            var s = Substring(url)
-            if let cut = s.firstIndex(where: { $0 == "?" || $0 == "#" }) { s = s[..<cut] }
-            return s.lastIndex(of: "/").map { String(s[...$0]) } ?? String(s)
-        }
         let url = location.url
-        var suffix: Substring?
-        search: for entry in e {
-            for head in [entry.finalHead, entry.head.url].compactMap({ $0 }) {
-                let dir = directory(head)
-                if url.hasPrefix(dir) {
-                    suffix = url.dropFirst(dir.count)
-                    break search
-                }
-            }
+        let origin = URLs.origin(url)
+        // The base it was resolved against: the head this update took, else the same-origin
+        // head sharing the longest directory with it.
+        var bases: [String] = []
+        if let s = served, let f = e[s].finalHead { bases.append(f) }
+        bases += e.flatMap { [$0.finalHead, $0.head.url].compactMap { $0 } }
+            .sorted { Sources.sharedDirectory($0, url) > Sources.sharedDirectory($1, url) }
+        guard let reference = bases.lazy.filter({ URLs.origin($0) == origin }).compactMap({ Sources.relative(url, from: $0) }).first else {
+            return Array(repeating: location, count: e.count)
         }
-        guard let suffix else { return [location] + Array(repeating: nil, count: e.count - 1) }
-        var seen = Set<String>()
-        return e.map { entry in
-            let mapped = directory(entry.finalHead ?? entry.head.url) + suffix
-            guard seen.insert(mapped).inserted else { return nil }
-            return Location(mapped)
-        }
+        return e.map { Location(URLs.resolve(reference, against: $0.finalHead ?? $0.head.url)) }
+    }
+
+    /// The source whose head this update took (`servedHead`).
+    private(set) var served: Int? {
+        get { servedIndex.withLock { $0 } }
+        set { servedIndex.withLock { $0 = newValue } }
+    }
+    private let servedIndex = Locked<Int?>(nil)
+
+    /// The relative reference that resolves against `base` to `url` (same origin), checked by
+    /// resolving it; nil when there is none.
+    static func relative(_ url: String, from base: String) -> String? {
+        guard let (prefix, path, tail) = split(url), let (basePrefix, basePath, _) = split(base), prefix == basePrefix else { return nil }
+        let dirs = basePath.split(separator: "/", omittingEmptySubsequences: false).dropLast().dropFirst()
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        var k = 0
+        while k < dirs.count, k < parts.count - 1, dirs[dirs.startIndex + k] == parts[parts.startIndex + k] { k += 1 }
+        var reference = String(repeating: "../", count: dirs.count - k) + parts.dropFirst(k).joined(separator: "/") + tail
+        if reference.isEmpty || reference.hasPrefix("/") || URLs.rawScheme(reference) != nil || reference.hasPrefix("?") { reference = "./" + reference }
+        return URLs.resolve(reference, against: base) == url ? reference : nil
+    }
+
+    /// Path segments the two URLs' directories share (0 across origins).
+    static func sharedDirectory(_ a: String, _ b: String) -> Int {
+        guard URLs.origin(a) == URLs.origin(b), let (_, pa, _) = split(a), let (_, pb, _) = split(b) else { return -1 }
+        let x = pa.split(separator: "/").dropLast(), y = pb.split(separator: "/").dropLast()
+        return zip(x, y).prefix { $0 == $1 }.count
+    }
+
+    /// "scheme://authority", the path from its "/", and the query and fragment.
+    private static func split(_ url: String) -> (String, Substring, Substring)? {
+        guard let scheme = URLs.rawScheme(url) else { return nil }
+        let rest = url.dropFirst(scheme.count + 1)
+        guard rest.hasPrefix("//") else { return nil }
+        let afterSlashes = rest.dropFirst(2)
+        guard let slash = afterSlashes.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }), afterSlashes[slash] == "/" else { return nil }
+        let cut = afterSlashes[slash...].firstIndex(where: { $0 == "?" || $0 == "#" }) ?? afterSlashes.endIndex
+        return (String(url[..<slash]), afterSlashes[slash..<cut], afterSlashes[cut...])
     }
 }

@@ -1,13 +1,17 @@
-/// The head when the repository has mirrors (`Sources`): asked for from the primary first;
-/// when it fails or stays silent for `hedge_ms`, from the next source too, and so on, the first
-/// head that decodes and verifies taking the check. A source whose answer is not a head this
-/// client takes (an error, HTML, a bad signature) is demoted and the next one asked.
+/// The head when the repository has mirrors (`Sources`).
 ///
-/// Freshness: a mirror may be behind. When the head came from a mirror (the primary failed),
-/// or the one found is older than what this client accepted before, every other usable source
-/// is asked at once (heads are under a kilobyte; one silent for `hedge_ms` is left behind) and
-/// the newest head that verifies wins: a client does not report `OLDER`, or install a release
-/// older than the newest, while a source it can reach serves the newer head.
+/// Asked for from the primary first; when it fails, or is silent for `hedge_ms`, from the next
+/// source too, and so on. Once a head has arrived, the sources still under way get the hedge's
+/// time more (a primary slower than a mirror still counts). A head counts when it decodes,
+/// verifies and is one this client takes (its package and channel, not expired); a source whose
+/// answer is anything else is demoted, and its error is what the check reports when no source
+/// has a head to take. The primary's head is taken when it has one.
+///
+/// Freshness: a mirror may be behind. When the head came from a mirror, or the one found is
+/// older than what this client accepted before, every source not asked yet is asked at once
+/// and the newest head wins; sources behind it are demoted for this update (they may not have
+/// its archive). A client does not report `OLDER`, or install a release older than the newest,
+/// while a source that answers serves the newer head.
 extension ManifestJudge {
     /// One head as a source served it.
     struct ServedHead {
@@ -16,116 +20,161 @@ extension ManifestJudge {
         var finalURL: String
     }
 
-    func fetchHead(_ sources: Sources, _ state: StoreState) throws -> (bytes: [UInt8], finalURL: String) {
+    /// One round of asking: the heads that arrived, the sources asked, and the failures.
+    private struct Round {
+        var heads: [ServedHead] = []
         var asked = Set<Int>()
-        var lastError: (any Error)?
-        var found: (head: ServedHead, order: ManifestOrder?)?
-        while found == nil {
+        var errors: [Int: any Error] = [:]
+    }
+
+    func fetchHead(_ sources: Sources, _ state: StoreState) throws -> (bytes: [UInt8], finalURL: String) {
+        sources.revive()
+        if !config.verifies {
+            log(.warning, "mirrors without public_keys or key_document: every source is trusted as the primary is (any of them can serve any release)")
+        }
+        var asked = Set<Int>()
+        var errors: [Int: any Error] = [:]
+        var taken: [(head: ServedHead, order: ManifestOrder?)] = []
+        func judge(_ round: Round) {
+            asked.formUnion(round.asked)
+            errors.merge(round.errors) { a, _ in a }
+            for h in round.heads {
+                do { taken.append((h, try acceptable(h, state))) } catch {
+                    sources.demote(h.source, SourceSpread.describe(error))
+                    errors[h.source] = error
+                }
+            }
+            // Asked, and neither a head nor an error by the round's end: silent.
+            for i in round.asked where !round.heads.contains(where: { $0.source == i }) && round.errors[i] == nil {
+                sources.demote(i, "sent no head in time")
+            }
+        }
+        // First round: in order, hedged, until a head this client takes arrives or none is left.
+        while taken.isEmpty {
             let order = sources.usable().filter { !asked.contains($0) }
-            guard !order.isEmpty else { throw lastError ?? AssetPatchError(.network, "no source answered") }
-            let (heads, failed) = try ask(sources, order, all: false)
-            asked.formUnion(failed)
-            lastError = failed.isEmpty ? lastError : AssetPatchError(.network, "every source failed; the last: \(sources.snapshot[failed.max()!].last)")
-            for h in heads {
-                asked.insert(h.source)
-                do { found = (h, try decodedOrder(h)) } catch {
-                    sources.demote(h.source, SourceSpread.describe(error))
-                    lastError = error
-                }
+            if order.isEmpty {
+                // The primary's error says the most (an ERR_MANIFEST, a 404), else the first.
+                let error = errors[0] ?? errors.sorted { $0.key < $1.key }.first?.value
+                throw error ?? AssetPatchError(.network, "no source answered")
+            }
+            judge(try ask(sources, order, all: false))
+        }
+        func pick() -> (head: ServedHead, order: ManifestOrder?) {
+            if let p = taken.first(where: { $0.head.source == 0 }) { return p }
+            return taken.reduce(taken[0]) { best, a in
+                if let o = a.order, let b = best.order, o > b { return a }
+                return best
             }
         }
-        var best = found!
-        let fromMirror = best.head.source != 0
-        let stale = best.order.map { $0 < state.downgradeMark(verifying: config.verifies, channel: channel(of: best.head)) } ?? false
+        var best = pick()
+        let mark = state.downgradeMark(verifying: config.verifies, channel: channel(of: best.head))
+        let stale = best.order.map { $0 < mark } ?? false
         let rest = sources.usable().filter { !asked.contains($0) }
-        if (fromMirror || stale) && !rest.isEmpty {
+        if (best.head.source != 0 || stale) && !rest.isEmpty {
             if stale { log(.info, "\(URLs.redacted(best.head.finalURL)): older than a head accepted before; asking the other sources") }
-            var answers = [best]
-            for h in try ask(sources, rest, all: true).heads {
-                do { answers.append((h, try decodedOrder(h))) } catch {
-                    sources.demote(h.source, SourceSpread.describe(error))
-                }
-            }
-            for a in answers {
-                if let o = a.order, let b = best.order, o > b { best = a }
-            }
-            // A source behind the newest serves none of this update's bytes: it may not have them.
-            for a in answers {
-                if let o = a.order, let b = best.order, o < b {
-                    sources.demote(a.head.source, "serves the head of \(o), older than \(b) on another source")
-                }
+            judge(try ask(sources, rest, all: true))
+            best = taken.reduce(best) { b, a in
+                if let o = a.order, let bo = b.order, o > bo { return a }
+                return b
             }
         }
-        let winner = best.head
-        sources.servedHead(winner.source, finalURL: winner.finalURL, "served the head")
-        if winner.source != 0 { log(.info, "head from source \(sources.label(winner.source))") }
-        return (winner.bytes, winner.finalURL)
+        // A source behind the newest serves none of this update's bytes: it may not have them.
+        for a in taken {
+            if let o = a.order, let b = best.order, o < b {
+                sources.demote(a.head.source, "serves the head of \(o), older than \(b) on another source")
+            }
+        }
+        sources.servedHead(best.head.source, finalURL: best.head.finalURL, "served the head")
+        if best.head.source != 0 { log(.info, "head from source \(sources.label(best.head.source))") }
+        return (best.head.bytes, best.head.finalURL)
     }
 
     private func channel(of h: ServedHead) -> String {
         (try? Manifest.decode(h.bytes, source: "", verifies: false) { _ in nil })?.channelName ?? Channel.defaultName
     }
 
-    /// The head's order once decoded and verified as the check will; nil for a legacy manifest.
-    private func decodedOrder(_ h: ServedHead) throws -> ManifestOrder? {
-        let m = try Manifest.decode(h.bytes, source: URLs.redacted(h.finalURL), verifies: config.verifies) { ref in
+    /// The head's order once decoded and verified as the check will, and judged a head this
+    /// client takes (package, channel, expiry); nil for a legacy manifest. Throws what the
+    /// check would.
+    private func acceptable(_ h: ServedHead, _ state: StoreState) throws -> ManifestOrder? {
+        let source = URLs.redacted(h.finalURL)
+        let m = try Manifest.decode(h.bytes, source: source, verifies: config.verifies) { ref in
             try self.signingKeys(for: ref, manifestURL: h.finalURL).0
         }
-        return m.isLegacy ? nil : m.order
+        if m.isLegacy { return nil }
+        let verifying = config.verifies
+        if let expected = state.expectedPackage(verifying: verifying), expected.name != (m.package ?? "default") {
+            throw AssetPatchError(.manifest, "\(source): package \"\(m.package ?? "default")\" is not this client's package \"\(expected.name)\"")
+        }
+        let want = config.channel ?? state.expectedChannel(verifying: verifying, verifiedBefore: verifying ? store.verifiedBefore(state) : [:])?.name
+        if let want, want != m.channelName {
+            throw AssetPatchError(.manifest, "\(source): a manifest of channel \"\(m.channelName)\"; this client follows channel \"\(want)\"")
+        }
+        if let expires = m.expires, expires <= unixTime() {
+            throw AssetPatchError(.expired, "\(source): version \(m.version) expired at \(RFC3339.format(expires))")
+        }
+        return m.order
     }
 
-    /// Asks `order` for the head: `all`, every one at once, a source silent for the hedge left
-    /// behind; otherwise the first, the next when it fails or is silent for the hedge, and so
-    /// on, until one answers. Returns the heads received and the sources that failed.
-    private func ask(_ sources: Sources, _ order: [Int], all: Bool) throws -> (heads: [ServedHead], failed: [Int]) {
-        var heads: [ServedHead] = []
-        var failed: [Int] = []
-        var remote: [Int] = []
-        // Local files first: read at once, no connection to wait for.
-        for i in order {
-            switch sources.head(i) {
-            case let .file(path, url):
+    /// Asks `order` for the head. `all`: every one at once. Otherwise the first, and the next
+    /// when one fails or is silent for the hedge, and so on. Either way the round ends the
+    /// hedge's time after the first head arrived (sources still silent then are left behind),
+    /// or when every source asked has answered or failed.
+    private func ask(_ sources: Sources, _ order: [Int], all: Bool) throws -> Round {
+        var round = Round()
+        if case .file = sources.head(order[0]) {
+            // Local files (every source is one when the primary is): read in order.
+            for i in order {
+                guard case let .file(path, url) = sources.head(i) else { continue }
+                round.asked.insert(i)
                 do {
-                    heads.append(ServedHead(source: i, bytes: try FS.readFile(path, limit: config.maxManifestBytes, limitStatus: .manifest), finalURL: url))
-                    if !all { return (heads, failed) }
+                    round.heads.append(ServedHead(source: i, bytes: try FS.readFile(path, limit: config.maxManifestBytes, limitStatus: .manifest),
+                                                  finalURL: url))
+                    sources.delivered(i, bytes: 0, "served the head")
+                    if !all { break }
                 } catch {
                     sources.demote(i, SourceSpread.describe(error))
-                    failed.append(i)
+                    round.errors[i] = error
                 }
-            case .http: remote.append(i)
             }
+            return round
         }
-        guard !remote.isEmpty else { return (heads, failed) }
         let cache = ManifestCache.load(from: store, url: sources.head(0).url)
-        var queue = remote[...]
-        let settings = self.http.settings
-        let hedgeMs = max(sources.hedgeMs, all ? 1000 : 0)
-        func pending(_ i: Int, race: HTTPClient.Race) -> HTTPClient.Pending {
+        var queue = order[...]
+        let grace = max(sources.hedgeMs, 200)
+        let began = monotonicMillis()
+        var firstHead: UInt64?
+        // Nothing heard from a source for this long ends its part in a round that asks all.
+        let patience = max(4 * grace, 2_000)
+        func next() -> HTTPClient.Pending? {
+            guard firstHead == nil, let j = queue.popFirst() else { return nil }
+            return pending(j)
+        }
+        func pending(_ i: Int) -> HTTPClient.Pending {
             let url = sources.head(i).url
             let what = "GET \(URLs.redacted(url))"
             let conditions = i == 0 ? cache?.conditionalHeaders ?? [] : []
+            let limit = config.maxManifestBytes
+            let client = sources.client(i, http)
             var body: [UInt8] = []
             var transfer: Transfer?
-            let limit = config.maxManifestBytes
-            let next: () -> HTTPClient.Pending? = {
-                guard !all, let j = queue.popFirst() else { return nil }
-                return pending(j, race: race)
-            }
+            round.asked.insert(i)
             let sourced = HTTPClient.Sourced(
-                recover: { error, _, covered in
-                    if let e = error as? AssetPatchError, e.status == .cancelled { throw e }
+                recover: { error, _, _ in
+                    if let e = error as? AssetPatchError, e.status == .cancelled || e.released { throw e }
                     sources.demote(i, SourceSpread.describe(error))
-                    failed.append(i)
-                    return covered ? nil : next()
-                },
-                hedge: sources.hedgeMs == 0 && !all ? nil : {
-                    sources.demote(i, "sent nothing for \(hedgeMs) ms")
-                    failed.append(i)
+                    round.errors[i] = error
                     return next()
                 },
-                hedgeMs: hedgeMs, race: all ? HTTPClient.Race() : race, left: {}, leaveWhenSilent: all)
+                hedge: all || sources.hedgeMs == 0 ? nil : { next() },
+                hedgeMs: sources.hedgeMs, race: HTTPClient.Race(), left: {},
+                expired: {
+                    let now = monotonicMillis()
+                    if let f = firstHead { return now - f >= grace }
+                    return all && now - began >= patience && transfer.map { $0.ctx.receivedBytes == 0 } ?? true
+                })
             return HTTPClient.Pending(make: {
-                let t = try Transfer("GET", url, settings: settings, extraHeaders: conditions, codings: .decoded, onHead: { head in
+                let t = try Transfer("GET", url, settings: client.settings, extraHeaders: conditions, codings: .decoded, onHead: { head in
                     guard head.status == 200 || (!conditions.isEmpty && head.status == 304) else { throw HTTPClient.statusError(head, what) }
                 }, sink: { chunk in
                     if body.count + chunk.count > limit {
@@ -137,13 +186,16 @@ extension ManifestJudge {
                     let head = t.ctx.head
                     if head.status == 304 {
                         guard let kept = cache?.match(head) else {
-                            throw AssetPatchError(.http, "\(what): HTTP 304 without an ETag naming a kept copy")
+                            // Which kept copy it means can't be told: the next attempt asks plainly.
+                            if !readOnly { ManifestCache.drop(from: store) }
+                            throw AssetPatchError(.http, "\(what): HTTP 304 without an ETag naming a kept copy", transient: true)
                         }
-                        heads.append(ServedHead(source: i, bytes: kept.bytes, finalURL: kept.finalURL))
+                        round.heads.append(ServedHead(source: i, bytes: kept.bytes, finalURL: kept.finalURL))
                     } else {
                         if i == 0 { keepForRevalidation(url: url, head, body, cache: cache) }
-                        heads.append(ServedHead(source: i, bytes: body, finalURL: head.effectiveURL))
+                        round.heads.append(ServedHead(source: i, bytes: body, finalURL: head.effectiveURL))
                     }
+                    firstHead = firstHead ?? monotonicMillis()
                     sources.delivered(i, bytes: UInt64(body.count), "served the head (HTTP \(head.status))")
                 })
                 transfer = t
@@ -153,11 +205,12 @@ extension ManifestJudge {
         }
         var started = false
         try http.runSourced(capacity: { all ? order.count : 16 }, progress: {}) {
-            if !all && started { return nil }  // the next ones come from a failure or a hedge
+            if all { return queue.popFirst().map(pending) }
+            if started { return nil }  // the next ones come from a failure or a hedge
             started = true
-            return queue.popFirst().map { pending($0, race: HTTPClient.Race()) }
+            return next()
         }
-        return (heads, failed)
+        return round
     }
 
     /// Keeps a 200 from the primary for conditional requests (see `fetchManifest`).

@@ -21,7 +21,11 @@ extension ManifestJudge {
     func fetchManifest(_ state: StoreState) throws -> (bytes: [UInt8], finalURL: String) {
         guard let location = config.manifest else { throw AssetPatchError(.state, "no manifest_url set") }
         // Through a transport of the host's own, the head comes from manifest_url alone.
-        if let sources = context.sources, http.settings.transport == nil { return try fetchHead(sources, state) }
+        if let sources = context.sources, http.settings.transport == nil {
+            // Every source failed (a transient failure, the primary's first): tried again, with
+            // the retry policy's waits.
+            return try context.retrying(location) { try fetchHead(sources, state) }
+        }
         switch location {
         case let .file(path, url):
             return (try FS.readFile(path, limit: config.maxManifestBytes, limitStatus: .manifest), url)

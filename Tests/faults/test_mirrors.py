@@ -360,3 +360,32 @@ def test_under_a_cap_a_source_without_the_archive_hands_its_ranges_over(tmp_path
         farm.stop()
     assert any(r[0].endswith(".zip") and r[1] == 404 for r in farm.requests("broken"))
     assert any(r[0].endswith(".zip") and r[2] for r in farm.requests("mirror"))
+
+
+def test_a_mirror_replaying_another_channels_newer_signed_head_is_passed_over(tmp_path):
+    # Every head here is signed by the publisher's key. One mirror serves, at the stable
+    # channel's URL, channel beta's head of a higher version (a replay): the client follows
+    # stable, so that head is not one it takes; the newest it takes, version 2 on the honest
+    # mirror, is installed, and the update does not fail.
+    base = tmp_path / "signed"
+    key = str(tmp_path / "release.key")
+    subprocess.run([CLI, "keygen", "--out", key], check=True, stdout=subprocess.DEVNULL)
+    public = open(key + ".pub").read().strip()
+    repo = base / "fresh" / "repo"
+    for v, channel in ((1, "stable"), (2, "stable"), (3, "beta")):
+        make_tree(base / f"src{v}", files(v))
+        subprocess.run([CLI, "publish", str(base / f"src{v}"), "--repo", str(repo), "--package", "mirrors", "--version", str(v),
+                        "--channel", channel, "--key", key], check=True, stdout=subprocess.DEVNULL)
+    shutil.copytree(repo, base / "mirror" / "repo")
+    shutil.copytree(repo, base / "stale" / "repo")
+    shutil.copy(base / "stale" / "repo" / "channels" / "beta" / "head.json", base / "stale" / "repo" / "head.json")
+    farm = Farm(base, tmp_path / "nginx")
+    down = f"http://127.0.0.1:{free_port()}/repo/head.json"
+    try:
+        with assetpatch.Client(str(tmp_path / "c"), manifest_url=down, public_keys=[public], channel="stable",
+                               mirrors=[farm.url("stale"), farm.url("mirror")]) as c:
+            assert c.update() is True and c.current_version == 2
+            assert c.update() is False and c.last_check.reason == assetpatch.NoUpdateReason.CURRENT
+    finally:
+        farm.stop()
+    assert not any(r[0].endswith(".zip") for r in farm.requests("stale")), farm.requests("stale")

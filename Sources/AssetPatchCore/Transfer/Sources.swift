@@ -139,17 +139,19 @@ package final class Sources: @unchecked Sendable {  // `entries` is only touched
     }
     private let servedIndex = Locked<Int?>(nil)
 
-    /// The relative reference that resolves against `base` to `url` (same origin), checked by
-    /// resolving it; nil when there is none.
+    /// The relative reference that resolves against `base` to `url` (same origin, however
+    /// spelled), checked by resolving it; nil when there is none.
     static func relative(_ url: String, from base: String) -> String? {
-        guard let (prefix, path, tail) = split(url), let (basePrefix, basePath, _) = split(base), prefix == basePrefix else { return nil }
+        guard URLs.origin(url) == URLs.origin(base), let (_, path, tail) = split(url), let (_, basePath, _) = split(base) else { return nil }
         let dirs = basePath.split(separator: "/", omittingEmptySubsequences: false).dropLast().dropFirst()
         let parts = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
         var k = 0
         while k < dirs.count, k < parts.count - 1, dirs[dirs.startIndex + k] == parts[parts.startIndex + k] { k += 1 }
         var reference = String(repeating: "../", count: dirs.count - k) + parts.dropFirst(k).joined(separator: "/") + tail
         if reference.isEmpty || reference.hasPrefix("/") || URLs.rawScheme(reference) != nil || reference.hasPrefix("?") { reference = "./" + reference }
-        return URLs.resolve(reference, against: base) == url ? reference : nil
+        // The same origin however spelled (case, a default port written out), then the same path.
+        guard let back = split(URLs.resolve(reference, against: base)), back.1 == path, back.2 == tail else { return nil }
+        return reference
     }
 
     /// Path segments the two URLs' directories share (0 across origins).

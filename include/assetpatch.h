@@ -482,12 +482,17 @@ typedef struct assetpatch_check_outcome {
                                    iff bucket < rollout_basis_points); -1 when not computed */
     char     channel[64];       /* the manifest's channel ("stable" when it names none); "" when no
                                    manifest was read */
+    /* Since 0.5 (112 bytes): */
+    int32_t  source;            /* whose head it took: 0 manifest_url, N the Nth of the mirrors
+                                   option (see assetpatch_source_at); -1 when it took none */
+    int32_t  reserved2;         /* 0 */
 } assetpatch_check_outcome;
 
-#define ASSETPATCH_CHECK_OUTCOME_INIT { sizeof(assetpatch_check_outcome), 0, 0, 0, 0, 0, 0, 0, "" }
+#define ASSETPATCH_CHECK_OUTCOME_INIT { sizeof(assetpatch_check_outcome), 0, 0, 0, 0, 0, 0, 0, "", 0, 0 }
 /* The struct's size in each version: the library accepts any size from the first. */
 #define ASSETPATCH_CHECK_OUTCOME_SIZE_0_4_0 32
 #define ASSETPATCH_CHECK_OUTCOME_SIZE_0_4 104
+#define ASSETPATCH_CHECK_OUTCOME_SIZE_0_5 112
 
 /* Fills *out with what the last check or update of `c` found: whether there was something to
  * install and, when there was not, why (a host can tell a stale cache edge from "up to date"
@@ -497,6 +502,38 @@ typedef struct assetpatch_check_outcome {
  *         ASSETPATCH_CHECK_OUTCOME_SIZE_0_4_0). */
 ASSETPATCH_WARN_UNUSED_RESULT
 int assetpatch_last_check(assetpatch_client *c, assetpatch_check_outcome *out);
+
+/* Each source of the repository (manifest_url, then the mirrors option's URLs in order) as the
+ * last check or update of this client left it (see the mirrors option and docs/hosting.md). */
+typedef struct assetpatch_source_info {
+    uint32_t size;           /* set by the caller: sizeof(assetpatch_source_info); first version 800 */
+    int32_t  demoted;        /* 1 when that check or update took it out of its work (it failed, was
+                                silent, or served an older head than another source) */
+    int32_t  served_head;    /* 1 when that check or update took its head */
+    int32_t  reserved;       /* 0 */
+    uint64_t requests;       /* requests sent to it */
+    uint64_t bytes;          /* body bytes it delivered */
+    char     url[512];       /* its head's URL without credentials or query (NUL-terminated; a
+                                longer one is cut at a character boundary) */
+    char     last[256];      /* its last result: "served the head (HTTP 200)", "served N bytes",
+                                "not asked", or its failure's message (cut the same way) */
+} assetpatch_source_info;
+
+#define ASSETPATCH_SOURCE_INFO_INIT { sizeof(assetpatch_source_info), 0, 0, 0, 0, 0, "", "" }
+#define ASSETPATCH_SOURCE_INFO_SIZE_0_5 800
+
+/* *count gets the number of sources the last check or update used: 1 + the mirrors, 0 without
+ * mirrors or before the first. From memory. Any thread.
+ * @return ASSETPATCH_OK; ERR_ARGUMENT (NULL c or count). */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_source_count(assetpatch_client *c, size_t *count);
+
+/* Fills *out for source number `index` (0: manifest_url; 1 to count - 1: the mirrors in order)
+ * as the last check or update left it. From memory. Any thread.
+ * @return ASSETPATCH_OK; ERR_NOT_FOUND (index past the sources); ERR_ARGUMENT (NULL c or out,
+ *         out->size below the first version). */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_source_at(assetpatch_client *c, size_t index, assetpatch_source_info *out);
 
 /* ------------------------------------------------------------------------------------------
  * Resolving resources

@@ -84,7 +84,39 @@ public func assetpatch_last_check(_ c: OpaquePointer?, _ out: UnsafeMutablePoint
         v.rollout_basis_points = o.rollout?.basisPoints ?? -1
         v.rollout_bucket = Int32(o.rollout?.bucket ?? -1)
         withUnsafeMutableBytes(of: &v.channel) { copyTruncated(o.channel ?? "", into: $0) }
+        v.source = Int32(o.source ?? -1)
         try writeSized(v, to: out, what: "assetpatch_last_check", minimum: Int(ASSETPATCH_CHECK_OUTCOME_SIZE_0_4_0))
+        return .ok
+    }
+}
+
+@c @implementation
+public func assetpatch_source_count(_ c: OpaquePointer?, _ count: UnsafeMutablePointer<Int>?) -> CInt {
+    guard let h = handle(c) else { return argumentError("assetpatch_source_count: client is NULL") }
+    guard let count else { return argumentError("assetpatch_source_count: count is NULL") }
+    count.pointee = h.client.lastSources.count
+    return Status.ok.rawValue
+}
+
+@c @implementation
+public func assetpatch_source_at(_ c: OpaquePointer?, _ index: Int, _ out: UnsafeMutablePointer<assetpatch_source_info>?) -> CInt {
+    guard let h = handle(c) else { return argumentError("assetpatch_source_at: client is NULL") }
+    guard let out else { return argumentError("assetpatch_source_at: out is NULL") }
+    return status {
+        _ = try callerSize(out, what: "assetpatch_source_at", minimum: Int(ASSETPATCH_SOURCE_INFO_SIZE_0_5))
+        let all = h.client.lastSources
+        guard index >= 0, index < all.count else {
+            throw AssetPatchError(.notFound, "assetpatch_source_at: index \(index) is past the \(all.count) sources")
+        }
+        let e = all[index]
+        var info = assetpatch_source_info()
+        info.demoted = e.demoted != nil ? 1 : 0
+        info.served_head = e.servedHead ? 1 : 0
+        info.requests = UInt64(e.requests)
+        info.bytes = e.bytes
+        withUnsafeMutableBytes(of: &info.url) { copyTruncated(e.head.shown, into: $0) }
+        withUnsafeMutableBytes(of: &info.last) { copyTruncated(e.last, into: $0) }
+        try writeSized(info, to: out, what: "assetpatch_source_at", minimum: Int(ASSETPATCH_SOURCE_INFO_SIZE_0_5))
         return .ok
     }
 }

@@ -225,6 +225,14 @@ public final class AssetPatchClient: Sendable {
     /// before the first.
     public var lastCheck: CheckOutcome? { core.lastCheck.map(CheckOutcome.init) }
 
+    /// Each source (the manifest URL, then ``Options/mirrors``) as the last check or update left
+    /// it; empty without mirrors or before the first.
+    public var sources: [SourceInfo] {
+        core.lastSources.map { e in
+            SourceInfo(url: e.head.shown, demoted: e.demoted != nil, servedHead: e.servedHead, requests: e.requests, bytes: e.bytes, last: e.last)
+        }
+    }
+
     // MARK: The release lifecycle
 
     /// Confirms the active release: it is no longer counted towards

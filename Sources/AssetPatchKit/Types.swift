@@ -288,8 +288,11 @@ public struct CheckOutcome: Sendable, Equatable {
     /// This client's bucket (0..<10000) for that release: it takes it iff
     /// `bucket < rolloutPercent * 100`.
     public var rolloutBucket: Int?
+    /// Whose head it took: 0 the manifest URL, N the Nth mirror; nil when it took none.
+    public var source: Int?
 
     init(_ o: AssetPatchCore.CheckOutcome) {
+        source = o.source
         found = o.status == .ok
         reason = o.reason.flatMap { Reason(rawValue: $0.rawValue) }
         error = o.status.rawValue < 0 ? AssetPatchError.Status(o.status) : nil
@@ -299,6 +302,22 @@ public struct CheckOutcome: Sendable, Equatable {
         rolloutPercent = o.rollout.map { Double($0.basisPoints) / 100 }
         rolloutBucket = o.rollout?.bucket
     }
+}
+
+/// One source of the repository (the manifest URL, then the mirrors) as the last check or
+/// update left it.
+public struct SourceInfo: Sendable, Equatable {
+    /// Its head's URL, without credentials or query.
+    public var url: String
+    /// Taken out of that check's or update's work: it failed, was silent, or served an older head.
+    public var demoted: Bool
+    /// Its head was the one taken.
+    public var servedHead: Bool
+    public var requests: Int
+    /// Body bytes it delivered.
+    public var bytes: UInt64
+    /// Its last result: what it served, or its failure's message.
+    public var last: String
 }
 
 /// A plugin the active release ships.

@@ -24,7 +24,7 @@ code = re.sub(r"/\*.*?\*/", "", header, flags=re.S)
 code = re.sub(r"//[^\n]*", "", code)
 
 # Which ctypes structure mirrors which C struct.
-MIRRORS = {"assetpatch_progress": _ffi.Progress, "assetpatch_lifecycle": _ffi.Lifecycle,
+MIRRORS = {"assetpatch_progress": _ffi.Progress, "assetpatch_lifecycle": _ffi.Lifecycle, "assetpatch_source_info": _ffi.SourceInfo,
            "assetpatch_release_info": _ffi.ReleaseInfo, "assetpatch_plugin_info": _ffi.PluginInfo,
            "assetpatch_check_outcome": _ffi.CheckOutcome, "assetpatch_group_info": _ffi.GroupInfo,
            "assetpatch_transport": _ffi.Transport}

@@ -102,6 +102,8 @@ def test_a_healthy_primary_leaves_the_mirrors_alone(tmp_path, sites):
         with assetpatch.Client(str(tmp_path / "fresh"), manifest_url=farm.url("primary"), mirrors=farm.url("mirror")) as c:
             assert c.update() is True
             assert_version_2(c, sites)
+            assert c.last_check.source == 0
+            assert [(s.served_head, s.demoted, s.requests, s.last) for s in c.sources()][1] == (False, False, 0, "not asked")
         # A differential update on top: ranges, all from the primary.
         with assetpatch.Client(str(tmp_path / "old"), manifest_url=farm.url("stale"), mirrors=farm.url("mirror")) as c:
             assert c.update() is True and c.current_version == 1
@@ -171,7 +173,13 @@ def test_the_update_completes_from_the_mirror_whatever_the_primary_does(tmp_path
             assert c.update() is True
             took = time.monotonic() - began
             assert_version_2(c, sites)
-            # A second update, differential this time (version 1 then 2 from the mirror).
+            # What the host is told: the head came from the first mirror; the primary was
+            # demoted with its failure, the mirror served every byte.
+            assert c.last_check.source == 1
+            primary, mirror = c.sources()
+            assert primary.demoted and not primary.served_head and (primary.bytes == 0) == (how != "html"), primary
+            assert how != "html" or "HTML" in primary.last, primary
+            assert not mirror.demoted and mirror.served_head and mirror.bytes > 0 and mirror.url == farm.url("mirror"), mirror
         assert took < 60, f"the update waited {took:.1f} s: the hedge did not act"
     finally:
         farm.stop()

@@ -175,6 +175,21 @@ public:
         return std::optional<assetpatch_check_outcome>(out);
     }
 
+    /// Each source (manifest_url, then the mirrors option's URLs) as the last check or update
+    /// left it (assetpatch_source_at); empty without mirrors or before the first.
+    result<std::vector<assetpatch_source_info>> try_sources() const {
+        if (!handle_) return moved_from();
+        std::size_t count = 0;
+        if (auto f = detail::failed(assetpatch_source_count(handle_.get(), &count))) return *f;
+        std::vector<assetpatch_source_info> out;
+        for (std::size_t i = 0; i < count; ++i) {
+            assetpatch_source_info s = ASSETPATCH_SOURCE_INFO_INIT;
+            if (auto f = detail::failed(assetpatch_source_at(handle_.get(), i, &s))) return *f;
+            out.push_back(s);
+        }
+        return out;
+    }
+
     /// The active release's version; 0 when only the bundle is served.
     result<std::int64_t> try_current_version() const {
         if (!handle_) return moved_from();
@@ -348,6 +363,7 @@ public:
     std::optional<bool> wait(std::chrono::milliseconds timeout = std::chrono::milliseconds(-1)) { return try_wait(timeout).value(); }
     std::filesystem::path resolve(std::string_view name) const { return try_resolve(name).value(); }
     std::optional<assetpatch_check_outcome> last_check() const { return try_last_check().value(); }
+    std::vector<assetpatch_source_info> sources() const { return try_sources().value(); }
     std::int64_t current_version() const { return try_current_version().value(); }
     void mark_good() { try_mark_good().value(); }
     std::int64_t rollback() { return try_rollback().value(); }

@@ -224,23 +224,24 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
                 try? store.recordAcceptance(state, before: before, judgement: e.judgement)
             }
             lastCandidate.withLock { $0 = found?.candidate }
-            record(e, found == nil ? .noUpdate : .ok, mark: mark)
+            record(e, found == nil ? .noUpdate : .ok, mark: mark, sourceIndex: updater.context.sources?.served)
             return found
         } catch let error as AssetPatchError {
-            record(e, error.status, mark: mark)
+            record(e, error.status, mark: mark, sourceIndex: updater.context.sources?.served)
             log(.error, error.message)
             throw error
         }
     }
 
     /// Keeps what a check or update found, for `lastCheck`.
-    private func record(_ e: Evaluation, _ status: Status, mark: Int64) {
+    private func record(_ e: Evaluation, _ status: Status, mark: Int64, sourceIndex: Int? = nil) {
         let reason = status == .noUpdate ? e.noUpdate?.reason : nil
         var outcome = CheckOutcome(status: status, reason: reason, manifestVersion: e.noUpdate?.version ?? e.offered,
                                    acceptedVersion: e.markInForce ?? mark)
         outcome.channel = e.channel
         outcome.manifestExpires = e.expires
         outcome.rollout = e.rollout
+        outcome.source = sourceIndex ?? (e.channel != nil ? 0 : nil)
         lastOutcome.withLock { $0 = outcome }
     }
 
@@ -297,7 +298,8 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
             var state = try store.loadState()
             mark = state.downgradeMarkAnyChannel(verifying: updater.config.verifies)
             let outcome = try updater.run(&state, &e)
-            record(e, { if case .noUpdate = outcome { return .noUpdate } else { return .ok } }(), mark: mark)
+            record(e, { if case .noUpdate = outcome { return .noUpdate } else { return .ok } }(), mark: mark,
+                   sourceIndex: updater.context.sources?.served)
             switch outcome {
             case .noUpdate:
                 return false
@@ -311,7 +313,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
                 return true
             }
         } catch let error as AssetPatchError {
-            record(e, error.status, mark: mark)
+            record(e, error.status, mark: mark, sourceIndex: updater.context.sources?.served)
             log(.error, error.message)
             throw error
         }

@@ -78,6 +78,8 @@ package struct CheckOutcome: Sendable, Equatable {
     package var manifestVersion: Int64
     /// The highest version accepted before (the downgrade mark in force).
     package var acceptedVersion: Int64
+    /// Whose head it took: 0 `manifest_url`, N the Nth mirror; nil when it took none.
+    package var source: Int?
     /// The manifest's channel; nil when none was read.
     package var channel: String?
     /// The manifest's rollout: the share in force (basis points) and this client's bucket.

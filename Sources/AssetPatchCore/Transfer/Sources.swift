@@ -21,6 +21,8 @@ package final class Sources: @unchecked Sendable {  // `entries` is only touched
         package var bytes: UInt64 = 0
         /// Its last result, for messages and `status`.
         package var last = "not asked"
+        /// Its head was the one this update took.
+        package var servedHead = false
     }
 
     private let entries: Locked<[Entry]>
@@ -108,6 +110,7 @@ package final class Sources: @unchecked Sendable {  // `entries` is only touched
         entries.withLock { e in
             e[i].finalHead = finalURL
             e[i].last = result
+            e[i].servedHead = true
         }
         served = i
     }

@@ -466,6 +466,41 @@ static void older_release_is_no_update_with_its_reason(void) {
     CHECK(o.reason == ASSETPATCH_REASON_CURRENT && o.manifest_version == 2, "reason %d", o.reason);
 }
 
+/* A primary that has nothing (a missing head) before a mirror that has the release: the update
+ * comes from the mirror, and the host is told so: the outcome names the source whose head it
+ * took, each source says what it did; sized structs as everywhere. */
+static void a_mirror_serves_when_the_primary_has_nothing(void) {
+    assetpatch_client *c = open_fresh("mirrors");
+    CHECK(c, "open: %s", assetpatch_last_error());
+    size_t n = 99;
+    CHECK_RC(assetpatch_source_count(c, &n), ASSETPATCH_OK);
+    CHECK(n == 0, "sources before any check: %zu", n);
+    CHECK_RC(assetpatch_client_set(c, "manifest_url", url("no-such-repo")), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_client_set(c, "mirrors", url("v2")), ASSETPATCH_OK);
+    CHECK_RC(assetpatch_client_set(c, "hedge_ms", "-1"), ASSETPATCH_ERR_ARGUMENT);
+    CHECK_RC(assetpatch_client_set(c, "mirrors", "ftp://x/head.json"), ASSETPATCH_ERR_ARGUMENT);
+    CHECK_RC(assetpatch_update(c, NULL, NULL), ASSETPATCH_OK);
+    CHECK_VERSION(c, 2);
+    assetpatch_check_outcome o = ASSETPATCH_CHECK_OUTCOME_INIT;
+    CHECK_RC(assetpatch_last_check(c, &o), ASSETPATCH_OK);
+    CHECK(o.status == ASSETPATCH_OK && o.source == 1, "status %d source %d", o.status, o.source);
+    CHECK_RC(assetpatch_source_count(c, &n), ASSETPATCH_OK);
+    CHECK(n == 2, "sources: %zu", n);
+    assetpatch_source_info s = ASSETPATCH_SOURCE_INFO_INIT;
+    CHECK_RC(assetpatch_source_at(c, 0, &s), ASSETPATCH_OK);
+    CHECK(s.demoted == 1 && s.served_head == 0 && s.bytes == 0 && strstr(s.url, "no-such-repo") && s.last[0], "primary: %d %d %s / %s",
+          s.demoted, s.served_head, s.url, s.last);
+    CHECK_RC(assetpatch_source_at(c, 1, &s), ASSETPATCH_OK);
+    CHECK(s.demoted == 0 && s.served_head == 1 && strcmp(s.url, url("v2")) == 0, "mirror: %d %d %s / %s", s.demoted, s.served_head, s.url,
+          s.last);
+    CHECK_RC(assetpatch_source_at(c, 2, &s), ASSETPATCH_ERR_NOT_FOUND);
+    s.size = 16;
+    CHECK_RC(assetpatch_source_at(c, 1, &s), ASSETPATCH_ERR_ARGUMENT);
+    CHECK_RC(assetpatch_source_at(c, 1, NULL), ASSETPATCH_ERR_ARGUMENT);
+    CHECK_RC(assetpatch_source_count(NULL, &n), ASSETPATCH_ERR_ARGUMENT);
+    assetpatch_client_close(c);
+}
+
 static void state_survives_reopen(void) {
     assetpatch_client_close(main_client);
     main_client = NULL;
@@ -761,6 +796,7 @@ int main(int argc, char **argv) {
     run("server_error_500", server_error_500);
     run("unreachable_host", unreachable_host);
     run("older_release_is_no_update_with_its_reason", older_release_is_no_update_with_its_reason);
+    run("a_mirror_serves_when_the_primary_has_nothing", a_mirror_serves_when_the_primary_has_nothing);
     run("state_survives_reopen", state_survives_reopen);
     run("lifecycle_crash_loop_rollback_mark_good_reset", lifecycle_crash_loop_rollback_mark_good_reset);
     run("release_info_and_notes", release_info_and_notes);

@@ -19,10 +19,10 @@ from ._errors import (_ERRORS, ArchiveError, ArgumentError, AssetPatchError, Bus
 from . import _transport
 from ._groups import GroupsMixin
 from ._transport import HTTPClientTransport, TransportResponse  # noqa: F401
-from ._types import CheckOutcome, Group, Lifecycle, NoUpdateReason, Phase, Plugin, Progress, ReleaseInfo, Rollback, Status  # noqa: F401
+from ._types import CheckOutcome, Group, Lifecycle, NoUpdateReason, Phase, Plugin, Progress, ReleaseInfo, Rollback, SourceInfo, Status  # noqa: F401
 
 __all__ = [
-    "Client", "HTTPClientTransport", "TransportResponse", "Group", "Phase", "Plugin", "Progress", "Lifecycle", "ReleaseInfo", "Rollback", "Status", "CheckOutcome", "NoUpdateReason",
+    "Client", "HTTPClientTransport", "TransportResponse", "Group", "Phase", "Plugin", "Progress", "Lifecycle", "ReleaseInfo", "Rollback", "SourceInfo", "Status", "CheckOutcome", "NoUpdateReason",
     "AssetPatchError", "ArgumentError", "FilesystemError",
     "NetworkError", "HTTPError", "ManifestError", "SignatureError", "IntegrityError", "ArchiveError",
     "DowngradeError", "ExpiredError", "IncompatibleError", "NotFoundError", "RangeError", "CancelledError",
@@ -245,7 +245,21 @@ class Client(GroupsMixin):
         return CheckOutcome(Status(raw.status), reason, raw.manifest_version, raw.accepted_version,
                             raw.channel.decode("utf-8", "replace"),
                             None if raw.rollout_basis_points < 0 else raw.rollout_basis_points / 100,
-                            None if raw.rollout_bucket < 0 else raw.rollout_bucket)
+                            None if raw.rollout_bucket < 0 else raw.rollout_bucket,
+                            None if raw.source < 0 else raw.source)
+
+    def sources(self) -> List[SourceInfo]:
+        """Each source (manifest_url, then the mirrors) as the last check or update left it;
+        empty without mirrors or before the first."""
+        count = ctypes.c_size_t()
+        _check(self._lib.assetpatch_source_count(self._h(), ctypes.byref(count)))
+        out = []
+        for i in range(count.value):
+            raw = _ffi.sized(_ffi.SourceInfo)
+            _check(self._lib.assetpatch_source_at(self._h(), i, ctypes.byref(raw)))
+            out.append(SourceInfo(raw.url.decode("utf-8", "replace"), bool(raw.demoted), bool(raw.served_head), raw.requests,
+                                  raw.bytes, raw.last.decode("utf-8", "replace")))
+        return out
 
     def cancel(self) -> None:
         """Asks a running update to stop soon."""

@@ -77,6 +77,21 @@ class CheckOutcome(ctypes.Structure):
         ("rollout_basis_points", ctypes.c_int32),
         ("rollout_bucket", ctypes.c_int32),
         ("channel", ctypes.c_char * 64),
+        ("source", ctypes.c_int32),
+        ("reserved2", ctypes.c_int32),
+    ]
+
+
+class SourceInfo(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_uint32),
+        ("demoted", ctypes.c_int32),
+        ("served_head", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+        ("requests", ctypes.c_uint64),
+        ("bytes", ctypes.c_uint64),
+        ("url", ctypes.c_char * 512),
+        ("last", ctypes.c_char * 256),
     ]
 
 
@@ -184,6 +199,8 @@ def signatures() -> dict:
         "assetpatch_pause": (None, [client_p]),
         "assetpatch_resume": (None, [client_p]),
         "assetpatch_last_check": (c.c_int, [client_p, c.POINTER(CheckOutcome)]),
+        "assetpatch_source_count": (c.c_int, [client_p, c.POINTER(c.c_size_t)]),
+        "assetpatch_source_at": (c.c_int, [client_p, c.c_size_t, c.POINTER(SourceInfo)]),
         "assetpatch_resolve": (c.c_int, [client_p, c.c_char_p, c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t)]),
         "assetpatch_resolve_variant": (c.c_int, [client_p, c.c_char_p, c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t),
                                                  c.POINTER(c.c_int)]),

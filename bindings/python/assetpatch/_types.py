@@ -113,6 +113,8 @@ class CheckOutcome:
     channel: str = ""
     rollout_percent: Optional[float] = None
     rollout_bucket: Optional[int] = None
+    #: Whose head it took: 0 manifest_url, N the Nth mirror; None when it took none.
+    source: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -141,3 +143,16 @@ class Group:
     local_bytes: int
     archive_bytes: int
     fetch_bytes: int
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """One source of the repository (manifest_url, then the mirrors in order) as the last check
+    or update left it (assetpatch_source_at): its head's URL, whether it was demoted, whether
+    its head was taken, the requests sent to it, the body bytes it delivered, its last result."""
+    url: str
+    demoted: bool
+    served_head: bool
+    requests: int
+    bytes: int
+    last: str

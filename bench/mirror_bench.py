@@ -2,7 +2,8 @@
 """Mirrors (docs/hosting.md), over loopback nginx: one nginx, one port per source, each
 request logged with its port.
 
-- Two mirrors each limited to 5 MiB/s (a proxy per mirror holds all its connections to it),
+- Two mirrors each limited to 5 MiB/s (a proxy per mirror holds all its connections to it:
+  transfer_bench's CountingProxy with a rate),
   no other source: a differential update of 200 MiB of ranges, its
   aggregate rate against one mirror's.
 - A black-holed primary (a port whose listen queue is full: every SYN dropped) before a healthy
@@ -18,11 +19,11 @@ import socket
 import statistics
 import subprocess
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench import CLI, LIB, MB, ROOT, standalone  # noqa: E402
+from transfer_bench import CountingProxy  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "Tests", "e2e"))
 from nginxctl import Nginx  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
@@ -52,59 +53,6 @@ def publish(work, repo, version, fs):
                    check=True, stdout=subprocess.DEVNULL)
 
 
-class Throttle:
-    """A TCP proxy to `port` whose every connection together gets `rate` bytes per second
-    towards the client: one host's bandwidth. (nginx's `limit_rate` is per request and lets a
-    request's first second's worth through at once, so 1 MiB ranges would never be held.)"""
-
-    def __init__(self, port, rate):
-        self.target, self.rate = port, rate
-        self.lock = threading.Lock()
-        self.next_free = time.monotonic()
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self.accept, daemon=True).start()
-
-    def accept(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            u = socket.create_connection(("127.0.0.1", self.target))
-            threading.Thread(target=self.pipe, args=(c, u, False), daemon=True).start()
-            threading.Thread(target=self.pipe, args=(u, c, True), daemon=True).start()
-
-    def pipe(self, src, dst, limited):
-        try:
-            while True:
-                data = src.recv(16384)
-                if not data:
-                    break
-                if limited:
-                    with self.lock:
-                        at = max(self.next_free, time.monotonic())
-                        self.next_free = at + len(data) / self.rate
-                    delay = at - time.monotonic()
-                    if delay > 0:
-                        time.sleep(delay)
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def close(self):
-        self.sock.close()
-
-
 class Farm(Nginx):
     """nginx over the repositories on the main port and `m1`, `m2` (the mirrors' own logs),
     each mirror behind a proxy that holds it to 5 MiB/s."""
@@ -115,7 +63,7 @@ class Farm(Nginx):
   server {{{{ listen 127.0.0.1:{{{name}}}; root {root}; }}}}""" for name in ("m1", "m2"))
         super().__init__(root, d, http="log_format src '$server_port $request_uri $status $body_bytes_sent'; sendfile on;",
                          servers=servers, ports=("m1", "m2"), access_log=f"{self.access} src")
-        self.throttles = {f"slow{i}": Throttle(self.ports[f"m{i}"], LIMIT) for i in (1, 2)}
+        self.throttles = {f"slow{i}": CountingProxy(self.ports[f"m{i}"], rate=LIMIT) for i in (1, 2)}
 
     def url(self, name, repo="r"):
         port = self.throttles[name].port if name in self.throttles else self.port

@@ -46,10 +46,15 @@ class CountingProxy:
     """A TCP proxy to `port`: records (monotonic time, bytes) of what it forwards to clients
     and how many client connections are open. Its own buffers are small (16 KiB each way), so
     what it forwards is what crossed the link to the client: a model of the network between a
-    server and a client, where nginx's count also has what sat in its own socket buffer."""
+    server and a client, where nginx's count also has what sat in its own socket buffer.
+    `rate`: every connection together gets that many bytes per second towards the client (one
+    host's bandwidth; nginx's `limit_rate` is per request, and lets a request's first second's
+    worth through at once)."""
 
-    def __init__(self, port):
+    def __init__(self, port, rate=0):
         self.target = port
+        self.rate = rate
+        self.next_free = time.monotonic()
         self.lock = threading.Lock()
         self.events = []
         self.open = 0
@@ -81,6 +86,11 @@ class CountingProxy:
                 data = src.recv(16384)
                 if not data:
                     break
+                if counted and self.rate:
+                    with self.lock:
+                        at = max(self.next_free, time.monotonic())
+                        self.next_free = at + len(data) / self.rate
+                    time.sleep(max(0.0, at - time.monotonic()))
                 dst.sendall(data)
                 if counted:
                     with self.lock:
@@ -114,6 +124,9 @@ class CountingProxy:
     def last(self):
         with self.lock:
             return self.events[-1][0] if self.events else 0
+
+    def close(self):
+        self.sock.close()
 
 
 def write_files(d, files):

@@ -280,6 +280,11 @@ int assetpatch_client_open(const char *data_dir, const char *bundle_dir, assetpa
  *                       transport of the host's own (assetpatch_set_transport) the head comes from
  *                       manifest_url alone and ranges are not spread; the archive and index pages
  *                       still fail over. See docs/hosting.md
+ *   head_mirrors        on (default): after the mirrors option's URLs, the hosts the newest
+ *                       signature-verified head this client accepted lists (repository roots a
+ *                       publisher adds with assetpatch publish --mirror, without an app update;
+ *                       kept in data_dir, as this channel's head named as manifest_url names it).
+ *                       Used only with public_keys or key_document; off: the host's list alone
  *   hedge_ms            a head or range request that received nothing for this long is started
  *                       on the next source too; the first to answer takes it and the silent
  *                       source is demoted: a black-holed host costs about this, not

@@ -97,6 +97,8 @@ extension AssetPatchClient {
         public var mirrors: [String]?
         /// A source silent for this long has its work started on the next one too (0: off).
         public var hedgeMs: Int?
+        /// The mirrors a verified head lists are tried after ``mirrors`` (default on).
+        public var headMirrors: Bool?
 
         /// Options with the given fields set; everything else stays as it is.
         public init(manifestURL: String? = nil, publicKeys: [String]? = nil, package: String? = nil, appVersion: String? = nil,
@@ -109,7 +111,8 @@ extension AssetPatchClient {
                     channel: String? = nil, rolloutID: String? = nil, allowCrossOriginKeys: Bool? = nil,
                     groups: [String]? = nil, groupQuotaBytes: UInt64? = nil, maxRecvSpeed: UInt64? = nil,
                     updatePriority: TransferPriority? = nil, fetchPriority: TransferPriority? = nil, metered: Bool? = nil,
-                    meteredMaxBytes: UInt64? = nil, mirrors: [String]? = nil, hedgeMs: Int? = nil) {
+                    meteredMaxBytes: UInt64? = nil, mirrors: [String]? = nil, hedgeMs: Int? = nil, headMirrors: Bool? = nil) {
+            self.headMirrors = headMirrors
             self.mirrors = mirrors
             self.hedgeMs = hedgeMs
             self.maxRecvSpeed = maxRecvSpeed
@@ -193,6 +196,7 @@ extension AssetPatchClient {
             add("metered_max_bytes", meteredMaxBytes.map(String.init))
             add("mirrors", mirrors.map { $0.joined(separator: ",") })
             add("hedge_ms", hedgeMs.map(String.init))
+            add("head_mirrors", flag(headMirrors))
             return out
         }
     }

@@ -53,6 +53,8 @@ struct Publish: ParsableCommand {
     @Option(name: .customLong("plugin-abi"), help: "NAME=TAG: an ABI tag hosts check before using the plugin (repeatable).") var pluginABI: [String] = []
     @Option(name: .long, help: "A file of release notes for people (UTF-8, at most 64 KiB).") var notes: String?
     @Flag(name: .long, help: "Ask apps to install this release before going on (the app decides).") var mandatory = false
+    @Option(name: .long, help: "The repository's root on another host, ending in / (repeatable): listed in the signed head, so clients that verify it fall back to that host when manifest_url fails (option head_mirrors).")
+    var mirror: [String] = []
     @Option(name: .customLong("archive-url-base"),
             help: "Write the archive's URL as this absolute http(s) URL followed by <sha256>.zip, for hosts where the manifest's URL redirects elsewhere (release assets, presigned URLs).")
     var archiveURLBase: String?
@@ -114,6 +116,7 @@ struct Publish: ParsableCommand {
             r.minAppVersion = minAppVersion
             r.maxAppVersion = maxAppVersion
             r.mandatory = mandatory
+            r.mirrors = mirror
             r.archiveURLBase = archiveURLBase
             r.groups = try groupRules()
             r.scaleGroups = scaleGroups

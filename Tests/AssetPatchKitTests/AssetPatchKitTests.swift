@@ -266,14 +266,14 @@ private final class Recorder<T: Sendable>: Sendable {
                                            keyDocument: dir.path + "/keys.json", channel: "beta", rolloutID: "kit-client", allowCrossOriginKeys: true,
                                            groups: ["fr", "scale-3x"], groupQuotaBytes: 1 << 30, maxRecvSpeed: 1 << 20,
                                            updatePriority: .foreground, fetchPriority: .background, metered: true, meteredMaxBytes: 5000,
-                                           mirrors: ["https://a.example/h.json", "https://b.example/h.json"], hedgeMs: 250)
+                                           mirrors: ["https://a.example/h.json", "https://b.example/h.json"], hedgeMs: 250, headMirrors: false)
         let spelled = Set(all.settings.map(\.name))
         #expect(spelled == documented, "the header documents \(documented.subtracting(spelled)); Options also spells \(spelled.subtracting(documented))")
         // Applied through the core's one parser: the configuration equals the C API's.
         var viaStrings = ClientConfig()
         for (name, value) in all.settings { try viaStrings.set(name, value) }
         #expect(viaStrings.package == "kit" && viaStrings.http.lowSpeedLimit == 10 && viaStrings.http.lowSpeedTimeMs == 2000 && viaStrings.allowCrossOriginKeys)
-        #expect(viaStrings.mirrors == [.http(url: "https://a.example/h.json"), .http(url: "https://b.example/h.json")] && viaStrings.hedgeMs == 250)
+        #expect(viaStrings.mirrors == [.http(url: "https://a.example/h.json"), .http(url: "https://b.example/h.json")] && viaStrings.hedgeMs == 250 && !viaStrings.headMirrors)
         #expect(viaStrings.parallelDownloads == 2 && viaStrings.differential == false && viaStrings.http.headers == ["X-A: b"]
                 && viaStrings.variants == ["@2x", ""] && viaStrings.apply == .nextOpen && viaStrings.allowUnsignedPlugins)
         #expect(viaStrings.channel == "beta" && viaStrings.rolloutID == "kit-client" && viaStrings.keyDocument?.version == 1)

@@ -191,25 +191,32 @@ def test_the_update_completes_from_the_mirror_whatever_the_primary_does(tmp_path
         assert not any(r[0].endswith(".zip") for r in farm.requests("broken")), farm.requests("broken")
 
 
-def test_a_mirror_that_corrupts_a_range_costs_one_file_and_gets_no_more_ranges(tmp_path, sites):
-    # The corrupting source is the primary (a server of the tests' own that flips the last byte
-    # of one range); the nginx mirror is second. One range at a time: the order is known.
+def update_past_a_faulty_primary(tmp_path, sites, mode, **options):
+    """Version 1 installed, then the update to 2 from the tests' own server, whose third archive
+    request from then on misbehaves (`mode`), before the nginx mirror; one range at a time, so
+    the order is known. Returns that server's archive log and the farm (stopped)."""
     farm = Farm(sites, tmp_path / "nginx")
     bad = FaultServer(str(sites / "fresh"), str(tmp_path))
     try:
         data = str(tmp_path / "client")
-        with assetpatch.Client(data, manifest_url=farm.url("stale"), mirrors=farm.url("mirror")) as c:
+        with assetpatch.Client(data, manifest_url=farm.url("stale")) as c:
             assert c.update() is True and c.current_version == 1
         bad.reset()
-        bad.control(mode="corrupt-nth", n=3, times=1)
-        with assetpatch.Client(data, manifest_url=f"{bad.base}/repo/head.json", mirrors=farm.url("mirror"),
-                               parallel_downloads=1) as c:
+        bad.control(mode=mode, n=3, times=1)
+        with assetpatch.Client(data, manifest_url=f"{bad.base}/repo/head.json", mirrors=farm.url("mirror"), parallel_downloads=1,
+                               **options) as c:
             assert c.update() is True
             assert_version_2(c, sites)
-        log = bad.stats()["archive_log"]
+        return bad.stats()["archive_log"], farm
     finally:
         farm.stop()
         bad.stop()
+
+
+def test_a_mirror_that_corrupts_a_range_costs_one_file_and_gets_no_more_ranges(tmp_path, sites):
+    # The corrupting source is the primary (a server of the tests' own that flips the last byte
+    # of one range); the nginx mirror is second. One range at a time: the order is known.
+    log, farm = update_past_a_faulty_primary(tmp_path, sites, "corrupt-nth")
     assert len(log) == 3, f"the corrupting source got requests after its bad range: {log}"
     corrupt = log[-1]
     mirror = [r for r in farm.requests("mirror") if r[0].endswith(".zip") and r[2]]
@@ -332,22 +339,7 @@ def test_headers_for_the_primary_never_reach_a_mirror(tmp_path, sites):
 def test_a_source_that_stalls_mid_update_hands_its_range_over(tmp_path, sites):
     # The primary answers a range with its head, then nothing: after stall_timeout_ms it is
     # demoted and the range comes from the mirror; the update does not fail.
-    farm = Farm(sites, tmp_path / "nginx")
-    bad = FaultServer(str(sites / "fresh"), str(tmp_path))
-    try:
-        data = str(tmp_path / "client")
-        with assetpatch.Client(data, manifest_url=farm.url("stale")) as c:
-            assert c.update() is True and c.current_version == 1
-        bad.reset()
-        bad.control(mode="stall-nth", n=3, times=1)
-        with assetpatch.Client(data, manifest_url=f"{bad.base}/repo/head.json", mirrors=farm.url("mirror"),
-                               parallel_downloads=1, stall_timeout_ms=1500) as c:
-            assert c.update() is True
-            assert_version_2(c, sites)
-        log = bad.stats()["archive_log"]
-    finally:
-        farm.stop()
-        bad.stop()
+    log, farm = update_past_a_faulty_primary(tmp_path, sites, "stall-nth", stall_timeout_ms=1500)
     assert len(log) == 3, f"the stalled source got requests after its stall: {log}"
     assert any(r[0].endswith(".zip") and r[2] for r in farm.requests("mirror"))
 
@@ -397,3 +389,51 @@ def test_a_mirror_replaying_another_channels_newer_signed_head_is_passed_over(tm
     finally:
         farm.stop()
     assert not any(r[0].endswith(".zip") for r in farm.requests("stale")), farm.requests("stale")
+
+
+def test_a_host_the_signed_head_lists_is_reached_without_an_app_update(tmp_path):
+    # The publisher lists the mirror (publish --mirror ROOT) in the signed head. A client that
+    # verifies keeps the list; when its manifest_url fails later, it updates from that host,
+    # though the app never named it. Off with head_mirrors=0, and never for a client that
+    # verifies nothing (an unsigned head could name any host).
+    base = tmp_path / "listed"
+    for d in ("fresh", "mirror", "stale"):
+        os.makedirs(base / d)
+    key = str(tmp_path / "release.key")
+    subprocess.run([CLI, "keygen", "--out", key], check=True, stdout=subprocess.DEVNULL)
+    public = open(key + ".pub").read().strip()
+    farm = Farm(base, tmp_path / "nginx")
+    repo = base / "fresh" / "repo"
+    listed = f"http://127.0.0.1:{farm.ports['mirror']}/repo/"
+
+    def publish(v, *signing):
+        make_tree(base / f"src{v}", files(v))
+        subprocess.run([CLI, "publish", str(base / f"src{v}"), "--repo", str(repo), "--package", "mirrors", "--version", str(v),
+                        "--mirror", listed, *signing], check=True, stdout=subprocess.DEVNULL)
+        shutil.rmtree(base / "mirror" / "repo", ignore_errors=True)
+        shutil.copytree(repo, base / "mirror" / "repo")
+
+    down = f"http://127.0.0.1:{free_port()}/repo/head.json"
+    signed, unsigned = str(tmp_path / "signed"), str(tmp_path / "unsigned")
+    try:
+        publish(1, "--key", key)
+        assert json.load(open(repo / "head.json"))["payload"]  # signed: an envelope
+        with assetpatch.Client(signed, manifest_url=farm.url("primary"), public_keys=[public]) as c:
+            assert c.update() is True and c.current_version == 1
+        with assetpatch.Client(unsigned, manifest_url=farm.url("primary")) as c:
+            assert c.update() is True and c.current_version == 1
+        assert open(os.path.join(signed, "mirrors")).read() == listed + "head.json\n"
+        assert not os.path.exists(os.path.join(unsigned, "mirrors"))
+        publish(2, "--key", key)
+        with assetpatch.Client(signed, manifest_url=down, public_keys=[public], head_mirrors=False) as c:
+            with pytest.raises(assetpatch.NetworkError):
+                c.update()
+        with assetpatch.Client(unsigned, manifest_url=down) as c:
+            with pytest.raises(assetpatch.NetworkError):
+                c.update()
+        with assetpatch.Client(signed, manifest_url=down, public_keys=[public]) as c:
+            assert c.update() is True and c.current_version == 2
+            assert c.last_check.source == 1 and c.sources()[1].url == listed + "head.json"
+    finally:
+        farm.stop()
+    assert any(r[0].endswith(".zip") for r in farm.requests("mirror"))

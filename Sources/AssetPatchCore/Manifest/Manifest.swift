@@ -18,6 +18,9 @@ package struct Manifest: Sendable {
     package var notes: String?
     /// The publisher asks apps to install this release before going on (the app decides).
     package var mandatory = false
+    /// The repository's root on other hosts (absolute http(s) URLs ending in "/"), as the
+    /// publisher lists them.
+    package var mirrors: [String] = []
     /// The archive URL as written in the manifest (may be relative).
     package var archiveURL: String
     package var archiveSize: UInt64?
@@ -236,6 +239,19 @@ package struct Manifest: Sendable {
             guard case let .bool(b) = m else { throw fail("\(source): \"mandatory\" must be true or false") }
             mandatory = b
         }
+        var mirrors: [String] = []
+        if let list = json["mirrors"], list != .null {
+            // The repository on other hosts (its root, ending in "/"), which the publisher vouches
+            // for by signing it: valid for every channel, whichever channel's head carries it.
+            guard let items = list.array, items.count <= 16 else { throw fail("\(source): \"mirrors\" must be a list of at most 16 URLs") }
+            for item in items {
+                guard let url = item.string, url.utf8.count <= 2048, !url.hasLineBreak, url.hasSuffix("/"),
+                      [.http, .https].contains(URLs.scheme(url)), !url.contains("?"), !url.contains("#") else {
+                    throw fail("\(source): \"mirrors\" lists something other than an http(s) URL of a repository's root (ending in \"/\")")
+                }
+                mirrors.append(url)
+            }
+        }
         let minApp = try string("min_app_version", required: false)
         if let minApp, AppVersion.parse(minApp) == nil {
             throw fail("\(source): \"min_app_version\" is not a dotted version: \(minApp)")
@@ -269,6 +285,7 @@ package struct Manifest: Sendable {
             m.index = try IndexLocation.decode(json["index"], archiveSize: archiveSize, source: source)
             m.notes = notes
             m.mandatory = mandatory
+            m.mirrors = mirrors
             m.maxAppVersion = maxApp
             (m.channel, m.rollout, m.keys) = (channel, rollout, keys)
             (m.revision, m.signed) = signing
@@ -313,6 +330,7 @@ package struct Manifest: Sendable {
                          archiveDigest: archiveSHA, files: files, plugins: plugins, signatureVerified: false, payload: [])
         m.notes = notes
         m.mandatory = mandatory
+        m.mirrors = mirrors
         m.maxAppVersion = maxApp
         (m.channel, m.rollout, m.keys) = (channel, rollout, keys)
         (m.revision, m.signed) = signing
@@ -384,6 +402,7 @@ package struct Manifest: Sendable {
         if let maxAppVersion { pairs.append(("max_app_version", .string(maxAppVersion))) }
         if let notes { pairs.append(("notes", .string(notes))) }
         if mandatory { pairs.append(("mandatory", .bool(true))) }
+        if !mirrors.isEmpty { pairs.append(("mirrors", .array(mirrors.map { .string($0) }))) }
         if let channel { pairs.append(("channel", .string(channel))) }
         if let rollout { pairs.append(("rollout", rollout.toJSON())) }
         if let keys { pairs.append(("keys", keys.toJSON())) }

@@ -27,6 +27,9 @@ package struct PublishRequest {
     package var plugins: [PluginDeclaration] = []
     package var notes: String?
     package var mandatory = false
+    /// The repository's root on other hosts, listed in its heads for clients (absolute http(s)
+    /// URLs ending in "/").
+    package var mirrors: [String] = []
     /// An absolute http(s) URL the archive's URL is written under (`<base><sha256>.zip`).
     package var archiveURLBase: String?
     /// Files of at least this many bytes are chunked (0: none is).
@@ -173,6 +176,12 @@ package enum Publisher {
                                 signatureVerified: false, payload: [])
         manifest.mandatory = r.mandatory
         manifest.maxAppVersion = r.maxAppVersion
+        guard r.mirrors.count <= 16, r.mirrors.allSatisfy({
+            [.http, .https].contains(URLs.scheme($0)) && !$0.hasLineBreak && $0.hasSuffix("/") && !$0.contains("?") && !$0.contains("#")
+        }) else {
+            throw AssetPatchError(.argument, "--mirror: at most 16 absolute http(s) URLs of the repository's root on other hosts, each ending in \"/\"")
+        }
+        manifest.mirrors = r.mirrors
         if let notes = r.notes {
             guard notes.utf8.count <= 65536 else { throw AssetPatchError(.argument, "--notes: more than 64 KiB") }
             manifest.notes = notes

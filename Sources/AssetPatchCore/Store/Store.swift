@@ -23,6 +23,7 @@ import Glibc
 ///     bundle-digests, chunk-scans/     caches of the bundle's digests and of chunk cuts
 ///     key-documents/<anchor>.json      the newest key document followed from each trust anchor
 ///     rollout-id                       this data directory's id in staged rollouts (0600)
+///     mirrors                          the mirrors the newest verified head listed (KeptMirrors)
 ///
 /// `<id>` is `<version>-<first 16 hex digits of the archive digest>`. Everything the library
 /// writes lives here.

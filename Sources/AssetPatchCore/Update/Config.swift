@@ -55,6 +55,8 @@ package struct ClientConfig: Sendable {
     package var mirrors: [Location] = []
     /// A source silent for this long has its work started on the next one too; 0: off.
     package var hedgeMs: UInt64 = 500
+    /// The mirrors a verified head lists are tried after the host's own (`KeptMirrors`).
+    package var headMirrors = true
 
     /// Whether manifests must be signed.
     package var verifies: Bool { !publicKeys.isEmpty || keyDocument != nil }
@@ -208,6 +210,7 @@ package struct ClientConfig: Sendable {
             guard list.count <= 16 else { throw AssetPatchError(.argument, "option mirrors: more than 16 mirrors") }
             mirrors = list
         case "hedge_ms": hedgeMs = UInt64(try ClientConfig.number(option, value, 0...600_000))
+        case "head_mirrors": headMirrors = try ClientConfig.boolean(option, value)
         case "ca_file":
             http.caFile = value.isEmpty ? nil : value
         case "header":

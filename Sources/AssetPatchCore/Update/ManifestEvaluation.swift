@@ -154,6 +154,12 @@ extension ManifestJudge {
                         channel: channel, channelByHost: config.channel != nil)
         let mark = state.downgradeMark(verifying: verifying, channel: channel)
         e.markInForce = mark.version
+        // The publisher's mirrors (repository roots), from a verified head not older than one
+        // accepted before: each as this channel's head there, named as manifest_url names it.
+        if verifying, manifest.signatureVerified, order >= mark, !readOnly, let location = config.manifest {
+            let file = URLs.redacted(location.url).split(separator: "/").last.map(String.init) ?? "head.json"
+            store.keepMirrors(manifest.mirrors.map { $0 + Channel.directory(channel) + file })
+        }
         if state.bundlePackage == package && v <= state.bundleVersion {
             // The app's bundle already carries this release (or a newer one).
             state = accepted

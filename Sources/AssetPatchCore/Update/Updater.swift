@@ -62,8 +62,11 @@ final class Updater {
                                   progress: ProgressReporter(progress, cancel: cancel, held: config.http.control.map { control in
                                       { [background = config.http.background] in control.mustHold(background: background) }
                                   }), log: log, retry: RetryPolicy())
-        if let primary = config.manifest, !config.mirrors.isEmpty {
-            context.sources = Sources(primary: primary, mirrors: config.mirrors, hedgeMs: config.hedgeMs, log: log)
+        // The host's mirrors first, then those the newest verified head listed.
+        var mirrors = config.mirrors
+        if config.headMirrors && config.verifies { mirrors += store.keptMirrors().compactMap(Location.init) }
+        if let primary = config.manifest, !mirrors.isEmpty {
+            context.sources = Sources(primary: primary, mirrors: mirrors, hedgeMs: config.hedgeMs, log: log)
         }
     }
 

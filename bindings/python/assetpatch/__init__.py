@@ -129,7 +129,7 @@ class Client(GroupsMixin):
     parallel_downloads, differential, differential_max_percent, allow_unsigned_plugins,
     allow_cross_origin_keys, tcp_quickack, groups, group_quota_bytes, max_recv_speed, update_priority,
     fetch_priority, metered, metered_max_bytes, mirrors (a comma-separated string or a
-    list of URLs), hedge_ms. On/off options take Python booleans.
+    list of URLs), hedge_ms, head_mirrors. On/off options take Python booleans.
     """
 
     def __init__(self, data_dir: str, bundle_dir: Optional[str] = None, *, manifest_url: Optional[str] = None,

@@ -315,7 +315,9 @@ def test_an_older_manifest_is_no_update_and_says_why(tmp_path, base_url):
     with assetpatch.Client(tmp_path / "data", manifest_url=f"{base_url}/v2/manifest.json") as c:
         assert c.last_check is None
         assert c.update() is True
-        assert c.last_check == assetpatch.CheckOutcome(assetpatch.Status.OK, None, 2, 0, "stable")
+        # source 0: the head came from manifest_url (there are no mirrors).
+        assert c.last_check == assetpatch.CheckOutcome(assetpatch.Status.OK, None, 2, 0, "stable", source=0)
+        assert c.sources() == []
         c.set("manifest_url", f"{base_url}/v1/manifest.json")
         assert c.check() is None
         assert c.update() is False and c.current_version == 2

@@ -488,8 +488,8 @@ typedef struct assetpatch_check_outcome {
     char     channel[64];       /* the manifest's channel ("stable" when it names none); "" when no
                                    manifest was read */
     /* Since 0.5 (112 bytes): */
-    int32_t  source;            /* whose head it took: 0 manifest_url, N the Nth of the mirrors
-                                   option (see assetpatch_source_at); -1 when it took none */
+    int32_t  source;            /* whose head it took: 0 manifest_url, else its index among the
+                                   sources (assetpatch_source_at); -1 when it took none */
     int32_t  reserved2;         /* 0 */
 } assetpatch_check_outcome;
 
@@ -508,8 +508,10 @@ typedef struct assetpatch_check_outcome {
 ASSETPATCH_WARN_UNUSED_RESULT
 int assetpatch_last_check(assetpatch_client *c, assetpatch_check_outcome *out);
 
-/* Each source of the repository (manifest_url, then the mirrors option's URLs in order) as the
- * last check or update of this client left it (see the mirrors option and docs/hosting.md). */
+/* Each source of the repository as the last check or update of this client left it: index 0 is
+ * manifest_url, then the mirrors option's URLs in order (one equal to another, or of another
+ * kind than manifest_url, left out), then those the head_mirrors option adds (see the mirrors
+ * option and docs/hosting.md). */
 typedef struct assetpatch_source_info {
     uint32_t size;           /* set by the caller: sizeof(assetpatch_source_info); first version 800 */
     int32_t  demoted;        /* 1 when that check or update took it out of its work (it failed, was
@@ -527,14 +529,14 @@ typedef struct assetpatch_source_info {
 #define ASSETPATCH_SOURCE_INFO_INIT { sizeof(assetpatch_source_info), 0, 0, 0, 0, 0, "", "" }
 #define ASSETPATCH_SOURCE_INFO_SIZE_0_5 800
 
-/* *count gets the number of sources the last check or update used: 1 + the mirrors, 0 without
- * mirrors or before the first. From memory. Any thread.
+/* *count gets the number of sources the last check or update used; 0 when it had manifest_url
+ * alone, or before the first. From memory. Any thread.
  * @return ASSETPATCH_OK; ERR_ARGUMENT (NULL c or count). */
 ASSETPATCH_WARN_UNUSED_RESULT
 int assetpatch_source_count(assetpatch_client *c, size_t *count);
 
-/* Fills *out for source number `index` (0: manifest_url; 1 to count - 1: the mirrors in order)
- * as the last check or update left it. From memory. Any thread.
+/* Fills *out for source number `index` (0: manifest_url; 1 to count - 1: the other sources, in
+ * the order above) as the last check or update left it. From memory. Any thread.
  * @return ASSETPATCH_OK; ERR_NOT_FOUND (index past the sources); ERR_ARGUMENT (NULL c or out,
  *         out->size below the first version). */
 ASSETPATCH_WARN_UNUSED_RESULT

@@ -258,36 +258,40 @@ def test_a_mirror_a_version_behind_is_never_taken_for_the_newest(tmp_path, sites
 
 
 def test_kill_9_in_a_multi_source_update_then_the_next_one_resumes(tmp_path, sites):
-    farm = Farm(sites, tmp_path / "nginx")
+    # Two sources in every update: the head from the nginx primary, which answers 404 for the
+    # archive; its ranges then from the mirror, a server of the tests' own, slow (50 KB/s a
+    # response), so the kills land while they arrive. Each kill leaves one whole release
+    # served; the next update, from whichever source answers, goes on from what was verified.
+    farm = Farm(sites, tmp_path / "nginx", primary_extra="location /repo/archives/ { return 404; }")
     slow = FaultServer(str(sites / "fresh"), str(tmp_path))
     data = str(tmp_path / "client")
     rnd = random.Random(9)
     try:
         with assetpatch.Client(data, manifest_url=farm.url("stale")) as c:
             assert c.update() is True and c.current_version == 1
-        # The primary slow (20 KB/s per response): what is left would take longer than the
-        # client's threshold, so the mirror joins after its first second and ranges come from both.
-        slow.control(rate=20_000)
-        env = dict(os.environ, ASSETPATCH_TEST_MIRRORS=farm.url("mirror"))
+        slow.control(rate=50_000)
+        env = dict(os.environ, ASSETPATCH_TEST_MIRRORS=f"{slow.base}/repo/head.json")
         for _ in range(4):
-            p = subprocess.Popen([sys.executable, os.path.join(HERE, "child_update.py"), data, f"{slow.base}/repo/head.json"],
+            p = subprocess.Popen([sys.executable, os.path.join(HERE, "child_update.py"), data, farm.url("broken")],
                                  stdout=subprocess.PIPE, env=env)
-            time.sleep(rnd.uniform(0.5, 2.5))
+            time.sleep(rnd.uniform(0.3, 2.0))
             p.kill()
             p.wait()
             p.stdout.close()
             with assetpatch.Client(data) as c:
                 assert c.current_version in (1, 2)
-                for name, body in files(c.current_version).items():
+                for name in files(c.current_version):
                     assert sha256_file(c.resolve(name)) == sha256_file(sites / f"src{c.current_version}" / name)
+        killed_log = slow.stats()["archive_log"]
         slow.control(rate=0)
-        with assetpatch.Client(data, manifest_url=f"{slow.base}/repo/head.json", mirrors=farm.url("mirror")) as c:
+        with assetpatch.Client(data, manifest_url=farm.url("broken"), mirrors=f"{slow.base}/repo/head.json") as c:
             c.update()
             assert_version_2(c, sites)
     finally:
         farm.stop()
         slow.stop()
-    assert any(r[0].endswith(".zip") and r[2] for r in farm.requests("mirror")), "the mirror never joined"
+    assert any(r[0].endswith(".zip") and r[1] == 404 for r in farm.requests("broken")), "the primary was not asked for the archive"
+    assert killed_log, "the mirror served nothing before the kills"
 
 
 def test_the_cli_names_each_source_and_its_last_result(tmp_path, sites):
@@ -437,3 +441,51 @@ def test_a_host_the_signed_head_lists_is_reached_without_an_app_update(tmp_path)
     finally:
         farm.stop()
     assert any(r[0].endswith(".zip") for r in farm.requests("mirror"))
+
+
+class SlowHost:
+    """A plain static server of the tests' own whose every answer starts after `delay` seconds:
+    a primary slower than the hedge, not down."""
+
+    def __init__(self, root, delay):
+        import functools
+        import http.server
+        import threading
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def do_GET(self):
+                time.sleep(delay)
+                super().do_GET()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_fast_mirror_answering_html_does_not_cut_off_a_slow_primary(tmp_path, sites):
+    # The mirror answers at once, with a captive portal's page; the primary answers after 1.5 s,
+    # past the hedge and the time slower sources get once a head has arrived. A head the client
+    # refuses is that mirror's failure: it does not end the primary's time to answer, and the
+    # check finds version 2 instead of failing with the portal's ERR_MANIFEST.
+    farm = Farm(sites, tmp_path / "nginx", primary_extra='location / { default_type text/html; return 200 "<html>log in</html>"; }')
+    slow = SlowHost(sites / "fresh", 1.5)
+    try:
+        with assetpatch.Client(str(tmp_path / "c"), manifest_url=f"http://127.0.0.1:{slow.port}/repo/head.json",
+                               mirrors=farm.url("broken")) as c:
+            found = c.check()
+            assert found is not None and found[0] == 2, found
+            assert c.last_check.source == 0
+            primary, portal = c.sources()
+            # (Demoted afterwards: this server answers the index pages' ranges with 200s.)
+            assert primary.served_head, primary
+            assert portal.demoted and "HTML" in portal.last, portal
+    finally:
+        slow.close()
+        farm.stop()

@@ -241,7 +241,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
         outcome.channel = e.channel
         outcome.manifestExpires = e.expires
         outcome.rollout = e.rollout
-        outcome.source = sourceIndex ?? (e.channel != nil ? 0 : nil)
+        outcome.source = sourceIndex ?? (e.headRead ? 0 : nil)
         lastOutcome.withLock { $0 = outcome }
     }
 
@@ -250,7 +250,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
     package var lastCheck: CheckOutcome? { lastOutcome.withLock { $0 } }
 
     private func keepSources(_ updater: Updater) {
-        if let s = updater.context.sources { lastSourceEntries.withLock { $0 = s.snapshot } }
+        lastSourceEntries.withLock { $0 = updater.context.sources?.snapshot ?? [] }
     }
 
     /// Each source (manifest_url, then the mirrors) as the last check or update left it: its

@@ -348,7 +348,7 @@ final class ArchiveDownload {
             do {
                 sources.started(i)
                 servedBy = i
-                let hex = try fetchHTTP(mirrored, client: sources.client(i, http))
+                let hex = try fetchHTTP(mirrored)
                 if hashing && hex != digest && sources.usable().contains(where: { $0 != i && locations[$0] != nil }) {
                     // Bytes that are not the archive: none is kept, and the next source sends it whole.
                     store.discardPartial(digest)
@@ -370,8 +370,7 @@ final class ArchiveDownload {
         throw lastError ?? AssetPatchError(.network, "no source serves \(source.shown)")
     }
 
-    private func fetchHTTP(_ url: String, client: HTTPClient? = nil) throws -> String {
-        let http = client ?? self.http
+    private func fetchHTTP(_ url: String) throws -> String {
         let what = "GET \(URLs.redacted(url))"
         let out = try File.open(partPath, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o644)
         var restarts = 0

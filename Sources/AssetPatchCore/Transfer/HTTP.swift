@@ -23,8 +23,17 @@ package struct HTTPSettings: Sendable {
     package var background = false
     /// The host's own transport (nil: libcurl).
     package var transport: HostTransport?
+    /// The origin `headers` go to (nil: every request's). With mirrors, the primary's: headers
+    /// may carry its credentials, and a mirror, or a URL a mirror's head names, is another host.
+    package var headersOrigin: String?
 
     package init() {}
+
+    /// The configured headers a request to `url` carries.
+    func headers(for url: String) -> [String] {
+        guard let headersOrigin, URLs.origin(url) != headersOrigin else { return headers }
+        return []
+    }
 }
 
 /// HTTP(S) on libcurl's multi interface. Every transfer runs in a loop that wakes at least

@@ -66,7 +66,7 @@ extension HTTPClient {
                          onHead: @escaping (ResponseHead) throws -> Void, sink: @escaping (UnsafeRawBufferPointer) throws -> Void,
                          onEnd: () throws -> Void, ticking progress: @escaping () -> Void) throws -> ResponseHead {
         let what = "\(method) \(URLs.redacted(url))"
-        var lines = settings.headers + extraHeaders
+        var lines = settings.headers(for: url) + extraHeaders
         let named = { (name: String) in lines.contains { $0.lowercased().hasPrefix(name + ":") } }
         if !named("accept-encoding") { lines.append("Accept-Encoding: identity") }
         if !named("user-agent") { lines.append("User-Agent: \(settings.userAgent)") }

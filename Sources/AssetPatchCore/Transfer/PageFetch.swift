@@ -53,7 +53,7 @@ struct PageFetch {
             for i in sources?.usable() ?? [0] {
                 guard case let .http(url)? = locations[i], tried.insert(url).inserted else { continue }
                 do {
-                    moved += try fetchRemote(url, runs, sources?.client(i, http) ?? http)
+                    moved += try fetchRemote(url, runs)
                     return moved
                 } catch let e as AssetPatchError where [.cancelled, .io, .internal].contains(e.status) || e.released || sources == nil {
                     throw e
@@ -69,7 +69,7 @@ struct PageFetch {
     }
 
     /// The runs by range requests to `url`, each page checked and kept; the bytes moved.
-    private func fetchRemote(_ url: String, _ runs: [[Wanted]], _ http: HTTPClient) throws -> UInt64 {
+    private func fetchRemote(_ url: String, _ runs: [[Wanted]]) throws -> UInt64 {
         var moved: UInt64 = 0
         var bodies = [[UInt8]](repeating: [], count: runs.count)
         var requests: [HTTPClient.Request] = []

@@ -77,7 +77,8 @@ final class SourceSpread {
     private func pick() throws -> Int {
         inUse.removeAll { !sources.isUsable($0) }
         if inUse.isEmpty {
-            guard let i = usable().first else { throw AssetPatchError(.network, "every source failed") }
+            // Transient: the retry starts the attempt over, every source revived.
+            guard let i = usable().first else { throw AssetPatchError(.network, "every source of the archive failed", transient: true) }
             inUse = [i]
         }
         return inUse.min { running[$0, default: 0] < running[$1, default: 0] }!
@@ -109,7 +110,7 @@ final class SourceSpread {
         let shown = location.shown
         let rest = FetchRange(start: start, end: r.range.end, entries: [])
         let tried = tried.union([i])
-        let settings = sources.client(i, http).settings
+        let settings = http.settings
         var got: UInt64 = 0
         var hedged = false
         let sourced = HTTPClient.Sourced(
@@ -156,7 +157,8 @@ final class SourceSpread {
             sources.started(i)
             return t
         }, continuation: { [self] n in
-            // A long hold took it apart: the same source goes on from where it stopped.
+            // A long hold took it apart: the same source goes on from where it stopped (a
+            // transfer it had begun, so also when another range demoted it meanwhile).
             guard start + n < r.range.end else { return nil }
             return pending(r, from: start + n, on: i, race: HTTPClient.Race(), tried: tried)
         }, sourced: sourced)

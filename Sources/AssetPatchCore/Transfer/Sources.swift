@@ -73,17 +73,11 @@ package final class Sources: @unchecked Sendable {  // `entries` is only touched
         if all { log(.info, "every source failed; trying them again in order") }
     }
 
-    /// The HTTP client for source `i`: the `header` option's headers go to the primary's
-    /// origin only (they may carry its credentials), never to a mirror's other origin.
-    func client(_ i: Int, _ http: HTTPClient) -> HTTPClient {
-        let primary = URLs.origin(head(0).url)
-        guard i != 0, !http.settings.headers.isEmpty, URLs.origin(head(i).url) != primary else { return http }
-        var settings = http.settings
-        settings.headers = []
-        return HTTPClient(settings: settings, cancel: http.cancel)
-    }
 
     func isUsable(_ i: Int) -> Bool { entries.withLock { $0[i].demoted == nil } }
+
+    /// Takes a demoted source back (it answered after all).
+    func restore(_ i: Int) { entries.withLock { $0[i].demoted = nil } }
 
     /// Takes the source out of this update's work, saying why once.
     func demote(_ i: Int, _ why: String) {

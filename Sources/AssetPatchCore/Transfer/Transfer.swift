@@ -154,7 +154,7 @@ final class Transfer {
         ctx.control = settings.control
         ctx.background = settings.background
 
-        var headers = settings.headers + extraHeaders
+        var headers = settings.headers(for: url) + extraHeaders
         // Without Accept-Encoding any coding is acceptable (RFC 9110 section 12.5.3): ask for identity.
         if codings == .identity { headers.append("Accept-Encoding: identity") }
         for h in headers {

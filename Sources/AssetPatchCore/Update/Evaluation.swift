@@ -7,6 +7,8 @@ struct Evaluation {
     var noUpdate: (reason: NoUpdateReason, version: Int64)?
     /// The version the manifest offered (0: none was read, or a legacy manifest).
     var offered: Int64 = 0
+    /// A head was read and decoded (legacy manifests too).
+    var headRead = false
     var channel: String?
     var expires: Int64?
     /// The downgrade mark in force for the manifest's channel before it was accepted.

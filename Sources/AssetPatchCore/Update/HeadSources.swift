@@ -20,9 +20,11 @@ extension ManifestJudge {
         var finalURL: String
     }
 
-    /// One round of asking: the heads that arrived, the sources asked, and the failures.
+    /// One round of asking: the heads that arrived and this client takes (with their order;
+    /// nil for a legacy manifest), the sources asked, and the failures (a refused head among
+    /// them).
     private struct Round {
-        var heads: [ServedHead] = []
+        var heads: [(head: ServedHead, order: ManifestOrder?)] = []
         var asked = Set<Int>()
         var errors: [Int: any Error] = [:]
     }
@@ -33,20 +35,17 @@ extension ManifestJudge {
             log(.warning, "mirrors without public_keys or key_document: every source is trusted as the primary is (any of them can serve any release)")
         }
         var asked = Set<Int>()
+        var silent = Set<Int>()
         var errors: [Int: any Error] = [:]
         var taken: [(head: ServedHead, order: ManifestOrder?)] = []
         func judge(_ round: Round) {
             asked.formUnion(round.asked)
             errors.merge(round.errors) { a, _ in a }
-            for h in round.heads {
-                do { taken.append((h, try acceptable(h, state))) } catch {
-                    sources.demote(h.source, SourceSpread.describe(error))
-                    errors[h.source] = error
-                }
-            }
+            taken += round.heads
             // Asked, and neither a head nor an error by the round's end: silent.
-            for i in round.asked where !round.heads.contains(where: { $0.source == i }) && round.errors[i] == nil {
+            for i in round.asked where !round.heads.contains(where: { $0.head.source == i }) && round.errors[i] == nil {
                 sources.demote(i, "sent no head in time")
+                silent.insert(i)
             }
         }
         // First round: in order, hedged, until a head this client takes arrives or none is left.
@@ -57,7 +56,7 @@ extension ManifestJudge {
                 let error = errors[0] ?? errors.sorted { $0.key < $1.key }.first?.value
                 throw error ?? AssetPatchError(.network, "no source answered")
             }
-            judge(try ask(sources, order, all: false))
+            judge(try ask(sources, order, all: false, state))
         }
         func pick() -> (head: ServedHead, order: ManifestOrder?) {
             if let p = taken.first(where: { $0.head.source == 0 }) { return p }
@@ -69,10 +68,15 @@ extension ManifestJudge {
         var best = pick()
         let mark = state.downgradeMark(verifying: config.verifies, channel: channel(of: best.head))
         let stale = best.order.map { $0 < mark } ?? false
-        let rest = sources.usable().filter { !asked.contains($0) }
+        // Not asked yet; and when what was found is stale, also those only too slow to answer.
+        let rest = (0..<sources.count).filter { (!asked.contains($0) && sources.isUsable($0)) || (stale && silent.contains($0)) }
         if (best.head.source != 0 || stale) && !rest.isEmpty {
             if stale { log(.info, "\(URLs.redacted(best.head.finalURL)): older than a head accepted before; asking the other sources") }
-            judge(try ask(sources, rest, all: true))
+            let again = silent
+            let round = try ask(sources, rest, all: true, state)
+            // A source silent before that answers now takes work again.
+            for h in round.heads where again.contains(h.head.source) { sources.restore(h.head.source) }
+            judge(round)
             best = taken.reduce(best) { b, a in
                 if let o = a.order, let bo = b.order, o > bo { return a }
                 return b
@@ -120,7 +124,7 @@ extension ManifestJudge {
     /// when one fails or is silent for the hedge, and so on. Either way the round ends the
     /// hedge's time after the first head arrived (sources still silent then are left behind),
     /// or when every source asked has answered or failed.
-    private func ask(_ sources: Sources, _ order: [Int], all: Bool) throws -> Round {
+    private func ask(_ sources: Sources, _ order: [Int], all: Bool, _ state: StoreState) throws -> Round {
         var round = Round()
         if case .file = sources.head(order[0]) {
             // Local files (every source is one when the primary is): read in order.
@@ -128,8 +132,8 @@ extension ManifestJudge {
                 guard case let .file(path, url) = sources.head(i) else { continue }
                 round.asked.insert(i)
                 do {
-                    round.heads.append(ServedHead(source: i, bytes: try FS.readFile(path, limit: config.maxManifestBytes, limitStatus: .manifest),
-                                                  finalURL: url))
+                    let h = ServedHead(source: i, bytes: try FS.readFile(path, limit: config.maxManifestBytes, limitStatus: .manifest), finalURL: url)
+                    round.heads.append((h, try acceptable(h, state)))
                     sources.delivered(i, bytes: 0, "served the head")
                     if !all { break }
                 } catch {
@@ -155,7 +159,6 @@ extension ManifestJudge {
             let what = "GET \(URLs.redacted(url))"
             let conditions = i == 0 ? cache?.conditionalHeaders ?? [] : []
             let limit = config.maxManifestBytes
-            let client = sources.client(i, http)
             var body: [UInt8] = []
             var transfer: Transfer?
             round.asked.insert(i)
@@ -174,7 +177,7 @@ extension ManifestJudge {
                     return all && now - began >= patience && transfer.map { $0.ctx.receivedBytes == 0 } ?? true
                 })
             return HTTPClient.Pending(make: {
-                let t = try Transfer("GET", url, settings: client.settings, extraHeaders: conditions, codings: .decoded, onHead: { head in
+                let t = try Transfer("GET", url, settings: http.settings, extraHeaders: conditions, codings: .decoded, onHead: { head in
                     guard head.status == 200 || (!conditions.isEmpty && head.status == 304) else { throw HTTPClient.statusError(head, what) }
                 }, sink: { chunk in
                     if body.count + chunk.count > limit {
@@ -184,19 +187,23 @@ extension ManifestJudge {
                 }, onEnd: {
                     guard let t = transfer else { return }
                     let head = t.ctx.head
+                    let h: ServedHead
                     if head.status == 304 {
                         guard let kept = cache?.match(head) else {
                             // Which kept copy it means can't be told: the next attempt asks plainly.
                             if !readOnly { ManifestCache.drop(from: store) }
                             throw AssetPatchError(.http, "\(what): HTTP 304 without an ETag naming a kept copy", transient: true)
                         }
-                        round.heads.append(ServedHead(source: i, bytes: kept.bytes, finalURL: kept.finalURL))
+                        h = ServedHead(source: i, bytes: kept.bytes, finalURL: kept.finalURL)
                     } else {
-                        if i == 0 { keepForRevalidation(url: url, head, body, cache: cache) }
-                        round.heads.append(ServedHead(source: i, bytes: body, finalURL: head.effectiveURL))
+                        h = ServedHead(source: i, bytes: body, finalURL: head.effectiveURL)
                     }
-                    firstHead = firstHead ?? monotonicMillis()
                     sources.delivered(i, bytes: UInt64(body.count), "served the head (HTTP \(head.status))")
+                    // Judged as it arrives: a head this client refuses is that source's failure
+                    // (the next is asked), and does not end the others' time to answer.
+                    round.heads.append((h, try acceptable(h, state)))
+                    if i == 0 && head.status == 200 { keepForRevalidation(url: url, head, body, cache: cache) }
+                    firstHead = firstHead ?? monotonicMillis()
                 })
                 transfer = t
                 sources.started(i)

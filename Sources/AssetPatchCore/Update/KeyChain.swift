@@ -68,7 +68,7 @@ extension ManifestJudge {
             return try FS.readFile(path, limit: KeyDocument.maxBytes, limitStatus: .signature)
         case .http:
             // Not redirected either: a forged manifest must not send the client to another host.
-            var settings = config.http
+            var settings = http.settings
             settings.followRedirects = false
             let direct = HTTPClient(settings: settings, cancel: cancel)
             return try context.retrying(location) { try direct.fetch(url, limit: KeyDocument.maxBytes, limitStatus: .signature).body }

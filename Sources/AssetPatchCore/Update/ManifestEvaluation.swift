@@ -76,6 +76,7 @@ extension ManifestJudge {
         // through the download and the install otherwise).
         manifest.payload = []
         e.offered = manifest.isLegacy ? 0 : manifest.version
+        e.headRead = true
         try cancel.check()
 
         let archiveURL = URLs.resolve(manifest.archiveURL, against: finalURL)

@@ -58,13 +58,16 @@ final class Updater {
         self.store = store
         self.bundleDir = bundleDir
         self.config = config
-        context = FetchContext(http: HTTPClient(settings: config.http, cancel: cancel), cancel: cancel,
+        // The host's mirrors first, then those the newest verified head listed. With any, the
+        // `header` options go to the primary's origin only.
+        var mirrors = config.mirrors
+        if config.headMirrors && config.verifies { mirrors += store.keptMirrors().compactMap(Location.init) }
+        var settings = config.http
+        if let primary = config.manifest, !mirrors.isEmpty { settings.headersOrigin = URLs.origin(primary.url) }
+        context = FetchContext(http: HTTPClient(settings: settings, cancel: cancel), cancel: cancel,
                                   progress: ProgressReporter(progress, cancel: cancel, held: config.http.control.map { control in
                                       { [background = config.http.background] in control.mustHold(background: background) }
                                   }), log: log, retry: RetryPolicy())
-        // The host's mirrors first, then those the newest verified head listed.
-        var mirrors = config.mirrors
-        if config.headMirrors && config.verifies { mirrors += store.keptMirrors().compactMap(Location.init) }
         if let primary = config.manifest, !mirrors.isEmpty {
             context.sources = Sources(primary: primary, mirrors: mirrors, hedgeMs: config.hedgeMs, log: log)
         }

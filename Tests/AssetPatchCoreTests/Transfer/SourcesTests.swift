@@ -63,6 +63,16 @@ import Testing
         #expect(Sources.relative("https://other/a.zip", from: "https://h/head.json") == nil)
     }
 
+    @Test func headersGoToThePrimarysOriginOnly() {
+        var settings = HTTPSettings()
+        settings.headers = ["Authorization: Bearer t"]
+        #expect(settings.headers(for: "https://m.example/a.zip") == ["Authorization: Bearer t"])  // no mirrors: as before
+        settings.headersOrigin = URLs.origin("https://cdn.example/game/head.json")
+        #expect(settings.headers(for: "https://CDN.example:443/game/keys/2.json") == ["Authorization: Bearer t"])
+        #expect(settings.headers(for: "https://m.example/game/keys/2.json").isEmpty)
+        #expect(settings.headers(for: "http://cdn.example/game/head.json").isEmpty)  // another scheme, another origin
+    }
+
     @Test func mirrorsOfAnotherKindAreLeftOut() {
         let s = sources("https://cdn.example/head.json", ["file:///srv/repo/head.json", "https://m.example/head.json"])
         #expect(s.count == 2 && s.label(1) == "https://m.example/head.json")

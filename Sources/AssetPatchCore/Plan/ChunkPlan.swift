@@ -102,13 +102,15 @@ struct ChunkRange: Equatable {
 /// sha256 in an installed release's chunked file, or fetched by an earlier attempt) is copied
 /// from there; the rest is fetched, each distinct chunk once, in coalesced
 /// range requests (at most `coalesceGap` bytes between chunks, the gaps within 1/20 of what is
-/// wanted, at most `maxRequest` bytes a request).
+/// wanted, at most `maxRequest` bytes a request). A gap never spans a chunk an earlier attempt
+/// fetched and verified: what was verified is not asked for again, not even as a gap's bytes.
 enum ChunkPlanner {
     static func plan(_ files: [(file: ManifestFile, chunks: [ChunkRecord])], local: LocalChunks,
                      fetched: [String: String], gap: UInt64 = FilePlan.coalesceGap,
                      maxRequest: UInt64 = FilePlan.maxRequestBytes) -> (files: [ChunkedFile], ranges: [ChunkRange]) {
         var out: [ChunkedFile] = []
         var wanted: [ChunkID: (offset: UInt64, method: UInt16, record: ChunkRecord)] = [:]
+        var kept: [Range<UInt64>] = []
         for (file, chunks) in files {
             guard let location = file.location else { continue }
             var sources: [ChunkOrigin] = []
@@ -119,6 +121,7 @@ enum ChunkPlanner {
                     sources.append(.local(file: l.file, offset: l.offset))
                 } else if fetched[c.id.hex] != nil {
                     sources.append(.fetched)
+                    kept.append(offset..<(offset + UInt64(c.compressedSize)))
                 } else {
                     sources.append(.archive(offset: offset))
                     if wanted[c.id] == nil { wanted[c.id] = (offset, location.method, c) }
@@ -127,19 +130,25 @@ enum ChunkPlanner {
             }
             out.append(ChunkedFile(file: file, method: location.method, records: chunks, sources: sources, localFiles: local.files))
         }
-        return (out, coalesce(wanted.values.sorted { $0.offset < $1.offset }, gap: gap, maxRequest: maxRequest))
+        return (out, coalesce(wanted.values.sorted { $0.offset < $1.offset }, gap: gap, maxRequest: maxRequest,
+                              avoiding: kept.sorted { $0.lowerBound < $1.lowerBound }))
     }
 
-    static func coalesce(_ chunks: [(offset: UInt64, method: UInt16, record: ChunkRecord)], gap: UInt64, maxRequest: UInt64) -> [ChunkRange] {
+    /// `avoiding`: archive ranges no gap may span (sorted), verified chunks' bytes.
+    static func coalesce(_ chunks: [(offset: UInt64, method: UInt16, record: ChunkRecord)], gap: UInt64, maxRequest: UInt64,
+                         avoiding: [Range<UInt64>] = []) -> [ChunkRange] {
         var out: [ChunkRange] = []
         var wanted: UInt64 = 0
+        var next = 0  // the first range of `avoiding` that may lie at or after the current gap
         for c in chunks {
             let start = c.offset, end = c.offset + UInt64(c.record.compressedSize)
             if var last = out.last, start >= last.end, end - last.start <= maxRequest {
                 let between = start - last.end
                 let joinedWanted = wanted + (end - start)
                 let joinedGaps = (last.count - wanted) + between
-                if between <= gap && joinedGaps <= max(512, joinedWanted / 20) {
+                while next < avoiding.count && avoiding[next].upperBound <= last.end { next += 1 }
+                let spansKept = next < avoiding.count && avoiding[next].lowerBound < start
+                if between <= gap && joinedGaps <= max(512, joinedWanted / 20) && !spansKept {
                     last.end = end
                     last.chunks.append(c)
                     out[out.count - 1] = last

@@ -106,7 +106,6 @@ package final class Sources: @unchecked Sendable {  // `entries` is only touched
             e[i].last = result
             e[i].servedHead = true
         }
-        served = i
     }
 
     /// Each source's counterpart of `location` (found through one source's head), by source:
@@ -120,7 +119,7 @@ package final class Sources: @unchecked Sendable {  // `entries` is only touched
         // The base it was resolved against: the head this update took, else the same-origin
         // head sharing the longest directory with it.
         var bases: [String] = []
-        if let s = served, let f = e[s].finalHead { bases.append(f) }
+        if let f = e.first(where: { $0.servedHead })?.finalHead { bases.append(f) }
         bases += e.flatMap { [$0.finalHead, $0.head.url].compactMap { $0 } }
             .sorted { Sources.sharedDirectory($0, url) > Sources.sharedDirectory($1, url) }
         guard let reference = bases.lazy.filter({ URLs.origin($0) == origin }).compactMap({ Sources.relative(url, from: $0) }).first else {
@@ -130,11 +129,7 @@ package final class Sources: @unchecked Sendable {  // `entries` is only touched
     }
 
     /// The source whose head this update took (`servedHead`).
-    private(set) var served: Int? {
-        get { servedIndex.withLock { $0 } }
-        set { servedIndex.withLock { $0 = newValue } }
-    }
-    private let servedIndex = Locked<Int?>(nil)
+    var served: Int? { entries.withLock { $0.firstIndex { $0.servedHead } } }
 
     /// The relative reference that resolves against `base` to `url` (same origin, however
     /// spelled), checked by resolving it; nil when there is none.

@@ -18,6 +18,8 @@ extension ManifestJudge {
         var source: Int
         var bytes: [UInt8]
         var finalURL: String
+        /// Its channel, once decoded (`acceptable`).
+        var channel = Channel.defaultName
     }
 
     /// One round of asking: the heads that arrived and this client takes (with their order;
@@ -66,7 +68,7 @@ extension ManifestJudge {
             }
         }
         var best = pick()
-        let mark = state.downgradeMark(verifying: config.verifies, channel: channel(of: best.head))
+        let mark = state.downgradeMark(verifying: config.verifies, channel: best.head.channel)
         let stale = best.order.map { $0 < mark } ?? false
         // Not asked yet; and when what was found is stale, also those only too slow to answer.
         let rest = (0..<sources.count).filter { (!asked.contains($0) && sources.isUsable($0)) || (stale && silent.contains($0)) }
@@ -93,19 +95,16 @@ extension ManifestJudge {
         return (best.head.bytes, best.head.finalURL)
     }
 
-    private func channel(of h: ServedHead) -> String {
-        (try? Manifest.decode(h.bytes, source: "", verifies: false) { _ in nil })?.channelName ?? Channel.defaultName
-    }
-
     /// The head's order once decoded and verified as the check will, and judged a head this
     /// client takes (package, channel, expiry); nil for a legacy manifest. Throws what the
     /// check would.
-    private func acceptable(_ h: ServedHead, _ state: StoreState) throws -> ManifestOrder? {
+    private func acceptable(_ h: inout ServedHead, _ state: StoreState) throws -> ManifestOrder? {
         let source = URLs.redacted(h.finalURL)
         let m = try Manifest.decode(h.bytes, source: source, verifies: config.verifies) { ref in
             try self.signingKeys(for: ref, manifestURL: h.finalURL).0
         }
         if m.isLegacy { return nil }
+        h.channel = m.channelName
         let verifying = config.verifies
         if let expected = state.expectedPackage(verifying: verifying), expected.name != (m.package ?? "default") {
             throw AssetPatchError(.manifest, "\(source): package \"\(m.package ?? "default")\" is not this client's package \"\(expected.name)\"")
@@ -132,8 +131,9 @@ extension ManifestJudge {
                 guard case let .file(path, url) = sources.head(i) else { continue }
                 round.asked.insert(i)
                 do {
-                    let h = ServedHead(source: i, bytes: try FS.readFile(path, limit: config.maxManifestBytes, limitStatus: .manifest), finalURL: url)
-                    round.heads.append((h, try acceptable(h, state)))
+                    var h = ServedHead(source: i, bytes: try FS.readFile(path, limit: config.maxManifestBytes, limitStatus: .manifest), finalURL: url)
+                    let order = try acceptable(&h, state)
+                    round.heads.append((h, order))
                     sources.delivered(i, bytes: 0, "served the head")
                     if !all { break }
                 } catch {
@@ -187,7 +187,7 @@ extension ManifestJudge {
                 }, onEnd: {
                     guard let t = transfer else { return }
                     let head = t.ctx.head
-                    let h: ServedHead
+                    var h: ServedHead
                     if head.status == 304 {
                         guard let kept = cache?.match(head) else {
                             // Which kept copy it means can't be told: the next attempt asks plainly.
@@ -201,7 +201,8 @@ extension ManifestJudge {
                     sources.delivered(i, bytes: UInt64(body.count), "served the head (HTTP \(head.status))")
                     // Judged as it arrives: a head this client refuses is that source's failure
                     // (the next is asked), and does not end the others' time to answer.
-                    round.heads.append((h, try acceptable(h, state)))
+                    let order = try acceptable(&h, state)
+                    round.heads.append((h, order))
                     if i == 0 && head.status == 200 { keepForRevalidation(url: url, head, body, cache: cache) }
                     firstHead = firstHead ?? monotonicMillis()
                 })

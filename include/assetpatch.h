@@ -289,6 +289,13 @@ int assetpatch_client_open(const char *data_dir, const char *bundle_dir, assetpa
  *                       on the next source too; the first to answer takes it and the silent
  *                       source is demoted: a black-holed host costs about this, not
  *                       connect_timeout_ms; default 500; 0: a source is left only when it fails
+ *   events              on (default): append outcome events (checks, downloads, installs, launches,
+ *                       rollbacks...) to data_dir's outbox for the host to forward (see "Outcome
+ *                       events" below); off: append none. Kept in data_dir: the next open's
+ *                       events follow the last value set
+ *   events_max_bytes    the outbox's bound, 65536..2^30; default 1048576 (about 3000 events). When
+ *                       full, acknowledged events go, then the oldest unacknowledged ones (counted
+ *                       in assetpatch_events_info.dropped). Kept in data_dir like events
  *   allow_unsigned_plugins
  *                       on: plugins of releases that were not signature-verified load too
  *                       (assetpatch_plugin_load); off (default): they are refused
@@ -914,6 +921,66 @@ typedef void (*assetpatch_log_fn)(int level, const char *message, void *userdata
  * @return ASSETPATCH_OK; ERR_ARGUMENT (NULL c). */
 ASSETPATCH_WARN_UNUSED_RESULT
 int assetpatch_set_log(assetpatch_client *c, assetpatch_log_fn fn, void *userdata);
+
+/* ------------------------------------------------------------------------------------------
+ * Outcome events (docs/release-management.md, "Rollout health")
+ * ---------------------------------------------------------------------------------------- */
+
+/* Every client appends outcome events to its data_dir's outbox (option events): check,
+ * download, install, activate, launch, marked_good, rollback (with its cause: crash_loop, host,
+ * app_upgrade), plugin_load_failed, group_fetch. Each is one JSON object with a per-data_dir
+ * sequence number ("seq", from 1, never reused), the time, the package, channel, release
+ * version, app_version, a device id (a hash, not the rollout id) and the kind's own fields; the
+ * reference lists them all. The outbox is shared by every process on data_dir and survives
+ * kills and power cuts: an event appended is read until it is acknowledged, and never after.
+ * A crash-loop rollback is appended by the open that rolls back, so the next session forwards
+ * it. Forward them to your analytics: read a batch, send it, then acknowledge up to its last
+ * seq (a crash between send and acknowledge sends the batch again: deduplicate by device and
+ * seq). */
+
+/* Writes the oldest unacknowledged events into buf as JSON lines (each ending in '\n'), as many
+ * whole lines as fit in cap bytes with a NUL after them, oldest first. *len (may be NULL) gets
+ * the bytes written without the NUL; *last_seq (may be NULL) the seq of the last event written,
+ * 0 when none is pending (then buf is ""). When even the first event does not fit, ERR_RANGE
+ * and *len is the cap it needs minus one. Any thread.
+ * @return ASSETPATCH_OK; ERR_RANGE; ERR_ARGUMENT (NULL c or buf); ERR_IO. */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_events_read(assetpatch_client *c, char *buf, size_t cap, size_t *len, uint64_t *last_seq);
+
+/* Acknowledges every event up to seq: no read returns them again, in any process, also after a
+ * crash (the acknowledgement is durable when this returns). An acknowledgement at or below an
+ * earlier one does nothing. Any thread.
+ * @return ASSETPATCH_OK; ERR_ARGUMENT (NULL c; seq past the newest event); ERR_IO. */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_events_ack(assetpatch_client *c, uint64_t seq);
+
+typedef struct assetpatch_events_info {
+    uint32_t size;        /* set by the caller: sizeof(assetpatch_events_info); first version 56 */
+    uint32_t reserved;    /* 0 */
+    uint64_t pending;     /* events not acknowledged */
+    uint64_t first_seq;   /* the oldest of them; 0: none */
+    uint64_t last_seq;    /* the newest of them; 0: none */
+    uint64_t acked_seq;   /* everything up to this was acknowledged */
+    uint64_t dropped;     /* unacknowledged events dropped to keep the outbox within events_max_bytes */
+    uint64_t bytes;       /* the outbox's size on disk */
+} assetpatch_events_info;
+
+#define ASSETPATCH_EVENTS_INFO_INIT { sizeof(assetpatch_events_info), 0, 0, 0, 0, 0, 0, 0 }
+#define ASSETPATCH_EVENTS_INFO_SIZE_0_5 56      /* the first version */
+
+/* Fills *out with the outbox's counts, read now. Any thread.
+ * @return ASSETPATCH_OK; ERR_ARGUMENT (NULL c or out; out->size below the first version); ERR_IO. */
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_events_info_get(assetpatch_client *c, assetpatch_events_info *out);
+
+/* Live events: fn gets each event's JSON (one line, no newline; valid during the call) as this
+ * client appends it, on the thread that appended it, after it is in the outbox. Events appended
+ * before fn was set (the open's launches and rollbacks) or by other processes are read with
+ * assetpatch_events_read. fn must not call back into this client. NULL: none.
+ * @return ASSETPATCH_OK; ERR_ARGUMENT (NULL c). */
+typedef void (*assetpatch_event_fn)(const char *json, size_t len, void *userdata);
+ASSETPATCH_WARN_UNUSED_RESULT
+int assetpatch_set_event_callback(assetpatch_client *c, assetpatch_event_fn fn, void *userdata);
 
 /* ------------------------------------------------------------------------------------------
  * A transport of the host's own (docs/transfers.md)

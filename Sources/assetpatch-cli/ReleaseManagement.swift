@@ -76,9 +76,10 @@ struct Promote: ParsableCommand {
 struct RolloutCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "rollout",
-        abstract: "Change the share of clients a channel's release is offered to (re-signs its manifests).")
+        abstract: "Change the share of clients a channel's release is offered to (re-signs its manifests); rollout advance: let the devices' outcome events decide.",
+        subcommands: [RolloutAdvance.self])
 
-    @Option(name: .long, help: "The release repository.") var repo: String
+    @Option(name: .long, help: "The release repository.") var repo: String?
     @Option(name: .long, help: "The channel (default: stable).") var channel: String = Channel.defaultName
     @Option(name: .long, help: "The share of clients, 0 to 100 (100: everyone, and the rollout is dropped from the manifest).")
     var percent: String?
@@ -90,6 +91,7 @@ struct RolloutCommand: ParsableCommand {
     func run() throws {
         try cli {
             guard Channel.isValid(channel) else { throw AssetPatchError(.argument, "\(channel): not a channel name") }
+            guard let repo else { throw AssetPatchError(.argument, "give --repo REPO") }
             guard halt || percent != nil else { throw AssetPatchError(.argument, "give --percent P or --halt") }
             var rollout = try parseRollout(percent: percent, schedule: schedule, halt: halt)
             let dir = FS.absolute(repo)

@@ -33,6 +33,9 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
     private let lastOutcome = Locked<CheckOutcome?>(nil)
     /// Each source's state at the end of the last check or update (with mirrors).
     private let lastSourceEntries = Locked<[Sources.Entry]>([])
+    /// What outcome events carry that options set (`EventContext`), and the host's live callback.
+    let eventContext: Locked<EventContext>
+    let eventCallback = Locked<(@Sendable (String) -> Void)?>(nil)
 
     private enum Background { case idle, running, finished(Status, String) }
     private let background = Condition()
@@ -48,6 +51,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
         // is reported by the first HTTP transfer, and file:// updates don't need libcurl.
         _ = try? CurlGlobal.initialize()
         store = try Store(root: dataDir)
+        eventContext = Locked(EventContext.load(store))
         var bundle: String?
         if let bundleDir {
             let abs = FS.absolute(bundleDir)
@@ -71,6 +75,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
         // one ends that release before a launch of it is counted.
         let marker = bundle.flatMap(BundleMarker.load)
         let fingerprint = bundle.map(BundleMarker.fingerprint)
+        var facts = OpenFacts()
         var (messages, state) = try store.modifyState { s -> [(LogLevel, String)] in
             var out: [(LogLevel, String)] = []
             let now = unixTime()
@@ -92,15 +97,29 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
                     out.append((.warning, "the bundle marker names package \"\(m.package)\", not \"\(pinned.name)\" named by the package option; its version is ignored"))
                 } else {
                     s.bundleVersion = m.version
+                    let leaving = s.active
                     if let message = s.supersede(keeping: { $0.version > m.version },
                                                  reason: "app upgrade: the bundle carries version \(m.version)", now: now) {
                         out.append((.warning, message))
+                        if let leaving, let record = s.lastRollback {
+                            facts.rollback = (record, .appUpgrade, leaving.channelName)
+                        }
                     }
                 }
             }
             s.bundlePackage = (try? marker?.get())?.package
             if countsLaunch {
-                if let message = try s.countLaunch(now: now) { out.append((.warning, message)) }
+                let pending = s.pending, opened = s.pending ?? s.active
+                if let message = try s.countLaunch(now: now) {
+                    out.append((.warning, message))
+                    if let opened, let record = s.lastRollback {
+                        facts.launched = (opened, s.maxFailedLaunches + 1, s.maxFailedLaunches)
+                        facts.rollback = (record, .crashLoop, opened.channelName)
+                    }
+                } else if let a = s.active, a.id == opened?.id, !s.good.contains(a.id) {
+                    facts.launched = (a, s.launches, s.maxFailedLaunches)
+                }
+                facts.activated = pending
             } else {
                 _ = s.activatePending()
             }
@@ -128,6 +147,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
             active = try store.loadState().active
         }
         try serve(active)
+        emit(facts.events, state: state)
     }
 
     /// The release's name table and groups. Fast path: the NUL-separated names file and the
@@ -148,6 +168,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
 
     package func set(_ option: String, _ value: String) throws {
         try config.withLock { try $0.set(option, value) }
+        keepEventContext(option)
         if option == "app_version", let app = configuration.appVersion {
             try judgeInstalledReleases(appVersion: app)
         }
@@ -225,9 +246,11 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
             }
             lastCandidate.withLock { $0 = found?.candidate }
             record(e, found == nil ? .noUpdate : .ok, mark: mark, sourceIndex: updater.context.sources?.served)
+            if recordAcceptance { emit(checkEvent(e, found == nil ? .noUpdate : .ok, source: updater.context.sources?.served), state: state) }
             return found
         } catch let error as AssetPatchError {
             record(e, error.status, mark: mark, sourceIndex: updater.context.sources?.served)
+            if recordAcceptance { emit(checkEvent(e, error.status, source: updater.context.sources?.served)) }
             log(.error, error.message)
             throw error
         }
@@ -284,9 +307,16 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
     }
 
     private func runUpdateOnce(progress: ProgressHandler?) throws -> Bool {
-        let updater = makeUpdater(progress: progress)
+        let timeline = UpdateTimeline()
+        let updater = makeUpdater(progress: timeline.observing(progress))
+        let resumed = interruptedDownloadOnDisk()
         var mark: Int64 = 0
         var e = Evaluation()
+        var finished = Status.internal
+        defer {
+            emit(updateEvents(e, finished, timeline, source: updater.context.sources?.served, resumed: resumed,
+                              apply: updater.config.apply))
+        }
         defer { if e.trustChanged { try? serveJudged() } }
         defer { keepSources(updater) }
         do {
@@ -298,8 +328,8 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
             var state = try store.loadState()
             mark = state.downgradeMarkAnyChannel(verifying: updater.config.verifies)
             let outcome = try updater.run(&state, &e)
-            record(e, { if case .noUpdate = outcome { return .noUpdate } else { return .ok } }(), mark: mark,
-                   sourceIndex: updater.context.sources?.served)
+            finished = { if case .noUpdate = outcome { return .noUpdate } else { return .ok } }()
+            record(e, finished, mark: mark, sourceIndex: updater.context.sources?.served)
             switch outcome {
             case .noUpdate:
                 return false
@@ -313,6 +343,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
                 return true
             }
         } catch let error as AssetPatchError {
+            finished = error.status
             record(e, error.status, mark: mark, sourceIndex: updater.context.sources?.served)
             log(.error, error.message)
             throw error
@@ -403,10 +434,17 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
     package func loadPlugin(_ name: String, symbol: String?) throws -> UnsafeMutableRawPointer {
         try loggingFailure {
             let v = view.read { $0 }
-            let served = try servedRelease.map { s in
-                (s.ref, try s.info(store), Set(s.groups.filter { $0.delivery == .install || v.isLocal(group: $0.name) }.map(\.name)))
+            let ref = servedRelease?.ref
+            do {
+                let served = try servedRelease.map { s in
+                    (s.ref, try s.info(store), Set(s.groups.filter { $0.delivery == .install || v.isLocal(group: $0.name) }.map(\.name)))
+                }
+                return try plugins.load(store, served, name: name, symbol: symbol, allowUnsigned: configuration.allowUnsignedPlugins)
+            } catch let e as AssetPatchError {
+                emit(OutcomeEvent(.pluginLoadFailed, version: ref?.version ?? 0, channel: ref?.channelName,
+                                  [("plugin", .string(name)), ("result", .string(e.status.eventCode))]))
+                throw e
             }
-            return try plugins.load(store, served, name: name, symbol: symbol, allowUnsigned: configuration.allowUnsignedPlugins)
         }
     }
 

@@ -78,7 +78,21 @@ extension Client {
             }) { [weak self] level, message in
                 self?.log(level, message)
             }
-            moved += try fetchGroup(group, number: UInt16(number), served, updater, token)
+            let began = monotonicMillis()
+            func event(_ status: Status, _ bytes: UInt64) {
+                emit(OutcomeEvent(.groupFetch, version: served.ref.version, channel: served.ref.channelName, [
+                    ("group", .string(name)), ("result", .string(status.eventCode)), ("bytes", .number(String(bytes))),
+                    ("duration_ms", .int(Int64(monotonicMillis() - began))),
+                ]))
+            }
+            do {
+                let bytes = try fetchGroup(group, number: UInt16(number), served, updater, token)
+                event(.ok, bytes)
+                moved += bytes
+            } catch let e as AssetPatchError {
+                event(e.status, groupProgress.withLock { $0[name] } ?? 0)
+                throw e
+            }
         }
         return moved
     }

@@ -9,14 +9,17 @@ extension Client {
     package func markGood() throws {
         try loggingFailure {
             guard let mine = servedRelease?.ref else { throw AssetPatchError(.state, "nothing to mark good: only the bundle is served") }
-            try store.modifyState { s in
+            let (first, state) = try store.modifyState { s -> Bool in
                 guard s.liveReleaseIDs.contains(mine.id) else {
                     throw AssetPatchError(.state, "version \(mine.version), which this client serves, is no longer installed (another client replaced it); reopen the client")
                 }
-                if !s.good.contains(mine.id) { s.good.append(mine.id) }
+                let first = !s.good.contains(mine.id)
+                if first { s.good.append(mine.id) }
                 // The launch count is the active release's: only its confirmation ends it.
                 if s.active?.id == mine.id { s.launches = 0 }
+                return first
             }
+            if first { emit(OutcomeEvent(.markedGood, version: mine.version, channel: mine.channelName), state: state) }
         }
     }
 
@@ -27,7 +30,16 @@ extension Client {
     @discardableResult
     package func rollback(reason: String = "rolled back by the app") throws -> Int64 {
         try loggingFailure {
-            let (_, state) = try store.modifyState { try $0.rollBack(reason: reason, now: unixTime()) }
+            let (from, state) = try store.modifyState { s -> ReleaseRef? in
+                let from = s.active
+                try s.rollBack(reason: reason, now: unixTime())
+                return from
+            }
+            if let from {
+                emit(OutcomeEvent(.rollback, version: from.version, channel: from.channelName,
+                                  [("cause", .string(OutcomeEvent.RollbackCause.host.rawValue)), ("to", .int(state.active?.version ?? 0))]),
+                     state: state)
+            }
             try serve(state.active)
             log(.warning, "rolled back to \(state.active.map { "version \($0.version)" } ?? "the bundle"): \(reason)")
             return state.active?.version ?? 0

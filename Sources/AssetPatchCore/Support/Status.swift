@@ -93,3 +93,11 @@ package enum LogLevel: Int32, Sendable, Comparable {
 
     package static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
 }
+
+extension Status {
+    /// The code outcome events give a result: "ok", "no_update", "err_network", … (the C
+    /// constant's name without its prefix, in lower case).
+    package var eventCode: String {
+        String(String(describing: name).dropFirst("ASSETPATCH_".count)).lowercased()
+    }
+}

@@ -57,6 +57,10 @@ package struct ClientConfig: Sendable {
     package var hedgeMs: UInt64 = 500
     /// The mirrors a verified head lists are tried after the host's own (`KeptMirrors`).
     package var headMirrors = true
+    /// Append outcome events to the data directory's outbox (`events`), bounded at
+    /// `eventsMaxBytes` (`events_max_bytes`).
+    package var events = true
+    package var eventsMaxBytes = EventOutbox.defaultMaxBytes
 
     /// Whether manifests must be signed.
     package var verifies: Bool { !publicKeys.isEmpty || keyDocument != nil }
@@ -211,6 +215,8 @@ package struct ClientConfig: Sendable {
             mirrors = list
         case "hedge_ms": hedgeMs = UInt64(try ClientConfig.number(option, value, 0...600_000))
         case "head_mirrors": headMirrors = try ClientConfig.boolean(option, value)
+        case "events": events = try ClientConfig.boolean(option, value)
+        case "events_max_bytes": eventsMaxBytes = Int(try ClientConfig.number(option, value, 65536...(1 << 30)))
         case "ca_file":
             http.caFile = value.isEmpty ? nil : value
         case "header":

@@ -19,4 +19,6 @@ struct Evaluation {
     var judgement: Judgement?
     /// Whether that judgement changed what the data directory serves.
     var trustChanged = false
+    /// How the release's files arrived: "differential", "whole" (the archive) or "kept" (on disk).
+    var route: String?
 }

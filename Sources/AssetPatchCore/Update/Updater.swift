@@ -110,6 +110,7 @@ final class Updater {
             // A kept release offered again (a host moving back to a channel that offers it):
             // it is on disk, verified when it was installed.
             log(.info, "version \(candidate.version) is kept on disk: served again without a download")
+            e.route = "kept"
             try activate(candidate, state: &state, inPlace: true)
             progress.report(Progress(phase: .done), final: true)
             return .installed(candidate, kept)
@@ -124,8 +125,10 @@ final class Updater {
                 let route = try chooseRoute(candidate, state)
                 try store.requireFreeSpace(try spaceNeeded(route, candidate, state), for: "version \(candidate.version)")
                 if case let .differential(plan) = route, let done = try installDifferentially(candidate, plan) {
+                    e.route = "differential"
                     info = done
                 } else {
+                    e.route = "whole"
                     info = try installWholeArchive(candidate, state)
                 }
                 try cancel.check()

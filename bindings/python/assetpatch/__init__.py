@@ -17,12 +17,13 @@ from ._errors import (_ERRORS, ArchiveError, ArgumentError, AssetPatchError, Bus
                       ExpiredError, FilesystemError, HTTPError, IncompatibleError, IntegrityError, InternalError, ManifestError,
                       NetworkError, NotFoundError, NotLocalError, QuotaError, MeteredError, RangeError, SignatureError, StateError)
 from . import _transport
+from ._events import EventsMixin
 from ._groups import GroupsMixin
 from ._transport import HTTPClientTransport, TransportResponse  # noqa: F401
-from ._types import CheckOutcome, Group, Lifecycle, NoUpdateReason, Phase, Plugin, Progress, ReleaseInfo, Rollback, SourceInfo, Status  # noqa: F401
+from ._types import CheckOutcome, EventsInfo, Group, Lifecycle, NoUpdateReason, Phase, Plugin, Progress, ReleaseInfo, Rollback, SourceInfo, Status  # noqa: F401
 
 __all__ = [
-    "Client", "HTTPClientTransport", "TransportResponse", "Group", "Phase", "Plugin", "Progress", "Lifecycle", "ReleaseInfo", "Rollback", "SourceInfo", "Status", "CheckOutcome", "NoUpdateReason",
+    "Client", "EventsInfo", "HTTPClientTransport", "TransportResponse", "Group", "Phase", "Plugin", "Progress", "Lifecycle", "ReleaseInfo", "Rollback", "SourceInfo", "Status", "CheckOutcome", "NoUpdateReason",
     "AssetPatchError", "ArgumentError", "FilesystemError",
     "NetworkError", "HTTPError", "ManifestError", "SignatureError", "IntegrityError", "ArchiveError",
     "DowngradeError", "ExpiredError", "IncompatibleError", "NotFoundError", "RangeError", "CancelledError",
@@ -118,7 +119,7 @@ def _system_ca_bundle() -> Optional[str]:
     return next((p for p in _CA_BUNDLES[1:] if os.path.exists(p)), None)
 
 
-class Client(GroupsMixin):
+class Client(GroupsMixin, EventsMixin):
     """A client of one data directory. Thread-safe; use as a context manager or call close().
 
     Options are keyword arguments (any option of the C API by its name) or set(name, value):
@@ -149,6 +150,7 @@ class Client(GroupsMixin):
         self._buffers = threading.local()
         self._background: Optional[_ProgressTrampoline] = None
         self._transports: List[Any] = []
+        self._event_fn: Any = None
         self._log_fn = _ffi.LOG_FN(self._on_log)
         try:
             _check(lib.assetpatch_set_log(self._handle, self._log_fn, None))

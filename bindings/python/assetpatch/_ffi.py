@@ -110,6 +110,19 @@ class GroupInfo(ctypes.Structure):
     ]
 
 
+class EventsInfo(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+        ("pending", ctypes.c_uint64),
+        ("first_seq", ctypes.c_uint64),
+        ("last_seq", ctypes.c_uint64),
+        ("acked_seq", ctypes.c_uint64),
+        ("dropped", ctypes.c_uint64),
+        ("bytes", ctypes.c_uint64),
+    ]
+
+
 def sized(struct: Any) -> Any:
     """An instance of a struct the library fills, its leading `size` set (the header's _INIT)."""
     return struct(size=ctypes.sizeof(struct))
@@ -117,6 +130,7 @@ def sized(struct: Any) -> Any:
 
 PROGRESS_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(Progress), ctypes.c_void_p)
 LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+EVENT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
 TRANSPORT_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p,
                                 ctypes.POINTER(ctypes.c_char_p), ctypes.c_void_p)
 
@@ -221,6 +235,10 @@ def signatures() -> dict:
         "assetpatch_plugin_list": (c.c_int, [client_p, c.POINTER(PluginInfo), c.c_size_t, c.POINTER(c.c_size_t)]),
         "assetpatch_disk_usage": (c.c_int, [client_p, c.POINTER(c.c_uint64), c.POINTER(c.c_uint64)]),
         "assetpatch_set_log": (c.c_int, [client_p, LOG_FN, c.c_void_p]),
+        "assetpatch_events_read": (c.c_int, [client_p, c.c_char_p, c.c_size_t, c.POINTER(c.c_size_t), c.POINTER(c.c_uint64)]),
+        "assetpatch_events_ack": (c.c_int, [client_p, c.c_uint64]),
+        "assetpatch_events_info_get": (c.c_int, [client_p, c.POINTER(EventsInfo)]),
+        "assetpatch_set_event_callback": (c.c_int, [client_p, EVENT_FN, c.c_void_p]),
         "assetpatch_set_transport": (c.c_int, [client_p, c.POINTER(Transport)]),
         "assetpatch_transport_head": (c.c_int, [c.c_void_p, c.c_int, c.POINTER(c.c_char_p), c.c_char_p]),
         "assetpatch_transport_body": (c.c_int, [c.c_void_p, c.c_void_p, c.c_size_t]),

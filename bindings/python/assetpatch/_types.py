@@ -156,3 +156,16 @@ class SourceInfo:
     requests: int
     bytes: int
     last: str
+
+
+@dataclass(frozen=True)
+class EventsInfo:
+    """The data directory's outbox of outcome events (assetpatch_events_info_get): events not
+    acknowledged, the oldest and newest of them, the last acknowledged seq, events dropped to
+    keep the outbox within events_max_bytes, and its size on disk."""
+    pending: int
+    first_seq: int
+    last_seq: int
+    acked_seq: int
+    dropped: int
+    bytes: int

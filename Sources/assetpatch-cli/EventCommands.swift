@@ -47,23 +47,17 @@ struct Events: ParsableCommand {
     }
 }
 
-/// `assetpatch rollout advance`: the gate.
-struct RolloutAdvance: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "advance",
-        abstract: "Count the devices' outcome events for a channel's release and sign the policy's next step, hold, or halt it (exit 0 advanced or nothing to do, 2 held, 4 halted, 3 failure).")
-
-    @Option(name: .long, help: "The release repository.") var repo: String
-    @Option(name: .long, help: "The channel (default: stable).") var channel: String = Channel.defaultName
-    @Option(name: .long, help: "The rollout policy: a JSON file with steps and thresholds (default: steps 1,5,25,100; min_devices 50; max_crash_loop_rate 0.02; max_rollback_rate 0.05; max_install_failure_rate 0.05; max_plugin_failure_rate 0.02).")
+/// `assetpatch rollout advance`: the gate's options.
+struct GateOptions: ParsableArguments {
+    @Option(name: .long, help: "advance: the rollout policy: a JSON file with steps and thresholds (default: steps 1,5,25,100; min_devices 50; max_crash_loop_rate 0.02; max_rollback_rate 0.05; max_install_failure_rate 0.05; max_plugin_failure_rate 0.02).")
     var policy: String?
-    @Option(name: .long, help: "Outcome events as JSON lines (assetpatch events, or your analytics' export), repeatable; - reads stdin.")
+    @Option(name: .long, help: "advance: outcome events as JSON lines (assetpatch events, or your analytics' export), repeatable; - reads stdin.")
     var events: [String] = []
-    @OptionGroup var signing: SigningOptions
-    @Flag(name: .long, help: "Print the decision, its reasons, rates and counts as JSON.") var json = false
-    @Flag(name: .customLong("dry-run"), help: "Decide and say so; sign nothing.") var dryRun = false
+    @Flag(name: .long, help: "advance: print the decision, its reasons, rates and counts as JSON.") var json = false
 
-    func run() throws {
+    /// Counts the devices' outcome events for the channel's release and signs the policy's next
+    /// step, holds, or halts it (exit 0 advanced or nothing to do, 2 held, 4 halted, 3 failure).
+    func run(repo: String, channel: String, signing: SigningOptions, dryRun: Bool) throws {
         let action = try cli { () -> GateDecision.Action in
             guard Channel.isValid(channel) else { throw AssetPatchError(.argument, "\(channel): not a channel name") }
             guard !events.isEmpty else { throw AssetPatchError(.argument, "give the devices' events with --events FILE (a gate never advances on no data)") }

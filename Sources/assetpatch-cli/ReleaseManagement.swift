@@ -76,11 +76,13 @@ struct Promote: ParsableCommand {
 struct RolloutCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "rollout",
-        abstract: "Change the share of clients a channel's release is offered to (re-signs its manifests); rollout advance: let the devices' outcome events decide.",
-        subcommands: [RolloutAdvance.self])
+        abstract: "Change the share of clients a channel's release is offered to (re-signs its manifests); rollout advance: count the devices' outcome events and sign the policy's next step, hold, or halt (exit 0 advanced or nothing to do, 2 held, 4 halted, 3 failure).")
 
-    @Option(name: .long, help: "The release repository.") var repo: String?
+    @Argument(help: "advance: let the devices' outcome events decide (--events, --policy).") var action: String?
+
+    @Option(name: .long, help: "The release repository.") var repo: String
     @Option(name: .long, help: "The channel (default: stable).") var channel: String = Channel.defaultName
+    @OptionGroup var gate: GateOptions
     @Option(name: .long, help: "The share of clients, 0 to 100 (100: everyone, and the rollout is dropped from the manifest).")
     var percent: String?
     @Option(name: .long, help: "WHEN=PERCENT,... raising the share over time (WHEN: 30m, 12h, 2d, or an RFC 3339 time).") var schedule: String?
@@ -89,9 +91,21 @@ struct RolloutCommand: ParsableCommand {
     @Flag(name: .customLong("dry-run"), help: "Check and show what would be signed; change nothing.") var dryRun = false
 
     func run() throws {
+        if action != nil && percent == nil && schedule == nil && !halt && action == "advance" {
+            return try gate.run(repo: repo, channel: channel, signing: signing, dryRun: dryRun)
+        }
         try cli {
             guard Channel.isValid(channel) else { throw AssetPatchError(.argument, "\(channel): not a channel name") }
-            guard let repo else { throw AssetPatchError(.argument, "give --repo REPO") }
+            if let action {
+                guard action == "advance" else { throw AssetPatchError(.argument, "\(action): the only action is advance") }
+                guard percent == nil, schedule == nil, !halt else {
+                    throw AssetPatchError(.argument, "rollout advance takes no --percent, --schedule or --halt: the policy sets the steps")
+                }
+                return
+            }
+            guard gate.events.isEmpty, gate.policy == nil, !gate.json else {
+                throw AssetPatchError(.argument, "--events, --policy and --json go with rollout advance")
+            }
             guard halt || percent != nil else { throw AssetPatchError(.argument, "give --percent P or --halt") }
             var rollout = try parseRollout(percent: percent, schedule: schedule, halt: halt)
             let dir = FS.absolute(repo)

@@ -232,3 +232,82 @@ def read_log(logs, name):
         return [int(x) for x in open(logs / name).read().split()]
     except FileNotFoundError:
         return []
+
+
+def head_rollout(repo):
+    head = json.load(open(repo / "head.json"))
+    if "payload" in head:
+        import base64
+        head = json.loads(base64.b64decode(head["payload"]))
+    return head.get("rollout")
+
+
+def run_fleet(tmp_path, repo, count, crash, pubkey):
+    """`count` clients each update and run the release; those `crash` picks crash before
+    mark_good until an open rolls back. Returns their exported events and the devices that
+    activated it."""
+    url = (repo / "head.json").as_uri()
+    lines, activated = [], 0
+    for i in range(count):
+        data = tmp_path / "fleet" / str(i)
+        with assetpatch.Client(data, manifest_url=url, public_keys=[pubkey], max_failed_launches=1) as c:
+            installed = c.update()
+            if installed and not crash(i):
+                c.mark_good()
+        if installed:
+            activated += 1
+            if crash(i):
+                for _ in range(2):
+                    assetpatch.Client(data).close()
+        with assetpatch.Client(data) as c:
+            lines += [json.dumps(e) for e in c.events(max_bytes=1 << 20)]
+    export = tmp_path / "events.jsonl"
+    with open(export, "a") as f:
+        f.write("".join(line + "\n" for line in lines))
+    return export, activated
+
+
+def test_the_gate_halts_a_crash_looping_release_from_real_clients(tmp_path):
+    cli("keygen", "--out", tmp_path / "k.key")
+    pub = open(tmp_path / "k.key.pub").read().strip()
+    repo = publish(tmp_path, 1, {"a.txt": b"bad"}, "--rollout", "40", "--key", tmp_path / "k.key")
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"steps": [40, 80, 100], "min_devices": 5, "max_crash_loop_rate": 0.1}))
+    export, activated = run_fleet(tmp_path, repo, 40, lambda i: i % 3 == 0, pub)
+    assert 5 <= activated < 40  # about 40% took it
+    before = open(repo / "head.json", "rb").read()
+    held = cli("rollout", "advance", "--repo", repo, "--policy", policy, "--events", tmp_path / "nothing.jsonl", check=False)
+    assert held.returncode == 3  # a missing export is a failure, not an empty sample
+    (tmp_path / "empty.jsonl").write_text("")
+    held = cli("rollout", "advance", "--repo", repo, "--policy", policy, "--events", tmp_path / "empty.jsonl", "--key",
+               tmp_path / "k.key", check=False)
+    assert held.returncode == 2 and "hold" in held.stdout and open(repo / "head.json", "rb").read() == before
+    gate = cli("rollout", "advance", "--repo", repo, "--policy", policy, "--events", export, "--key", tmp_path / "k.key",
+               "--json", check=False)
+    decision = json.loads(gate.stdout)
+    assert gate.returncode == 4 and decision["decision"] == "halt" and decision["to"] == 0, gate.stdout
+    assert decision["counts"]["crash_loops"] >= 2 and decision["rates"]["crash_loop_rate"]["crossed"] is True
+    assert head_rollout(repo) == {"percent": 0}
+    assert cli("verify", repo, "--public-key", pub).returncode == 0  # signed, by the key clients pin
+    # A client that checks now is not offered it; one that had it keeps it or rolled back.
+    fresh = cli("check", "--data-dir", tmp_path / "fresh", "--url", (repo / "head.json").as_uri(), "--public-key", pub, check=False)
+    assert fresh.returncode == 4
+    again = cli("rollout", "advance", "--repo", repo, "--policy", policy, "--events", export, check=False)
+    assert again.returncode == 0 and "halted" in again.stdout
+
+
+def test_the_gate_advances_a_healthy_release_step_by_step(tmp_path):
+    cli("keygen", "--out", tmp_path / "k.key")
+    pub = open(tmp_path / "k.key.pub").read().strip()
+    repo = publish(tmp_path, 1, {"a.txt": b"good"}, "--rollout", "40", "--key", tmp_path / "k.key")
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"steps": [40, 80, 100], "min_devices": 5, "max_crash_loop_rate": 0.1}))
+    shares = []
+    for _ in range(3):
+        export, _ = run_fleet(tmp_path, repo, 20, lambda i: False, pub)
+        gate = cli("rollout", "advance", "--repo", repo, "--policy", policy, "--events", export, "--key", tmp_path / "k.key",
+                   check=False)
+        assert gate.returncode == 0, gate.stdout + gate.stderr
+        shares.append(head_rollout(repo))
+    assert shares == [{"percent": 80}, None, None]  # 100%: the rollout leaves the manifest
+    assert "complete" in gate.stdout

@@ -198,10 +198,11 @@ package struct GateDecision: Sendable, Equatable {
         package var devices: Int
         package var max: Double
         package var rate: Double { devices == 0 ? 0 : Double(failures) / Double(devices) }
-        /// Crossed with enough devices, or with more failures than the threshold allows at
-        /// min_devices (a halt need not wait for the sample a good verdict needs).
+        /// Over the threshold with min_devices or more; with fewer, more failures than the
+        /// threshold allows at min_devices (a halt need not wait for the sample a good verdict
+        /// needs: those devices failed whatever the others will report).
         package func crossed(minDevices: Int) -> Bool {
-            (devices >= minDevices && rate > max) || Double(failures) > max * Double(minDevices)
+            devices >= minDevices ? rate > max : Double(failures) > max * Double(minDevices)
         }
     }
 

@@ -99,6 +99,9 @@ extension AssetPatchClient {
         public var hedgeMs: Int?
         /// The mirrors a verified head lists are tried after ``mirrors`` (default on).
         public var headMirrors: Bool?
+        /// Append outcome events to the data directory's outbox (default on), and its bound.
+        public var events: Bool?
+        public var eventsMaxBytes: Int?
 
         /// Options with the given fields set; everything else stays as it is.
         public init(manifestURL: String? = nil, publicKeys: [String]? = nil, package: String? = nil, appVersion: String? = nil,
@@ -111,7 +114,10 @@ extension AssetPatchClient {
                     channel: String? = nil, rolloutID: String? = nil, allowCrossOriginKeys: Bool? = nil,
                     groups: [String]? = nil, groupQuotaBytes: UInt64? = nil, maxRecvSpeed: UInt64? = nil,
                     updatePriority: TransferPriority? = nil, fetchPriority: TransferPriority? = nil, metered: Bool? = nil,
-                    meteredMaxBytes: UInt64? = nil, mirrors: [String]? = nil, hedgeMs: Int? = nil, headMirrors: Bool? = nil) {
+                    meteredMaxBytes: UInt64? = nil, mirrors: [String]? = nil, hedgeMs: Int? = nil, headMirrors: Bool? = nil,
+                    events: Bool? = nil, eventsMaxBytes: Int? = nil) {
+            self.events = events
+            self.eventsMaxBytes = eventsMaxBytes
             self.headMirrors = headMirrors
             self.mirrors = mirrors
             self.hedgeMs = hedgeMs
@@ -197,6 +203,8 @@ extension AssetPatchClient {
             add("mirrors", mirrors.map { $0.joined(separator: ",") })
             add("hedge_ms", hedgeMs.map(String.init))
             add("head_mirrors", flag(headMirrors))
+            add("events", flag(events))
+            add("events_max_bytes", eventsMaxBytes.map(String.init))
             return out
         }
     }

@@ -214,6 +214,26 @@ private final class Recorder<T: Sendable>: Sendable {
         #expect(client.currentVersion == 0)
         #expect(try client.release(.active) == nil)
     }
+
+    @Test func outcomeEventsAreReadAcknowledgedAndHandedOutLive() async throws {
+        let s = Scratch()
+        defer { s.cleanup() }
+        let live = Recorder<String>()
+        let client = try AssetPatchClient(dataDirectory: s.path + "/data",
+                                          options: .init(manifestURL: try s.publish([("v.txt", Array("one".utf8))], version: 1)))
+        client.setEventHandler { live.append($0) }
+        #expect(try await client.update())
+        try client.markGood()
+        let events = try client.events()
+        #expect(events.map(\.seq) == [1, 2, 3, 4, 5])
+        #expect(events.map { $0.json.contains("\"event\":\"marked_good\"") } == [false, false, false, false, true])
+        #expect(live.all == events.map(\.json))
+        try client.acknowledgeEvents(through: 4)
+        #expect(try client.events().map(\.seq) == [5])
+        let info = try client.eventsInfo()
+        #expect(info.pending == 1 && info.ackedSeq == 4 && info.lastSeq == 5 && info.dropped == 0)
+        #expect(await failure { try client.acknowledgeEvents(through: 6) }?.status == .argument)
+    }
 }
 
 /// The C API and the Swift API are two spellings over one core: these fail when one of them
@@ -266,7 +286,8 @@ private final class Recorder<T: Sendable>: Sendable {
                                            keyDocument: dir.path + "/keys.json", channel: "beta", rolloutID: "kit-client", allowCrossOriginKeys: true,
                                            groups: ["fr", "scale-3x"], groupQuotaBytes: 1 << 30, maxRecvSpeed: 1 << 20,
                                            updatePriority: .foreground, fetchPriority: .background, metered: true, meteredMaxBytes: 5000,
-                                           mirrors: ["https://a.example/h.json", "https://b.example/h.json"], hedgeMs: 250, headMirrors: false)
+                                           mirrors: ["https://a.example/h.json", "https://b.example/h.json"], hedgeMs: 250, headMirrors: false,
+                                           events: false, eventsMaxBytes: 1 << 20)
         let spelled = Set(all.settings.map(\.name))
         #expect(spelled == documented, "the header documents \(documented.subtracting(spelled)); Options also spells \(spelled.subtracting(documented))")
         // Applied through the core's one parser: the configuration equals the C API's.
@@ -274,6 +295,7 @@ private final class Recorder<T: Sendable>: Sendable {
         for (name, value) in all.settings { try viaStrings.set(name, value) }
         #expect(viaStrings.package == "kit" && viaStrings.http.lowSpeedLimit == 10 && viaStrings.http.lowSpeedTimeMs == 2000 && viaStrings.allowCrossOriginKeys)
         #expect(viaStrings.mirrors == [.http(url: "https://a.example/h.json"), .http(url: "https://b.example/h.json")] && viaStrings.hedgeMs == 250 && !viaStrings.headMirrors)
+        #expect(!viaStrings.events && viaStrings.eventsMaxBytes == 1 << 20)
         #expect(viaStrings.parallelDownloads == 2 && viaStrings.differential == false && viaStrings.http.headers == ["X-A: b"]
                 && viaStrings.variants == ["@2x", ""] && viaStrings.apply == .nextOpen && viaStrings.allowUnsignedPlugins)
         #expect(viaStrings.channel == "beta" && viaStrings.rolloutID == "kit-client" && viaStrings.keyDocument?.version == 1)

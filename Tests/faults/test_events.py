@@ -97,6 +97,14 @@ def test_read_acknowledge_and_the_cli(tmp_path):
         one = len(json.dumps(c.events()[0], separators=(",", ":"))) + 1
         assert [e["seq"] for e in c.events(max_bytes=one)] == [1]  # whole lines only, at least one
         assert [e["seq"] for e in c.events(max_bytes=0)] == [1]
+        # The C call at its boundary: a line and its NUL fit exactly; one byte less is ERR_RANGE
+        # with the size needed.
+        import ctypes
+        line = (json.dumps(c.events()[0], separators=(",", ":")) + "\n").encode()
+        for cap, rc in ((len(line) + 1, 0), (len(line), assetpatch.Status.ERR_RANGE)):
+            buf, n, last = ctypes.create_string_buffer(cap), ctypes.c_size_t(), ctypes.c_uint64()
+            assert c._lib.assetpatch_events_read(c._h(), buf, cap, ctypes.byref(n), ctypes.byref(last)) == rc
+            assert n.value == len(line) and (rc != 0 or (buf.raw[:n.value] == line and last.value == 1 and buf.raw[n.value] == 0))
         c.ack_events(2)
         assert [e["seq"] for e in c.events()] == [3, 4, 5]
         c.ack_events(1)  # below an earlier acknowledgement: nothing changes

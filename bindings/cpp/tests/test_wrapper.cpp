@@ -2,8 +2,10 @@
 // and message, std::filesystem paths, callbacks whose exceptions cancel and are rethrown.
 //   test_wrapper FIXTURES_DIR WORK_DIR        closes with "N passed, N failed"
 #include "assetpatch.hpp"
+#include "assetpatch_events.hpp"
 #include "fixtures.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -70,6 +72,24 @@ int main(int argc, char** argv) {
         EXPECT(slurp(c.resolve("sub/sample.png")) == slurp(std::filesystem::path(fixtures) / "assets-v2/sub/sample@3x.png"));
         EXPECT(!c.check());
         EXPECT(!c.update());
+    });
+    run("outcome_events_read_in_batches_and_acknowledged", [&] {
+        assetpatch::client c(fresh("events"), bundle);
+        c.set("manifest_url", url("v2"));
+        EXPECT(c.update());
+        c.mark_good();
+        auto all = assetpatch::read_events(c);
+        EXPECT(all.last_seq == 5 && std::count(all.lines.begin(), all.lines.end(), '\n') == 5);
+        EXPECT(all.lines.find("\"event\":\"marked_good\"") != std::string::npos);
+        // A batch smaller than the oldest event still gets it, whole.
+        auto one = assetpatch::read_events(c, 1);
+        EXPECT(one.last_seq == 1 && one.lines == all.lines.substr(0, all.lines.find('\n') + 1));
+        assetpatch::ack_events(c, 4);
+        EXPECT(assetpatch::read_events(c).last_seq == 5 && assetpatch::events_info(c).pending == 1);
+        try { assetpatch::ack_events(c, 9); EXPECT(false); } catch (const assetpatch::error& e) { EXPECT(e.status() == ASSETPATCH_ERR_ARGUMENT); }
+        assetpatch::ack_events(c, 5);
+        auto none = assetpatch::read_events(c);
+        EXPECT(none.last_seq == 0 && none.lines.empty());
     });
     run("exception_in_progress_cancels_and_is_rethrown", [&] {
         assetpatch::client c(fresh("d"), bundle);

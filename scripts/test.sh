@@ -9,6 +9,15 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 export PATH="/opt/swift/usr/bin:$PATH"
 
 bash "$root/scripts/deps.sh"
+# The release report's test opens the page in a real headless browser (the tests only).
+if ! dpkg-query -W -f='${Status}' chromium 2>/dev/null | grep -q "install ok installed"; then
+  if [[ $(id -u) -eq 0 ]]; then
+    echo "installing: chromium"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+  else
+    echo "chromium is missing (sudo apt-get install chromium): the report's browser test will fail" >&2
+  fi
+fi
 bash "$root/scripts/build.sh"
 
 # One venv for every Python test: pytest from PyPI, the package installed with pip.

@@ -9,7 +9,7 @@ import sys
 
 from flows import FLOWS, ROOT, publish, publish_options, publish_signed, release_files, run_step, start_server, write_tree
 from model import MODELS, State, crash_states, parse, resolve, sync_kind, without_syncs, SYNC_OPS
-from verdict import check_in_child, collect
+from verdict import check_in_child, collect, outbox
 
 
 class Traced:
@@ -24,6 +24,8 @@ class Traced:
         self.url, self.published, self.server = url, published, server
         self.data = os.path.join(work, "data")
         self.verdicts = {}  # (state key, returned) -> message or None
+        # The outbox before the call and after it: (pending before, pending after, acked after).
+        self.events = None
 
     def states(self, model, ops=None):
         return crash_states(self.before, self.ops if ops is None else ops, model, seed=len(self.name))
@@ -53,7 +55,8 @@ class Traced:
             d = os.path.join(self.work, f"state-{n}")
             shutil.rmtree(d, ignore_errors=True)
             state.materialize(d)
-            args = (d, os.path.join(self.work, "bundle"), self.url, expect, k[1], self.published, self.options, self.refuse_url)
+            args = (d, os.path.join(self.work, "bundle"), self.url, expect, k[1], self.published, self.options, self.refuse_url,
+                    self.events)
             running.append((check_in_child(args), d, k, why))
             if len(running) >= jobs:
                 finish(running.pop(0))
@@ -109,7 +112,9 @@ def prepare(name, base, data_from=None):
         if name == "resumed_download":
             cut_partial(data)
         before = State.snapshot(data)
+        events_before = outbox(data)[0]
         run_step(work, flow.traced[0], {**options, **flow.traced[1]}, trace=trace, base_url=base_url)
+        events_after = outbox(data)
     except BaseException:
         if server:
             server.__exit__(None, None, None)
@@ -120,6 +125,7 @@ def prepare(name, base, data_from=None):
     url = (base_url or "file://" + work) + "/repo2/head.json"
     t = Traced(name, work, before, resolve(before.root, before.paths, parse(trace)), url, published, server)
     t.options = options
+    t.events = (events_before, events_after[0], events_after[1])
     if flow.expect.refuses_after:
         t.refuse_url = (base_url or "file://" + work) + f"/{flow.expect.refuses_after}/head.json"
     return t

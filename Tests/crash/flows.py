@@ -75,6 +75,9 @@ FLOWS = {
     # on disk whole or absent; once it returned it stays, and the next update carries it.
     "group_fetch": Flow([("update1", {}), ("mark_good", {})], ("group_fetch", {}),
                         Expect([1], [1], 2, kept=[1], group=("lvl", "f0*"), group_after=True)),
+    # Outcome events: an acknowledgement, then an event appended (a check). Every flow's verdict
+    # also checks the outbox (verdict.outbox_problem); this one traces the acknowledgement.
+    "outbox": Flow([("update1", {}), ("mark_good", {})], ("events_ack", {}), Expect([1], [1], 2, kept=[1])),
     # A second crash: the open that recovers a crash state of full_update, traced and explored
     # in turn (explorer.py picks the first crash's states).
     "crash_during_recovery": Flow([], ("open", {}), Expect([1, 2], [1, 2], 2, kept=[1])),
@@ -180,6 +183,12 @@ with assetpatch.Client(data, bundle, **opts) as c:
             c.update()
     elif step == "mark_good":
         c.mark_good()
+    elif step == "events_ack":
+        # Everything but the newest two acknowledged, then one more event (a check's).
+        pending = c.events(max_bytes=1 << 20)
+        c.ack_events(pending[-3]["seq"])
+        c.set("manifest_url", v1)
+        c.check()
     elif step == "group_fetch":
         c.fetch_groups("lvl")
     elif step == "rollback":

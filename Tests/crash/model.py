@@ -376,6 +376,7 @@ def sync_kind(o, root):
     entries...), whatever the ids and digests of a run."""
     rel = o["path"][len(root):].lstrip("/") or "."
     rel = re.sub(r"\.tmp\.\d+\.\d+$", ".tmp", rel)
+    rel = re.sub(r"^rollout-id\.\d+\.tmp", "rollout-id.<pid>.tmp", rel)
     rel = re.sub(r"[0-9a-f]{64}", "<sha256>", rel)
     rel = re.sub(r"\b\d+-[0-9a-f]{16}\b", "<id>", rel)
     rel = re.sub(r"/files/.+$", "/files/…", rel)

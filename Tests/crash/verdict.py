@@ -2,6 +2,8 @@
 import hashlib
 import json
 import os
+import re
+import zlib
 
 
 def sha(data):
@@ -13,7 +15,59 @@ def file_sha(path):
         return sha(f.read())
 
 
-def check_state(data, bundle, url, expect, returned, published, options=None, refuse_url=None):
+def outbox(data):
+    """The pending events' seqs and the acknowledged seq, read as docs/release-management.md
+    describes the outbox (not through the library): whole lines "CRC32HEX JSON" whose CRC holds,
+    numbers increasing; events/acked's "acked"."""
+    events, acked = outbox_events(data)
+    return [e["seq"] for e in events if e["seq"] > acked], acked
+
+
+def outbox_events(data):
+    """Every whole, valid event of the log (acknowledged or not), and the acknowledged seq."""
+    acked = 0
+    try:
+        acked = int(json.load(open(os.path.join(data, "events", "acked")))["acked"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
+        raw = open(os.path.join(data, "events", "log"), "rb").read()
+    except OSError:
+        raw = b""
+    events = []
+    for line in raw.split(b"\n")[:-1]:
+        if len(line) > 9 and line[8:9] == b" " and re.fullmatch(rb"[0-9a-f]{8}", line[:8]) and int(line[:8], 16) == zlib.crc32(line[9:]):
+            try:
+                event = json.loads(line[9:])
+                seq = event["seq"]
+            except (ValueError, KeyError):
+                continue
+            if not events or seq > events[-1]["seq"]:
+                events.append(event)
+    return events, acked
+
+
+def outbox_problem(data, expected, returned):
+    """What is wrong with the outbox of a crash state: `expected` is (the pending seqs before the
+    traced call, after it, the acknowledged seq after it). Before the call returned, nothing
+    unknown is pending and nothing pending before (and not acknowledged since) is lost; once it
+    returned, exactly what the call left is pending (its appends and acknowledgement durable)."""
+    before, after, acked_after = expected
+    pending, acked = outbox(data)
+    if returned:
+        if pending != after or acked != acked_after:
+            return f"the outbox has events {pending} pending (acknowledged through {acked}) after the call returned, expected {after} (through {acked_after})"
+        return None
+    unknown = sorted(set(pending) - set(before) - set(after))
+    if unknown:
+        return f"the outbox has events {unknown} that no run appended"
+    lost = [s for s in before if s > acked and s not in pending]
+    if lost:
+        return f"events {lost}, pending before the call and not acknowledged, are lost"
+    return None
+
+
+def check_state(data, bundle, url, expect, returned, published, options=None, refuse_url=None, events=None):
     """Runs in a forked child that has not loaded the library yet. `published`: each version's
     files by path, as sha256 (version 0: the bundle); `options`: the client's (a pinned key);
     `refuse_url`: a manifest an update must refuse once the call returned (a retired key's).
@@ -75,6 +129,11 @@ def check_state(data, bundle, url, expect, returned, published, options=None, re
 
     allowed = expect.after if returned else expect.before
     when = "after the call returned" if returned else "before the call returned"
+    if events:
+        problem = outbox_problem(data, events, returned)
+        if problem:
+            return problem
+    seen = max(outbox(data)[0] + [outbox(data)[1]])
     with assetpatch.Client(data, bundle, **(options or {})) as c:
         v = served(c, group_required=returned and expect.group_after)
         if isinstance(v, str):
@@ -107,6 +166,13 @@ def check_state(data, bundle, url, expect, returned, published, options=None, re
         final = expect.final[v] if isinstance(expect.final, dict) else expect.final
         if v2 != final:
             return f"the update after the crash serves version {v2}, not {final}"
+    later, _ = outbox(data)
+    fresh = [s for s in later if s > seen]
+    if not fresh or fresh != later[len(later) - len(fresh):]:
+        return f"the events appended after the crash are numbered {later} (the crash state's highest was {seen}): a number given again"
+    devices = {e.get("device") for e in outbox_events(data)[0]}
+    if len(devices) != 1 or None in devices:
+        return f"the events carry device ids {sorted(map(str, devices))}: one data directory is one device (its rollout id was lost?)"
     return None
 
 

@@ -133,8 +133,22 @@ package enum ChannelManifests {
             try MutableFile.write(dir + "/" + name, bytes)
         }
         try recordOffer(repo: repo, version: release.version, channel: channel)
+        try recordSigning(repo: repo, channel: channel, out.manifest, time: now)
         return out
     }
+
+    /// `history/signings.jsonl`: one line per signing of a channel (publish, promote, rollout,
+    /// halt, resign), for the report's timeline. The publisher's record: clients never read it.
+    static func recordSigning(repo: String, channel: String, _ manifest: JSON, time: Int64) throws {
+        let line = JSON.object([("time", .string(RFC3339.format(time))), ("channel", .string(channel)),
+                                ("version", manifest["version"] ?? .null), ("revision", manifest["revision"] ?? .null),
+                                ("rollout", manifest["rollout"] ?? .null), ("expires", manifest["expires"] ?? .null)]).serialized()
+        try FS.makeDirectories(repo + "/history")
+        let file = try File.open(signingLogPath(repo), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, mode: 0o644)
+        try file.write(Array((line + "\n").utf8))
+    }
+
+    package static func signingLogPath(_ repo: String) -> String { repo + "/history/signings.jsonl" }
 
     /// The channels that offered `version` (`history/<version>/channels.json`), in the order they
     /// did; nil when the history does not say (releases published before 0.5).

@@ -101,20 +101,67 @@ package struct RolloutCounts: Sendable, Equatable {
     /// a gate must not judge a half-read export.
     package static func count(_ inputs: [(name: String, bytes: [UInt8])], package: String, channel: String,
                               version: Int64) throws -> RolloutCounts {
+        try Outcomes(inputs, package: package, channel: channel, version: version).counts(of: nil)
+    }
+
+    /// The same counts per rollout step: each device under the share (in basis points) in force
+    /// at its first check that took the release (devices with no such check under -1).
+    package static func countByStep(_ inputs: [(name: String, bytes: [UInt8])], package: String, channel: String,
+                                    version: Int64) throws -> [(basisPoints: Int, counts: RolloutCounts)] {
+        let o = try Outcomes(inputs, package: package, channel: channel, version: version)
+        return Set(o.step.values).union(o.devices.subtracting(o.step.keys).isEmpty ? [] : [-1]).sorted()
+            .map { ($0, o.counts(of: $0)) }
+    }
+
+    /// Each device's outcomes for one release, read from events.
+    struct Outcomes {
         var sets: [String: Set<String>] = [:]
         var failedInstall = Set<String>()
-        var c = RolloutCounts()
-        func note(_ e: JSON) {
-            c.events += 1
+        /// The share in force (basis points) at each device's first check that took the release.
+        var step: [String: Int] = [:]
+        var devices = Set<String>()
+        var events = 0, otherEvents = 0
+
+        init(_ inputs: [(name: String, bytes: [UInt8])], package: String, channel: String, version: Int64) throws {
+            for input in inputs {
+                var start = 0, lineNumber = 0
+                let bytes = input.bytes
+                while start < bytes.count {
+                    let end = bytes[start...].firstIndex(of: 0x0A) ?? bytes.count
+                    lineNumber += 1
+                    let line = bytes[start..<end]
+                    start = end + 1
+                    guard line.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }) else { continue }
+                    let json: JSON
+                    do { json = try JSONParser.parse(Array(line)) } catch {
+                        throw AssetPatchError(.argument, "\(input.name):\(lineNumber): not a JSON event: \(JSONParser.describe(error))")
+                    }
+                    if let items = json.array {
+                        for item in items where item.isObject { note(item, package, channel, version) }
+                    } else if json.isObject {
+                        note(json, package, channel, version)
+                    } else {
+                        throw AssetPatchError(.argument, "\(input.name):\(lineNumber): not a JSON event")
+                    }
+                }
+            }
+        }
+
+        mutating func note(_ e: JSON, _ package: String, _ channel: String, _ version: Int64) {
+            events += 1
             guard e["package"]?.string == package, e["channel"]?.string == channel, e["version"]?.int64 == version,
                   let device = e["device"]?.string, let kind = e["event"]?.string else {
-                c.otherEvents += 1
+                otherEvents += 1
                 return
             }
+            devices.insert(device)
             let result = e["result"]?.string
             switch kind {
             case OutcomeEvent.Kind.check.rawValue:
-                if result == "ok", e["rollout"]?["taken"] != .bool(false) { sets["offered", default: []].insert(device) }
+                if result == "ok", e["rollout"]?["taken"] != .bool(false) {
+                    sets["offered", default: []].insert(device)
+                    if step[device] == nil { step[device] = Int(e["rollout"]?["basis_points"]?.int64 ?? 10000) }
+                }
             case OutcomeEvent.Kind.install.rawValue:
                 if result == "ok" { sets["installed", default: []].insert(device) } else if result != Status.cancelled.eventCode {
                     failedInstall.insert(device)
@@ -134,39 +181,28 @@ package struct RolloutCounts: Sendable, Equatable {
                 break
             }
         }
-        for input in inputs {
-            var start = 0, lineNumber = 0
-            let bytes = input.bytes
-            while start < bytes.count {
-                let end = bytes[start...].firstIndex(of: 0x0A) ?? bytes.count
-                lineNumber += 1
-                let line = bytes[start..<end]
-                start = end + 1
-                guard line.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }) else { continue }
-                let json: JSON
-                do { json = try JSONParser.parse(Array(line)) } catch {
-                    throw AssetPatchError(.argument, "\(input.name):\(lineNumber): not a JSON event: \(JSONParser.describe(error))")
-                }
-                if let items = json.array {
-                    for item in items where item.isObject { note(item) }
-                } else if json.isObject {
-                    note(json)
-                } else {
-                    throw AssetPatchError(.argument, "\(input.name):\(lineNumber): not a JSON event")
-                }
+
+        /// The counts of the devices of one step (nil: every device).
+        func counts(of stepBasisPoints: Int?) -> RolloutCounts {
+            func kept(_ s: Set<String>?) -> Set<String> {
+                guard let bp = stepBasisPoints else { return s ?? [] }
+                return (s ?? []).filter { (step[$0] ?? -1) == bp }
             }
+            let installed = kept(sets["installed"])
+            var c = RolloutCounts()
+            c.offered = kept(sets["offered"]).count
+            c.installed = installed.count
+            c.installFailed = kept(failedInstall).subtracting(installed).count
+            c.activated = kept(sets["activated"]).count
+            c.markedGood = kept(sets["good"]).count
+            c.crashLoops = kept(sets["crash"]).count
+            c.rollbacks = kept(sets["rollback"]).count
+            c.pluginFailures = kept(sets["plugin"]).count
+            c.settled = kept(sets["good"]).union(kept(sets["rollback"])).count
+            c.events = events
+            c.otherEvents = otherEvents
+            return c
         }
-        let installed = sets["installed"] ?? []
-        c.offered = sets["offered"]?.count ?? 0
-        c.installed = installed.count
-        c.installFailed = failedInstall.subtracting(installed).count
-        c.activated = sets["activated"]?.count ?? 0
-        c.markedGood = sets["good"]?.count ?? 0
-        c.crashLoops = sets["crash"]?.count ?? 0
-        c.rollbacks = sets["rollback"]?.count ?? 0
-        c.pluginFailures = sets["plugin"]?.count ?? 0
-        c.settled = (sets["good"] ?? []).union(sets["rollback"] ?? []).count
-        return c
     }
 
     package func toJSON() -> JSON {
@@ -214,16 +250,21 @@ package struct GateDecision: Sendable, Equatable {
 }
 
 package enum RolloutGate {
-    /// Judges `counts` for a release offered at `current` % (nil: to every client).
-    package static func decide(_ policy: RolloutPolicy, current: Double?, counts: RolloutCounts) -> GateDecision {
-        let rates = [
+    /// Each rate the policy bounds, measured from `counts`.
+    package static func rates(_ policy: RolloutPolicy, _ counts: RolloutCounts) -> [GateDecision.Rate] {
+        [
             GateDecision.Rate(name: "crash_loop_rate", failures: counts.crashLoops, devices: counts.settled, max: policy.maxCrashLoopRate),
             GateDecision.Rate(name: "rollback_rate", failures: counts.rollbacks, devices: counts.settled, max: policy.maxRollbackRate),
             GateDecision.Rate(name: "install_failure_rate", failures: counts.installFailed,
                               devices: counts.installed + counts.installFailed, max: policy.maxInstallFailureRate),
             GateDecision.Rate(name: "plugin_failure_rate", failures: counts.pluginFailures, devices: counts.activated,
-                              max: policy.maxPluginFailureRate),
+                              max: policy.maxPluginFailureRate)
         ]
+    }
+
+    /// Judges `counts` for a release offered at `current` % (nil: to every client).
+    package static func decide(_ policy: RolloutPolicy, current: Double?, counts: RolloutCounts) -> GateDecision {
+        let rates = rates(policy, counts)
         var d = GateDecision(action: .hold, from: current, to: nil, rates: rates, reasons: [])
         guard let current, current < 100 else {
             d.action = .complete
@@ -259,7 +300,7 @@ package enum RolloutGate {
         return d
     }
 
-    static func format(_ rate: Double) -> String {
+    package static func format(_ rate: Double) -> String {
         let tenths = Int((rate * 1000).rounded())
         return "\(tenths / 10).\(tenths % 10)%"
     }

@@ -18,6 +18,8 @@ internal import CZlib
 ///   skipped by readers, and the next append cuts the log back to its last whole line.
 ///   `durable` appends are fdatasync'ed before they return (the last event of each call the
 ///   host makes); the others are as durable as the page cache until then.
+/// - What a read returns is fdatasync'ed first: an event the host forwarded is never lost, and
+///   its number never given to another.
 /// - Acknowledged events are never read again: `acked` is replaced (fsync'ed) before the
 ///   call returns; the log drops them at its next compaction.
 /// - Bounded: when an append would take the log past `maxBytes`, acknowledged events go, and
@@ -66,7 +68,10 @@ package final class EventOutbox: @unchecked Sendable {  // no state of its own: 
     @discardableResult
     package func append(durable: Bool, _ make: (UInt64) -> String) throws -> Entry {
         try locked {
+            let created = !FS.exists(logPath)
             let log = try File.open(logPath, O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW, mode: 0o600)
+            // A new log's name is made durable with its first line's bytes.
+            defer { if created { try? FS.syncDirectory(dir) } }
             var size = try log.size()
             let tail = try lastWholeLine(log, size: size)
             if tail.end != size {
@@ -103,6 +108,11 @@ package final class EventOutbox: @unchecked Sendable {  // no state of its own: 
                 if out.count >= limit || (!out.isEmpty && bytes + e.json.utf8.count + 1 > maxBytes) { break }
                 bytes += e.json.utf8.count + 1
                 out.append(e)
+            }
+            // What the host reads is durable first: an event it forwarded can't be lost in a
+            // power cut and its number given to another.
+            if !out.isEmpty, let log = try? File.open(logPath, O_RDONLY | O_NOFOLLOW), fdatasync(log.fd) != 0 {
+                throw ioError("fdatasync", logPath)
             }
             return out
         }
@@ -271,7 +281,10 @@ package final class EventOutbox: @unchecked Sendable {  // no state of its own: 
     }
 
     private func locked<T>(_ body: () throws -> T) throws -> T {
-        if !FS.isDirectory(dir) { try FS.makeDirectories(dir, mode: 0o700) }
+        if !FS.isDirectory(dir) {
+            try FS.makeDirectories(dir, mode: 0o700)
+            try FS.syncDirectory(FS.parent(of: dir))
+        }
         let file = try File.open(lockPath, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o600)
         if retryingEINTR({ flock(file.fd, LOCK_EX) }) != 0 { throw ioError("flock", file.path) }
         defer { flock(file.fd, LOCK_UN) }

@@ -16,8 +16,18 @@ extension Store {
         try FS.writeAtomically(tmp, Array((id + "\n").utf8), mode: 0o600)
         // link(2) fails when the name exists: the first writer's id stays.
         let linked = link(tmp, rolloutIDPath) == 0
-        _ = unlink(tmp)
         if linked { try? FS.syncDirectory(root) }
+        if let kept = readRolloutID() {
+            _ = unlink(tmp)
+            return kept
+        }
+        // The name exists but holds no id (damaged outside the library): replaced, since every
+        // check of a staged rollout would fail on it otherwise.
+        do { try FS.rename(tmp, rolloutIDPath) } catch {
+            _ = unlink(tmp)
+            throw AssetPatchError(.io, "\(rolloutIDPath): could not be created or read")
+        }
+        try? FS.syncDirectory(root)
         guard let kept = readRolloutID() else {
             throw AssetPatchError(.io, "\(rolloutIDPath): could not be created or read")
         }

@@ -458,6 +458,20 @@ def mirrors_section(m):
     return mirror_bench.section(m)
 
 
+def rollout_targets(ro, mk):
+    b, g, o = ro["bad"], ro["good"], ro["overhead"]
+    reached = any(d["to"] == 100 for d in g["decisions"])
+    return [f"| a release crash-looping on 30% halted, <= 2% of clients ever on it | {b['final']}, {b['share_ever_activated']:.2%} | "
+            f"{mk(b['final'] == 'halt' and b['share_ever_activated'] <= 0.02)} |",
+            f"| a healthy release reaches 100% in the policy's steps | {'100% after ' + str(len(g['decisions'])) + ' gate runs' if reached else 'not reached'} | {mk(reached)} |",
+            f"| outcome events add <= 1% to the full update | {o['bound']:.2%} | {mk(o['bound'] <= 0.01)} |"]
+
+
+def rollout_section(r):
+    import rollout_sim
+    return rollout_sim.section(r)
+
+
 def write_results(path, r, args):
     fu, rs, lib, idx = r["full_update"], r["resume"], r["library"], r["index"]
     mk = lambda ok: "yes" if ok else "**no**"
@@ -560,6 +574,7 @@ def write_results(path, r, args):
         *(groups_section(r["groups"]) if "groups" in r else []),
         *(transfers_section(r["transfers"]) if "transfers" in r else []),
         *(mirrors_section(r["mirrors"]) if "mirrors" in r else []),
+        *(rollout_section(r["rollout"]) if "rollout" in r else []),
         "## Targets",
         "",
         "| target | measured | met |",
@@ -586,6 +601,7 @@ def write_results(path, r, args):
         f"| Python Client.resolve <= 1 us | {idx['small10k']['python_ns']['median']:.0f} ns | {mk(idx['small10k']['python_ns']['median'] <= 1000)} |",
         f"| resolve <= 2.5x a C hash table | {idx['small10k']['table_ratio']:.1f}x at 10,000, {idx['small100k']['table_ratio']:.1f}x at 100,000 | "
         f"{mk(max(idx['small10k']['table_ratio'], idx['small100k']['table_ratio']) <= 2.5)} |",
+        *(rollout_targets(r["rollout"], mk) if "rollout" in r else []),
         "",
     ]
     with open(path, "w") as f:
@@ -678,6 +694,9 @@ def main():
         log("mirrors")
         import mirror_bench  # here: it reads this module's paths
         r["mirrors"] = mirror_bench.run_all(work, args.runs, args.quick)
+        log("rollout health: 10,000 simulated clients and the gate")
+        import rollout_sim  # here: it reads this module's paths
+        r["rollout"] = rollout_sim.run_all(work, args.runs, args.quick)
         with open(os.path.join(ROOT, "build", "bench-results.json"), "w") as f:
             json.dump(r, f, indent=1, default=str)
         write_results(args.out, r, args)

@@ -929,14 +929,14 @@ int assetpatch_set_log(assetpatch_client *c, assetpatch_log_fn fn, void *userdat
 /* Every client appends outcome events to its data_dir's outbox (option events): check,
  * download, install, activate, launch, marked_good, rollback (with its cause: crash_loop, host,
  * app_upgrade), plugin_load_failed, group_fetch. Each is one JSON object with a per-data_dir
- * sequence number ("seq", from 1, never reused), the time, the package, channel, release
- * version, app_version, a device id (a hash, not the rollout id) and the kind's own fields; the
- * reference lists them all. The outbox is shared by every process on data_dir and survives
+ * sequence number ("seq", from 1, never reused within its "stream"), the time, the package,
+ * channel, release version, app_version, a device id (a hash of the data_dir's own random id) and
+ * the kind's own fields; the reference lists them all. The outbox is shared by every process on data_dir and survives
  * kills and power cuts: an event appended is read until it is acknowledged, and never after.
  * A crash-loop rollback is appended by the open that rolls back, so the next session forwards
  * it. Forward them to your analytics: read a batch, send it, then acknowledge up to its last
- * seq (a crash between send and acknowledge sends the batch again: deduplicate by device and
- * seq). */
+ * seq (a crash between send and acknowledge sends the batch again: deduplicate by device,
+ * stream and seq). */
 
 /* Writes the oldest unacknowledged events into buf as JSON lines (each ending in '\n'), as many
  * whole lines as fit in cap bytes with a NUL after them, oldest first. *len (may be NULL) gets
@@ -976,7 +976,9 @@ int assetpatch_events_info_get(assetpatch_client *c, assetpatch_events_info *out
 /* Live events: fn gets each event's JSON (one line, no newline; valid during the call) as this
  * client appends it, on the thread that appended it, after it is in the outbox. Events appended
  * before fn was set (the open's launches and rollbacks) or by other processes are read with
- * assetpatch_events_read. fn must not call back into this client. NULL: none.
+ * assetpatch_events_read. fn must not call back into this client. NULL: none; a call already
+ * under way on another thread (an update's) may still finish after this returns, so keep
+ * userdata alive until no update or group fetch of this client runs.
  * @return ASSETPATCH_OK; ERR_ARGUMENT (NULL c). */
 typedef void (*assetpatch_event_fn)(const char *json, size_t len, void *userdata);
 ASSETPATCH_WARN_UNUSED_RESULT

@@ -72,7 +72,9 @@ struct GateOptions: ParsableArguments {
             }
             let counts = try RolloutCounts.count(inputs, package: current.package, channel: channel, version: current.version)
             let share = current.rollout?.percent(at: unixTime())
-            let decision = RolloutGate.decide(rules, current: share, counts: counts)
+            let steps = try RolloutCounts.countByStep(inputs, package: current.package, channel: channel, version: current.version)
+            let here = share.map { s in steps.first { $0.basisPoints == Int(Rollout.basisPoints(s)) }?.counts.settled ?? 0 }
+            let decision = RolloutGate.decide(rules, current: share, counts: counts, settledAtStep: here)
             var signed: ChannelRelease?
             if !dryRun, decision.action == .advance || decision.action == .halt, let to = decision.to {
                 signed = try ChannelManifests.rewrite(repo: dir, channel: channel, rollout: to >= 100 ? nil : Rollout(percent: to),

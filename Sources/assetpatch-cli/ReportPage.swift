@@ -149,19 +149,21 @@ enum ReportPage {
         return s + "</section>\n"
     }
 
+    /// Text and attribute values escaped by Unicode scalar (not by character: a quote followed
+    /// by a combining mark is one character, and must not pass as something else).
     static func esc(_ s: String) -> String {
-        var out = ""
-        for ch in s {
-            switch ch {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&#39;"
-            default: out.append(ch)
+        var out = String.UnicodeScalarView()
+        for u in s.unicodeScalars {
+            switch u {
+            case "&": out.append(contentsOf: "&amp;".unicodeScalars)
+            case "<": out.append(contentsOf: "&lt;".unicodeScalars)
+            case ">": out.append(contentsOf: "&gt;".unicodeScalars)
+            case "\"": out.append(contentsOf: "&quot;".unicodeScalars)
+            case "'": out.append(contentsOf: "&#39;".unicodeScalars)
+            default: out.append(u)
             }
         }
-        return out
+        return String(out)
     }
 
     static func fmt(_ v: Double) -> String {

@@ -45,6 +45,8 @@ def test_an_update_and_the_lifecycle_append_events_another_process_reads(tmp_pat
         assert c.update() is True
         c.mark_good()
         c.mark_good()  # confirmed once: one event
+        with pytest.raises(assetpatch.NotFoundError):
+            c.load_plugin("optional")  # a host probing for a plugin the release lacks: no failure of the release
     events = outbox_events(data)
     kinds = [e["event"] for e in events]
     assert kinds == ["check", "download", "install", "activate", "marked_good"], kinds
@@ -163,6 +165,52 @@ def test_a_torn_or_zeroed_tail_is_cut_and_numbers_go_on(tmp_path):
     assert [e["seq"] for e in outbox_events(data)] == [2]
 
 
+def test_clients_with_different_bounds_share_one_outbox(tmp_path):
+    """A client whose bound is small never loses events a larger bound kept, except by its own
+    appends (counted); an acknowledgement sheds only acknowledged events."""
+    repo = publish(tmp_path, 1, {"a.txt": b"one"})
+    data = tmp_path / "data"
+    url = (repo / "head.json").as_uri()
+    with assetpatch.Client(data, manifest_url=url, events_max_bytes=1 << 20) as big:
+        while big.events_info().bytes < 100_000:
+            big.check()
+        n = big.events_info().last_seq
+    with assetpatch.Client(data, manifest_url=url, events_max_bytes=65536) as small:
+        assert len(small.events(max_bytes=1 << 20)) == n  # read whole, whatever its own bound
+        small.ack_events(1)  # compacts (the log is past a quarter of 64 KiB): acknowledged events only
+        assert [e["seq"] for e in small.events(max_bytes=1 << 20)] == list(range(2, n + 1))
+        assert small.events_info().dropped == 0
+        small.check()  # its own append past its bound drops the oldest, and counts them
+        info = small.events_info()
+        assert info.dropped > 0 and info.bytes <= 65536 and info.last_seq == n + 1
+    assert json.loads(cli("events", "--data-dir", data, "--info").stdout)["dropped"] == info.dropped
+
+
+def test_a_damaged_or_lost_outbox_never_hands_out_a_number_again(tmp_path):
+    repo = publish(tmp_path, 1, {"a.txt": b"one"})
+    data = tmp_path / "data"
+    url = (repo / "head.json").as_uri()
+    with assetpatch.Client(data, manifest_url=url) as c:
+        for _ in range(3):
+            c.check()
+        c.ack_events(2)
+        stream = c.events()[0]["stream"]
+        assert len(stream) == 16 and all(e["stream"] == stream for e in c.events())
+    # Damaged acknowledgement record (numbers past 2^53, the limit every JSON reader keeps exact):
+    # every event in the log is read again, numbering goes on, the stream is kept.
+    (data / "events" / "acked").write_text('{"acked":2,"last":18446744073709551615,"dropped":0,"stream":"%s"}' % stream)
+    with assetpatch.Client(data, manifest_url=url) as c:
+        c.check()
+        assert [(e["seq"], e["stream"]) for e in c.events()] == [(s, stream) for s in (1, 2, 3, 4)]
+    # The outbox lost: numbers start again, under a new stream.
+    import shutil
+    shutil.rmtree(data / "events")
+    with assetpatch.Client(data, manifest_url=url) as c:
+        c.check()
+        again = c.events()
+        assert [e["seq"] for e in again] == [1] and again[0]["stream"] != stream
+
+
 def test_events_off_is_kept_for_later_opens(tmp_path):
     repo = publish(tmp_path, 1, {"a.txt": b"one"})
     data = tmp_path / "data"
@@ -251,20 +299,20 @@ def head_rollout(repo):
 
 
 def run_fleet(tmp_path, repo, count, crash, pubkey):
-    """`count` clients each update and run the release; those `crash` picks crash before
-    mark_good until an open rolls back. Returns their exported events and the devices that
-    activated it."""
+    """`count` clients each update and run the release; those `crash` picks (by the order they
+    installed it in: 0, 1, ...) crash before mark_good until an open rolls back. Returns their
+    exported events and the devices that activated it."""
     url = (repo / "head.json").as_uri()
     lines, activated = [], 0
     for i in range(count):
         data = tmp_path / "fleet" / str(i)
         with assetpatch.Client(data, manifest_url=url, public_keys=[pubkey], max_failed_launches=1) as c:
             installed = c.update()
-            if installed and not crash(i):
+            if installed and not crash(activated):
                 c.mark_good()
         if installed:
             activated += 1
-            if crash(i):
+            if crash(activated - 1):
                 for _ in range(2):
                     assetpatch.Client(data).close()
         with assetpatch.Client(data) as c:
@@ -319,3 +367,18 @@ def test_the_gate_advances_a_healthy_release_step_by_step(tmp_path):
         shares.append(head_rollout(repo))
     assert shares == [{"percent": 80}, None, None]  # 100%: the rollout leaves the manifest
     assert "complete" in gate.stdout
+
+
+def test_the_gate_run_twice_on_one_export_takes_one_step(tmp_path):
+    """An advance needs min_devices settled at the share in force: the 40% wave's devices move
+    it to 80%, and the same export run again (a retry, a scheduler) holds there."""
+    cli("keygen", "--out", tmp_path / "k.key")
+    pub = open(tmp_path / "k.key.pub").read().strip()
+    repo = publish(tmp_path, 1, {"a.txt": b"good"}, "--rollout", "40", "--key", tmp_path / "k.key")
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"steps": [40, 80, 100], "min_devices": 5}))
+    export, _ = run_fleet(tmp_path, repo, 30, lambda i: False, pub)
+    args = ("rollout", "advance", "--repo", repo, "--policy", policy, "--events", export, "--key", tmp_path / "k.key")
+    assert cli(*args, check=False).returncode == 0 and head_rollout(repo) == {"percent": 80}
+    held = cli(*args, check=False)
+    assert held.returncode == 2 and "at 80%" in held.stdout and head_rollout(repo) == {"percent": 80}, held.stdout

@@ -109,11 +109,11 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
             }
             s.bundlePackage = (try? marker?.get())?.package
             if countsLaunch {
-                let pending = s.pending, opened = s.pending ?? s.active
+                let pending = s.pending, opened = s.pending ?? s.active, counted = pending != nil ? 1 : s.launches + 1
                 if let message = try s.countLaunch(now: now) {
                     out.append((.warning, message))
                     if let opened, let record = s.lastRollback {
-                        facts.launched = (opened, s.maxFailedLaunches + 1, s.maxFailedLaunches)
+                        facts.launched = (opened, counted, s.maxFailedLaunches)
                         facts.rollback = (record, .crashLoop, opened.channelName)
                     }
                 } else if let a = s.active, a.id == opened?.id, !s.good.contains(a.id) {
@@ -125,6 +125,9 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
             }
             return out
         }
+        // At once: a crash-loop rollback is reported even if what follows fails or the process
+        // is killed during the clean-up.
+        emit(facts.events, state: state)
         if let lock = try store.tryLock() {
             try store.recover(state)
             if let lost = try store.dropLostReleases(state) {
@@ -147,7 +150,6 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
             active = try store.loadState().active
         }
         try serve(active)
-        emit(facts.events, state: state)
     }
 
     /// The release's name table and groups. Fast path: the NUL-separated names file and the
@@ -309,13 +311,11 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
     private func runUpdateOnce(progress: ProgressHandler?) throws -> Bool {
         let timeline = UpdateTimeline()
         let updater = makeUpdater(progress: timeline.observing(progress))
-        let resumed = interruptedDownloadOnDisk()
         var mark: Int64 = 0
         var e = Evaluation()
         var finished = Status.internal
         defer {
-            emit(updateEvents(e, finished, timeline, source: updater.context.sources?.served, resumed: resumed,
-                              apply: updater.config.apply))
+            emit(updateEvents(e, finished, timeline, source: updater.context.sources?.served, apply: updater.config.apply))
         }
         defer { if e.trustChanged { try? serveJudged() } }
         defer { keepSources(updater) }
@@ -440,7 +440,9 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
                     (s.ref, try s.info(store), Set(s.groups.filter { $0.delivery == .install || v.isLocal(group: $0.name) }.map(\.name)))
                 }
                 return try plugins.load(store, served, name: name, symbol: symbol, allowUnsigned: configuration.allowUnsignedPlugins)
-            } catch let e as AssetPatchError {
+            } catch let e as AssetPatchError where ![.notFound, .notLocal, .argument, .state, .signature].contains(e.status) {
+                // A plugin that is not there (a host probing), not local yet, or refused by this
+                // host's own settings is no failure of the release.
                 emit(OutcomeEvent(.pluginLoadFailed, version: ref?.version ?? 0, channel: ref?.channelName,
                                   [("plugin", .string(name)), ("result", .string(e.status.eventCode))]))
                 throw e

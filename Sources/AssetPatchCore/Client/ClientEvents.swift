@@ -37,21 +37,21 @@ extension Client {
     /// changed; the other fields stay as an earlier session set them).
     func keepEventContext(_ option: String) {
         let c = configuration
-        let (changed, now): (Bool, EventContext) = eventContext.withLock { kept in
+        // Saved under the lock: two threads setting options at once never save the older one last.
+        let failure: String? = eventContext.withLock { kept in
             var next = kept
             switch option {
             case "events": next.enabled = c.events
             case "events_max_bytes": next.maxBytes = c.eventsMaxBytes
             case "app_version": next.appVersion = c.appVersion.map { $0.map(String.init).joined(separator: ".") }
-            default: return (false, next)
+            default: return nil
             }
-            let changed = next != kept
+            guard next != kept else { return nil }
             kept = next
-            return (changed, next)
+            do { try next.save(store) } catch let e as AssetPatchError { return e.message } catch { return "\(error)" }
+            return nil
         }
-        if changed {
-            do { try now.save(store) } catch let e as AssetPatchError { log(.warning, "outcome events: \(e.message)") } catch {}
-        }
+        if let failure { log(.warning, "outcome events: \(failure)") }
     }
 
     /// The outbox, with the bound in force.
@@ -65,7 +65,7 @@ extension Client {
         let config = configuration
         let package = known ?? config.package ?? (state ?? (try? store.loadState()))?.pin?.name
         var device: String?
-        if let id = config.rolloutID ?? (try? store.rolloutID()) {
+        if let id = try? store.rolloutID() {
             device = OutcomeEvent.device(package: package ?? "default", rolloutID: id)
         }
         let common = OutcomeEvent.Common(package: package, appVersion: context.appVersion, device: device,
@@ -75,7 +75,7 @@ extension Client {
         var appended: [String] = []
         do {
             for (i, event) in events.enumerated() {
-                let entry = try box.append(durable: i == events.count - 1) { event.line(seq: $0, time: time, common) }
+                let entry = try box.append(durable: i == events.count - 1) { event.line(seq: $0, stream: $1, time: time, common) }
                 appended.append(entry.json)
             }
         } catch let e as AssetPatchError {
@@ -88,6 +88,14 @@ extension Client {
 
     func emit(_ event: OutcomeEvent, package: String? = nil, state: StoreState? = nil) {
         emit([event], package: package, state: state)
+    }
+
+    /// A `rollback` event when `from`, the active release before a change of the state, is not
+    /// the active one after it.
+    func emitLeft(_ from: ReleaseRef?, _ state: StoreState, _ cause: OutcomeEvent.RollbackCause) {
+        guard let from, state.active?.id != from.id else { return }
+        emit(OutcomeEvent(.rollback, version: from.version, channel: from.channelName,
+                          [("cause", .string(cause.rawValue)), ("to", .int(state.active?.version ?? 0))]), state: state)
     }
 
     // MARK: The host's side
@@ -194,19 +202,20 @@ extension Client {
 
     /// The events of an update: its check, then what it reached (download, install, activate),
     /// the step that failed carrying the failure.
-    func updateEvents(_ e: Evaluation, _ status: Status, _ timeline: UpdateTimeline, source: Int?, resumed: Bool,
-                      apply: ApplyMode) -> [OutcomeEvent] {
+    func updateEvents(_ e: Evaluation, _ status: Status, _ timeline: UpdateTimeline, source: Int?, apply: ApplyMode) -> [OutcomeEvent] {
         if !e.headRead && (status == .busy || status == .state) { return [] }  // nothing was checked
         let offered = e.offered
-        let checkFailed = status != .ok && !timeline.reached(.download) && !timeline.reached(.install) && e.route == nil
+        // A failure after the check found the release (the index, free space, the download) is
+        // the update's, reported as its download's or install's.
+        let checkFailed = status != .ok && !e.updating
         var out = [checkEvent(e, checkFailed || status == .noUpdate ? status : .ok, source: source)]
-        guard !checkFailed, status != .noUpdate, offered > 0 || e.route != nil else { return out }
+        guard !checkFailed, status != .noUpdate, e.updating else { return out }
         let failedIn: Phase? = status == .ok ? nil : (timeline.reached(.install) || timeline.reached(.activate) ? .install : .download)
         if e.route != "kept" {
             out.append(OutcomeEvent(.download, version: offered, channel: e.channel, [
                 ("result", .string((failedIn == .download ? status : .ok).eventCode)),
                 ("bytes", .number(String(timeline.downloadBytes))), ("duration_ms", .int(timeline.duration(.download))),
-                ("route", e.route.map { .string($0) } ?? .null), ("resumed", .bool(resumed)),
+                ("route", e.route.map { .string($0) } ?? .null), ("resumed", .bool(e.resumed)),
                 ("source", .int(Int64(source ?? 0))),
             ]))
             if failedIn == .download { return out }
@@ -221,8 +230,4 @@ extension Client {
         return out
     }
 
-    /// Whether an earlier attempt left a partial download or verified files (a resumed update).
-    func interruptedDownloadOnDisk() -> Bool {
-        ((try? FS.list(store.downloadsDir)) ?? []).contains { $0 != "groups" && !$0.hasSuffix(".meta") }
-    }
 }

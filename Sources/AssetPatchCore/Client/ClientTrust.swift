@@ -16,9 +16,10 @@ extension Client {
         guard fits.values.contains(false) else { return }
         let shown = app.map(String.init).joined(separator: ".")
         let (message, state) = try store.modifyState { s in
-            s.supersede(keeping: { fits[$0.id] ?? true }, reason: "app version \(shown) is outside the release's app versions", now: unixTime())
+            (s.active, s.supersede(keeping: { fits[$0.id] ?? true }, reason: "app version \(shown) is outside the release's app versions", now: unixTime()))
         }
-        if let message {
+        emitLeft(message.0, state, .incompatible)
+        if let message = message.1 {
             try serve(state.active)
             log(.warning, message)
         }
@@ -27,8 +28,9 @@ extension Client {
     /// The host names its package (the `package` option): it is pinned, and a different package
     /// pinned before gives way with its marks and releases (`StoreState.pin`).
     func pinPackage(_ name: String) throws {
-        let (message, state) = try store.modifyState { $0.pin(name, by: .option, now: unixTime()) }
-        if let message {
+        let (message, state) = try store.modifyState { s in (s.active, s.pin(name, by: .option, now: unixTime())) }
+        emitLeft(message.0, state, .package)
+        if let message = message.1 {
             try serve(state.active)
             log(.warning, message)
         }
@@ -44,10 +46,11 @@ extension Client {
         let current = try store.loadState()
         let before = store.verifiedBefore(current)
         let (message, state) = try store.modifyState { s in
-            s.supersede(keeping: { $0.verified ?? before[$0.id] ?? false },
-                        reason: "keys are set and it was installed without a verified signature", now: unixTime())
+            (s.active, s.supersede(keeping: { $0.verified ?? before[$0.id] ?? false },
+                                   reason: "keys are set and it was installed without a verified signature", now: unixTime()))
         }
-        if let message {
+        emitLeft(message.0, state, .untrusted)
+        if let message = message.1 {
             try serve(state.active)
             log(.warning, message)
         }

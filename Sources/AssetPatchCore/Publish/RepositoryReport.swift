@@ -76,7 +76,7 @@ package struct RepositoryReport {
             let m = c.manifest
             r.channels.append(ChannelRow(name: name, package: c.package, version: c.version, label: m["label"]?.string, rollout: c.rollout,
                                          revision: m["revision"]?.int64, signed: m["signed"]?.string, expires: m["expires"]?.string,
-                                         archiveBytes: UInt64(m["archive"]?["size"]?.int64 ?? 0)))
+                                         archiveBytes: UInt64(max(0, m["archive"]?["size"]?.int64 ?? 0))))
         }
         r.signings = signings(repo: repo)
         for v in KeyDocuments.versions(repo: repo) {
@@ -104,7 +104,9 @@ package struct RepositoryReport {
                                                rates: RolloutGate.rates(rules, counts)))
                 }
                 let all = try RolloutCounts.count(events, package: c.package, channel: c.name, version: c.version)
-                r.decisions.append((c.name, RolloutGate.decide(rules, current: c.rollout?.percent(at: r.generated), counts: all)))
+                let share = c.rollout?.percent(at: r.generated)
+                let here = share.map { s in r.health.first { $0.channel == c.name && $0.basisPoints == Int(Rollout.basisPoints(s)) }?.counts.settled ?? 0 }
+                r.decisions.append((c.name, RolloutGate.decide(rules, current: share, counts: all, settledAtStep: here)))
             }
         }
         return r
@@ -116,7 +118,7 @@ package struct RepositoryReport {
         var out: [Signing] = []
         for line in bytes.split(separator: 0x0A) {
             guard let j = try? JSONParser.parse(Array(line)), let t = j["time"]?.string.flatMap(RFC3339.parse),
-                  let channel = j["channel"]?.string, let version = j["version"]?.int64 else { continue }
+                  let channel = j["channel"]?.string, Channel.isValid(channel), let version = j["version"]?.int64 else { continue }
             let rollout = j["rollout"].flatMap { $0 == .null ? nil : try? Rollout.decode($0, source: "log") }
             out.append(Signing(time: t, channel: channel, version: version, revision: j["revision"]?.int64, percent: rollout?.percent,
                                schedule: rollout?.schedule.count ?? 0))

@@ -171,8 +171,10 @@ package struct RolloutCounts: Sendable, Equatable {
             case OutcomeEvent.Kind.markedGood.rawValue:
                 sets["good", default: []].insert(device)
             case OutcomeEvent.Kind.rollback.rawValue:
+                // What the release did: a crash loop, or the host's own judgement; not an app
+                // upgrade or a host's change of settings (app_version, keys, package).
                 let cause = e["cause"]?.string
-                if cause == OutcomeEvent.RollbackCause.appUpgrade.rawValue { break }
+                guard cause == OutcomeEvent.RollbackCause.crashLoop.rawValue || cause == OutcomeEvent.RollbackCause.host.rawValue else { break }
                 sets["rollback", default: []].insert(device)
                 if cause == OutcomeEvent.RollbackCause.crashLoop.rawValue { sets["crash", default: []].insert(device) }
             case OutcomeEvent.Kind.pluginLoadFailed.rawValue:
@@ -238,7 +240,7 @@ package struct GateDecision: Sendable, Equatable {
         /// threshold allows at min_devices (a halt need not wait for the sample a good verdict
         /// needs: those devices failed whatever the others will report).
         package func crossed(minDevices: Int) -> Bool {
-            devices >= minDevices ? rate > max : Double(failures) > max * Double(minDevices)
+            devices >= minDevices ? rate > max : Double(failures) / Double(minDevices) > max
         }
     }
 
@@ -263,7 +265,11 @@ package enum RolloutGate {
     }
 
     /// Judges `counts` for a release offered at `current` % (nil: to every client).
-    package static func decide(_ policy: RolloutPolicy, current: Double?, counts: RolloutCounts) -> GateDecision {
+    /// `settledAtStep`: devices settled among those that took the release at the share in force
+    /// (nil: not known, every settled device counts): an advance needs min_devices of them, so
+    /// a gate run twice on one export never takes two steps on one step's devices.
+    package static func decide(_ policy: RolloutPolicy, current: Double?, counts: RolloutCounts,
+                               settledAtStep: Int? = nil) -> GateDecision {
         let rates = rates(policy, counts)
         var d = GateDecision(action: .hold, from: current, to: nil, rates: rates, reasons: [])
         guard let current, current < 100 else {
@@ -288,6 +294,10 @@ package enum RolloutGate {
         }
         guard counts.settled >= policy.minDevices else {
             d.reasons = ["\(counts.settled) devices settled (confirmed or rolled back) of the \(policy.minDevices) min_devices needed; \(counts.activated) activated"]
+            return d
+        }
+        if let here = settledAtStep, here < policy.minDevices {
+            d.reasons = ["\(here) devices settled among those that took it at \(Rollout.format(current))% of the \(policy.minDevices) min_devices needed (\(counts.settled) at every step)"]
             return d
         }
         guard let next = policy.steps.first(where: { $0 > current }) else {

@@ -6,13 +6,15 @@ internal import CZlib
 ///
 /// ```text
 /// DATA_DIR/events/log     one event a line: 8 hex digits of the line's CRC-32, a space, the JSON
-/// DATA_DIR/events/acked   {"acked": N, "last": S, "dropped": D}, replaced atomically
+/// DATA_DIR/events/acked   {"acked": N, "last": S, "dropped": D, "stream": X}, replaced atomically
 /// DATA_DIR/events/lock    flock(2), held for each append, read, acknowledgement and compaction
 /// ```
 ///
 /// - Sequence numbers are per data directory, start at 1 and never repeat: the next is one
 ///   past the highest in the log or in `last` (the highest ever given when the log was last
-///   compacted).
+///   compacted). `stream` (16 random hex digits, in every event) names this outbox: should it
+///   be lost (the directory deleted or damaged), numbers start again under a new stream, so a
+///   collector deduplicating by device, stream and seq drops nothing new.
 /// - An append is one write(2) with O_APPEND: a process killed at any point leaves the line
 ///   whole or absent. A power cut can leave a torn or zeroed tail; lines failing their CRC are
 ///   skipped by readers, and the next append cuts the log back to its last whole line.
@@ -47,6 +49,11 @@ package final class EventOutbox: @unchecked Sendable {  // no state of its own: 
     }
 
     package static let defaultMaxBytes = 1 << 20
+    /// The largest bound (`events_max_bytes`); a log is read whole up to it and a line more.
+    package static let maxBoundBytes = 1 << 30
+    static let maxLogBytes = maxBoundBytes + maxLine
+    /// Sequence numbers stay exact in every JSON reader (2^53).
+    static let maxSeq: UInt64 = 1 << 53
     /// No event line is longer (events carry codes and names, never free text).
     static let maxLine = 8192
 
@@ -63,10 +70,10 @@ package final class EventOutbox: @unchecked Sendable {  // no state of its own: 
 
     // MARK: The host's calls
 
-    /// Appends the line `make` writes for the next sequence number; returns that number and the
-    /// line.
+    /// Appends the line `make` writes for the next sequence number and the outbox's stream;
+    /// returns that number and the line.
     @discardableResult
-    package func append(durable: Bool, _ make: (UInt64) -> String) throws -> Entry {
+    package func append(durable: Bool, _ make: (UInt64, String) -> String) throws -> Entry {
         try locked {
             let created = !FS.exists(logPath)
             let log = try File.open(logPath, O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW, mode: 0o600)
@@ -78,16 +85,17 @@ package final class EventOutbox: @unchecked Sendable {  // no state of its own: 
                 try log.truncate(to: tail.end)
                 size = tail.end
             }
-            var meta = readMeta()
+            var meta = try readMeta(tail: tail.seq)
             let seq = max(tail.seq, meta.last) + 1
-            let json = make(seq)
+            guard seq <= EventOutbox.maxSeq else { throw AssetPatchError(.io, "\(logPath): sequence numbers exhausted (damaged?)") }
+            let json = make(seq, meta.stream)
             let line = EventOutbox.frame(json)
             guard line.count <= EventOutbox.maxLine else {
                 throw AssetPatchError(.internal, "an outcome event of \(line.count) bytes is over the limit of \(EventOutbox.maxLine)")
             }
             if Int(size) + line.count > maxBytes {
                 meta.last = max(meta.last, seq - 1)
-                try compact(&meta, room: line.count)
+                try compact(&meta, room: line.count, mayDrop: true)
                 let fresh = try File.open(logPath, O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW, mode: 0o600)
                 try write(fresh, line, durable: durable)
             } else {
@@ -101,7 +109,7 @@ package final class EventOutbox: @unchecked Sendable {  // no state of its own: 
     /// `maxBytes` of JSON lines (newlines counted), but always the first when there is one.
     package func read(limit: Int = .max, maxBytes: Int = .max) throws -> [Entry] {
         try locked {
-            let acked = readMeta().acked
+            let acked = try readMeta().acked
             var out: [Entry] = []
             var bytes = 0
             for e in try entries() where e.seq > acked {
@@ -122,7 +130,7 @@ package final class EventOutbox: @unchecked Sendable {  // no state of its own: 
     /// below an earlier one changes nothing; one past the newest event is refused (`.argument`).
     package func acknowledge(through seq: UInt64) throws {
         try locked {
-            var meta = readMeta()
+            var meta = try readMeta()
             guard seq > meta.acked else { return }
             let log = try? File.open(logPath, O_RDONLY | O_NOFOLLOW)
             let newest = try max(meta.last, log.map { try lastWholeLine($0, size: try $0.size()).seq } ?? 0)
@@ -132,14 +140,15 @@ package final class EventOutbox: @unchecked Sendable {  // no state of its own: 
             meta.acked = seq
             meta.last = newest
             try writeMeta(meta)
-            // The log sheds acknowledged events once they are a good part of it.
-            if let size = try log?.size(), Int(size) > maxBytes / 4 { try compact(&meta, room: 0) }
+            // The log sheds acknowledged events once they are a good part of it (never others:
+            // another process may hold a larger bound).
+            if let size = try log?.size(), Int(size) > maxBytes / 4 { try compact(&meta, room: 0, mayDrop: false) }
         }
     }
 
     package func info() throws -> Info {
         try locked {
-            let meta = readMeta()
+            let meta = try readMeta()
             var info = Info(acked: meta.acked, dropped: meta.dropped, bytes: FS.fileSize(logPath) ?? 0)
             for e in try entries() where e.seq > meta.acked {
                 if info.firstSeq == 0 { info.firstSeq = e.seq }
@@ -182,13 +191,14 @@ package final class EventOutbox: @unchecked Sendable {  // no state of its own: 
             n = s
             digits += 1
         }
-        return digits > 0 ? n : nil
+        return digits > 0 && n >= 1 && n <= maxSeq ? n : nil
     }
 
     /// Every whole, valid line of the log in order (lines failing their CRC are skipped).
     func entries() throws -> [Entry] {
         guard FS.exists(logPath) else { return [] }
-        let bytes = try FS.readFile(logPath, limit: 2 * maxBytes + EventOutbox.maxLine, followLinks: false)
+        // By its size, whatever this process's bound: another may have a larger one.
+        let bytes = try FS.readFile(logPath, limit: EventOutbox.maxLogBytes, followLinks: false)
         var out: [Entry] = []
         var start = 0
         while let nl = bytes[start...].firstIndex(of: 0x0A) {
@@ -238,45 +248,73 @@ package final class EventOutbox: @unchecked Sendable {  // no state of its own: 
         if durable, fdatasync(file.fd) != 0 { throw ioError("fdatasync", file.path) }
     }
 
-    /// Drops acknowledged events, then the oldest unacknowledged ones until the log and `room`
-    /// more bytes fit in half the bound (or it is empty). The meta first: once the log is
-    /// replaced, nothing in it can lower the next sequence number.
-    private func compact(_ meta: inout Meta, room: Int) throws {
+    /// Drops acknowledged events and, with `mayDrop`, the oldest unacknowledged ones until the
+    /// log and `room` more bytes fit in half the bound (or it is empty). The meta first, with
+    /// the highest number given: once the log is replaced, nothing in it can lower the next
+    /// sequence number. The drop count after: a kill between the two never counts a drop whose
+    /// events are still there.
+    private func compact(_ meta: inout Meta, room: Int, mayDrop: Bool) throws {
         let all = try entries()
-        // The highest number given, acknowledged or not: the next one follows it whatever goes.
         if let newest = all.last?.seq { meta.last = max(meta.last, newest) }
         var kept = all.filter { $0.seq > meta.acked }
         var size = kept.reduce(0) { $0 + EventOutbox.frame($1.json).count }
         var drop = 0
-        while drop < kept.count, size + room > (room > 0 ? maxBytes / 2 : maxBytes) {
+        while mayDrop, drop < kept.count, size + room > maxBytes / 2 {
             size -= EventOutbox.frame(kept[drop].json).count
             drop += 1
         }
-        meta.dropped += UInt64(drop)
         kept.removeFirst(drop)
         try writeMeta(meta)
         try FS.writeAtomically(logPath, kept.flatMap { EventOutbox.frame($0.json) }, mode: 0o600)
+        if drop > 0 {
+            meta.dropped = meta.dropped.addingReportingOverflow(UInt64(drop)).partialValue
+            try writeMeta(meta)
+        }
     }
 
     struct Meta {
         var acked: UInt64 = 0
         var last: UInt64 = 0
         var dropped: UInt64 = 0
+        var stream: String
     }
 
-    private func readMeta() -> Meta {
-        guard let bytes = try? FS.readFile(metaPath, limit: 4096, followLinks: false),
-              let json = try? JSONParser.parse(bytes) else { return Meta() }
-        func number(_ key: String) -> UInt64 {
-            if case let .number(t)? = json[key] { return UInt64(t) ?? 0 }
-            return 0
+    /// The acknowledgement record. Missing: a new outbox (a new stream). Unreadable for any other
+    /// reason: thrown (never read as zero, which would hand out numbers again). Damaged (not
+    /// its JSON, numbers out of range: it is only ever replaced whole, so only something else
+    /// damages it): rebuilt from the log, every event in it read again under its stream.
+    private func readMeta(tail: UInt64? = nil) throws -> Meta {
+        let bytes: [UInt8]
+        do { bytes = try FS.readFile(metaPath, limit: 4096, followLinks: false) } catch let e as AssetPatchError where e.errno == ENOENT {
+            return Meta(stream: try streamFromLog() ?? EventOutbox.newStream())
         }
-        return Meta(acked: number("acked"), last: number("last"), dropped: number("dropped"))
+        func number(_ json: JSON, _ key: String) -> UInt64? {
+            guard case let .number(t)? = json[key], let n = UInt64(t), n <= EventOutbox.maxSeq else { return nil }
+            return n
+        }
+        if let json = try? JSONParser.parse(bytes), let acked = number(json, "acked"), let last = number(json, "last"),
+           let dropped = number(json, "dropped"), let stream = json["stream"]?.string, Hex.isHex(stream, length: 16) {
+            return Meta(acked: acked, last: last, dropped: dropped, stream: stream)
+        }
+        let newest = try tail ?? (entries().last?.seq ?? 0)
+        return Meta(acked: 0, last: newest, dropped: 0, stream: try streamFromLog() ?? EventOutbox.newStream())
+    }
+
+    /// The stream the log's newest event names.
+    private func streamFromLog() throws -> String? {
+        guard let last = try entries().last, let json = try? JSONParser.parse(Array(last.json.utf8)),
+              let stream = json["stream"]?.string, Hex.isHex(stream, length: 16) else { return nil }
+        return stream
+    }
+
+    private static func newStream() -> String {
+        var rng = SystemRandomNumberGenerator()
+        return Hex.encode((0..<8).map { _ in UInt8.random(in: 0...255, using: &rng) })
     }
 
     private func writeMeta(_ m: Meta) throws {
         let json = JSON.object([("acked", .number(String(m.acked))), ("last", .number(String(m.last))),
-                                ("dropped", .number(String(m.dropped)))])
+                                ("dropped", .number(String(m.dropped))), ("stream", .string(m.stream))])
         try FS.writeAtomically(metaPath, Array((json.serialized() + "\n").utf8), mode: 0o600)
     }
 

@@ -301,6 +301,7 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
         for name in (try? FS.list(stagingRoot)) ?? [] { try FS.removeTree(stagingRoot + "/" + name) }
         removeStaleTemporaries(in: root)
         removeStaleTemporaries(in: downloadsDir)
+        removeStaleTemporaries(in: root + "/events")
         try collectGarbage(state)
         collectGroups(state)
     }

@@ -21,4 +21,8 @@ struct Evaluation {
     var trustChanged = false
     /// How the release's files arrived: "differential", "whole" (the archive) or "kept" (on disk).
     var route: String?
+    /// The check found a release and the update went on to fetch it.
+    var updating = false
+    /// An earlier attempt's partial archive or verified files of that release were on disk.
+    var resumed = false
 }

@@ -104,6 +104,9 @@ final class Updater {
         if state != before { try store.recordAcceptance(state, before: before, judgement: e.judgement) }
         progress.report(Progress(phase: .check), final: true)
         log(.info, "updating to version \(candidate.version) from \(candidate.archive.shown)")
+        e.updating = true
+        let digest = candidate.manifest.archiveDigest
+        e.resumed = [store.partialPath(digest), store.fetchedDir(digest), store.chunksDir(digest)].contains(where: FS.exists)
 
         var info: ReleaseRecord
         if state.kept.contains(where: { $0.id == candidate.releaseID }), let kept = try? store.loadRelease(candidate.releaseID) {
@@ -124,8 +127,8 @@ final class Updater {
                 candidate.groupFetchBytes = try groupFetchBytes(candidate, state)
                 let route = try chooseRoute(candidate, state)
                 try store.requireFreeSpace(try spaceNeeded(route, candidate, state), for: "version \(candidate.version)")
+                if case .differential = route { e.route = "differential" }
                 if case let .differential(plan) = route, let done = try installDifferentially(candidate, plan) {
-                    e.route = "differential"
                     info = done
                 } else {
                     e.route = "whole"

@@ -78,6 +78,20 @@ import Testing
         #expect(two.action == .halt)
     }
 
+    @Test func anAdvanceNeedsItsDevicesAtTheShareInForce() throws {
+        let c = try counts(fleet(good: 60, crashed: 0))
+        #expect(RolloutGate.decide(policy, current: 5, counts: c, settledAtStep: 49).action == .hold)
+        #expect(RolloutGate.decide(policy, current: 5, counts: c, settledAtStep: 50).to == 25)
+    }
+
+    @Test func theEarlyHaltIsExactAtItsBoundary() throws {
+        // 29 failures of min_devices 100 is exactly 29%: not over a 29% threshold (0.29 * 100 is
+        // 28.999... in binary: compared as failures / min_devices).
+        let strict = RolloutPolicy(steps: [1, 100], minDevices: 100, maxCrashLoopRate: 0.29, maxRollbackRate: 1)
+        #expect(RolloutGate.decide(strict, current: 1, counts: try counts(fleet(good: 21, crashed: 29))).action == .hold)
+        #expect(RolloutGate.decide(strict, current: 1, counts: try counts(fleet(good: 20, crashed: 30))).action == .halt)
+    }
+
     @Test func nothingToDoWhenCompleteOrHalted() throws {
         let c = try counts(fleet(good: 100, crashed: 0))
         #expect(RolloutGate.decide(policy, current: nil, counts: c).action == .complete)

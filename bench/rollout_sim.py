@@ -69,7 +69,7 @@ def run_client(args):
     return activated, lines
 
 
-def simulate(work, clients, bad, waves=8):
+def simulate(work, clients, bad, waves=8, policy_doc=POLICY):
     repo = os.path.join(work, "repo-bad" if bad else "repo-good")
     src = os.path.join(work, "sim-src")
     os.makedirs(src, exist_ok=True)
@@ -79,7 +79,7 @@ def simulate(work, clients, bad, waves=8):
                    check=True, stdout=subprocess.DEVNULL)
     policy = os.path.join(work, "policy.json")
     with open(policy, "w") as f:
-        json.dump(POLICY, f)
+        json.dump(policy_doc, f)
     url = "file://" + os.path.join(repo, "head.json")
     dirs = [os.path.join(work, "devices-" + ("bad" if bad else "good"), str(i)) for i in range(clients)]
     export = os.path.join(work, f"events-{'bad' if bad else 'good'}.jsonl")
@@ -163,11 +163,13 @@ def overhead(work, runs):
 
 def run_all(work, runs, quick):
     clients = 1000 if quick else 10_000
-    r = {}
+    # A smoke run's 1% is 10 devices: its policy asks for 5.
+    policy = dict(POLICY, min_devices=5) if quick else POLICY
+    r = {"policy": policy}
     log(f"bad release, {clients} clients")
-    r["bad"] = simulate(work, clients, bad=True)
+    r["bad"] = simulate(work, clients, bad=True, policy_doc=policy)
     log(f"healthy release, {clients} clients")
-    r["good"] = simulate(work, clients, bad=False)
+    r["good"] = simulate(work, clients, bad=False, policy_doc=policy)
     log("outbox overhead on the full update")
     r["overhead"] = overhead(work, max(runs, 7) if not quick else 2)
     return r
@@ -184,7 +186,7 @@ def section(r):
              f"repository (bench/rollout_sim.py). Each wave every client opens, updates and runs the release; on the bad "
              f"release {BAD_SHARE:.0%} of devices crash before mark_good until the open rolls back (max_failed_launches "
              f"{MAX_FAILED_LAUNCHES}); their events are read, acknowledged and exported, and `assetpatch rollout advance` "
-             f"decides (steps 1, 5, 25, 100; min_devices 50; max crash-loop rate 2%).", "",
+             f"decides (steps 1, 5, 25, 100; min_devices {r.get('policy', POLICY)['min_devices']}; max crash-loop rate 2%).", "",
              "Bad release:", "", "| wave | share (%) | decision | activated | settled | crash loops |", "|---|---|---|---|---|---|",
              *waves(b), "",
              f"Halted: **{b['final'] == 'halt'}**; clients that ever activated it: {b['ever_activated']} of {b['clients']:,} "

@@ -323,12 +323,18 @@ def run_fleet(tmp_path, repo, count, crash, pubkey):
     return export, activated
 
 
-def test_the_gate_halts_a_crash_looping_release_from_real_clients(tmp_path):
+def gate_repo(tmp_path, content):
+    """A signed release offered to 40%, and a policy: steps 40, 80, 100; 5 devices; 10% crash loops."""
     cli("keygen", "--out", tmp_path / "k.key")
     pub = open(tmp_path / "k.key.pub").read().strip()
-    repo = publish(tmp_path, 1, {"a.txt": b"bad"}, "--rollout", "40", "--key", tmp_path / "k.key")
+    repo = publish(tmp_path, 1, {"a.txt": content}, "--rollout", "40", "--key", tmp_path / "k.key")
     policy = tmp_path / "policy.json"
     policy.write_text(json.dumps({"steps": [40, 80, 100], "min_devices": 5, "max_crash_loop_rate": 0.1}))
+    return repo, pub, policy
+
+
+def test_the_gate_halts_a_crash_looping_release_from_real_clients(tmp_path):
+    repo, pub, policy = gate_repo(tmp_path, b"bad")
     export, activated = run_fleet(tmp_path, repo, 40, lambda i: i % 3 == 0, pub)
     assert 5 <= activated < 40  # about 40% took it
     before = open(repo / "head.json", "rb").read()
@@ -353,14 +359,10 @@ def test_the_gate_halts_a_crash_looping_release_from_real_clients(tmp_path):
 
 
 def test_the_gate_advances_a_healthy_release_step_by_step(tmp_path):
-    cli("keygen", "--out", tmp_path / "k.key")
-    pub = open(tmp_path / "k.key.pub").read().strip()
-    repo = publish(tmp_path, 1, {"a.txt": b"good"}, "--rollout", "40", "--key", tmp_path / "k.key")
-    policy = tmp_path / "policy.json"
-    policy.write_text(json.dumps({"steps": [40, 80, 100], "min_devices": 5, "max_crash_loop_rate": 0.1}))
+    repo, pub, policy = gate_repo(tmp_path, b"good")
     shares = []
     for _ in range(3):
-        export, _ = run_fleet(tmp_path, repo, 20, lambda i: False, pub)
+        export, _ = run_fleet(tmp_path, repo, 40, lambda i: False, pub)  # 40% of 40: 5 or more but once in 10^4
         gate = cli("rollout", "advance", "--repo", repo, "--policy", policy, "--events", export, "--key", tmp_path / "k.key",
                    check=False)
         assert gate.returncode == 0, gate.stdout + gate.stderr
@@ -372,12 +374,8 @@ def test_the_gate_advances_a_healthy_release_step_by_step(tmp_path):
 def test_the_gate_run_twice_on_one_export_takes_one_step(tmp_path):
     """An advance needs min_devices settled at the share in force: the 40% wave's devices move
     it to 80%, and the same export run again (a retry, a scheduler) holds there."""
-    cli("keygen", "--out", tmp_path / "k.key")
-    pub = open(tmp_path / "k.key.pub").read().strip()
-    repo = publish(tmp_path, 1, {"a.txt": b"good"}, "--rollout", "40", "--key", tmp_path / "k.key")
-    policy = tmp_path / "policy.json"
-    policy.write_text(json.dumps({"steps": [40, 80, 100], "min_devices": 5}))
-    export, _ = run_fleet(tmp_path, repo, 30, lambda i: False, pub)
+    repo, pub, policy = gate_repo(tmp_path, b"good")
+    export, _ = run_fleet(tmp_path, repo, 40, lambda i: False, pub)
     args = ("rollout", "advance", "--repo", repo, "--policy", policy, "--events", export, "--key", tmp_path / "k.key")
     assert cli(*args, check=False).returncode == 0 and head_rollout(repo) == {"percent": 80}
     held = cli(*args, check=False)

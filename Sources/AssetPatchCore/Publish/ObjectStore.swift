@@ -1,0 +1,355 @@
+import Glibc
+internal import CCurl
+
+/// An S3-compatible bucket (AWS S3, R2, GCS interoperability, MinIO, Ceph...), read and written
+/// with requests libcurl signs (AWS Signature Version 4, `CURLOPT_AWS_SIGV4`). Only what
+/// publishing needs: objects put (from a file, with its sha256 signed and kept as metadata, and
+/// optionally conditional), read, described, deleted and listed.
+package final class ObjectStore {
+    package struct Location: Sendable, Equatable {
+        /// Scheme and host (and port) of the service, e.g. "https://s3.eu-west-1.amazonaws.com".
+        package var endpoint: String
+        package var region: String
+        package var bucket: String
+        /// The repository's folder in the bucket: "" or "a/b/" (ends in "/").
+        package var prefix: String
+        /// Path-style addressing (`endpoint/bucket/key`), as most S3-compatible stores want;
+        /// otherwise virtual-hosted (`bucket.host/key`), as AWS prefers.
+        package var pathStyle: Bool
+
+        /// `s3://bucket/prefix`, with the endpoint and region given (nil: AWS's for the region).
+        package static func parse(_ url: String, endpoint: String?, region: String?, pathStyle: Bool?) throws -> Location {
+            guard url.hasPrefix("s3://") else { throw AssetPatchError(.argument, "\(url): not an s3://BUCKET/PREFIX URL") }
+            let rest = url.dropFirst(5)
+            let bucket = String(rest.prefix { $0 != "/" })
+            guard bucket.count >= 3, bucket.count <= 63,
+                  bucket.allSatisfy({ $0.isLowercase || $0.isNumber || $0 == "-" || $0 == "." }) else {
+                throw AssetPatchError(.argument, "\(url): \"\(bucket)\" is not a bucket name (3 to 63 of a-z, 0-9, '-', '.')")
+            }
+            var prefix = String(rest.dropFirst(bucket.count)).stripping("/")
+            if !prefix.isEmpty { prefix += "/" }
+            guard !prefix.split(separator: "/").contains(where: { $0 == ".." || $0 == "." }) else {
+                throw AssetPatchError(.argument, "\(url): the prefix may not hold . or .. segments")
+            }
+            let region = region ?? "us-east-1"
+            var end = endpoint ?? "https://s3.\(region).amazonaws.com"
+            while end.hasSuffix("/") { end.removeLast() }
+            guard end.hasPrefix("https://") || end.hasPrefix("http://") else {
+                throw AssetPatchError(.argument, "--endpoint \(end): an http:// or https:// URL")
+            }
+            return Location(endpoint: end, region: region, bucket: bucket, prefix: prefix, pathStyle: pathStyle ?? (endpoint != nil))
+        }
+
+        package var shown: String { "s3://\(bucket)/\(prefix)" }
+    }
+
+    /// One response: its status, headers (names in lower case) and body.
+    package struct Response {
+        package var status: Int
+        package var headers: [(String, String)]
+        package var body: [UInt8]
+
+        package func header(_ name: String) -> String? { headers.last { $0.0 == name }?.1 }
+        /// The service's error code from an XML error body ("PreconditionFailed", ...).
+        package var errorCode: String? { XMLText.first("Code", in: body) }
+    }
+
+    /// What a put may require of the object it replaces.
+    package enum Condition: Sendable, Equatable {
+        case none
+        /// Only when there is no object there yet.
+        case absent
+        /// Only when the object is still the one with this ETag.
+        case etag(String)
+    }
+
+    package let location: Location
+    private let credentials: (key: String, secret: String, token: String?)
+
+    package init(_ location: Location, accessKey: String, secretKey: String, sessionToken: String? = nil) {
+        self.location = location
+        credentials = (accessKey, secretKey, sessionToken)
+    }
+
+    /// The credentials from the usual AWS environment variables.
+    package static func fromEnvironment(_ location: Location) throws -> ObjectStore {
+        func env(_ name: String) -> String? { getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } }
+        guard let key = env("AWS_ACCESS_KEY_ID"), let secret = env("AWS_SECRET_ACCESS_KEY") else {
+            throw AssetPatchError(.argument, "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for \(location.shown)")
+        }
+        return ObjectStore(location, accessKey: key, secretKey: secret, sessionToken: env("AWS_SESSION_TOKEN"))
+    }
+
+    // MARK: Objects
+
+    /// The object's description; nil when there is none.
+    package func head(_ key: String) throws -> Response? {
+        let r = try request("HEAD", key)
+        if r.status == 404 { return nil }
+        try expect(r, [200], "HEAD", key)
+        return r
+    }
+
+    /// The object's bytes (at most `limit`); nil when there is none.
+    package func get(_ key: String, limit: Int = 64 << 20) throws -> (body: [UInt8], etag: String?)? {
+        let r = try request("GET", key, limit: limit)
+        if r.status == 404 { return nil }
+        try expect(r, [200], "GET", key)
+        return (r.body, r.header("etag"))
+    }
+
+    /// Puts the bytes of `file` (or `bytes`) at `key`, their sha256 signed (the store checks
+    /// it) and kept as metadata `x-amz-meta-sha256`; returns the new ETag. A failed condition
+    /// is `.state`, naming what stood there.
+    @discardableResult
+    package func put(_ key: String, file: String? = nil, bytes: [UInt8]? = nil, sha256: String, contentType: String,
+                     cacheControl: String?, acl: String? = nil, condition: Condition = .none) throws -> String? {
+        var headers = ["x-amz-meta-sha256: \(sha256)", "Content-Type: \(contentType)"]
+        if let acl { headers.append("x-amz-acl: \(acl)") }
+        if let cacheControl { headers.append("Cache-Control: \(cacheControl)") }
+        switch condition {
+        case .none: break
+        case .absent: headers.append("If-None-Match: *")
+        case let .etag(e): headers.append("If-Match: \(e)")
+        }
+        let r = try request("PUT", key, headers: headers, payloadSHA256: sha256, upload: file.map { .file($0) } ?? .bytes(bytes ?? []))
+        if r.status == 412 || r.errorCode == "PreconditionFailed" || (r.status == 409 && r.errorCode == "ConditionalRequestConflict") {
+            throw AssetPatchError(.state, "\(location.shown)\(key) changed since it was read (another publisher?): not replaced")
+        }
+        try expect(r, [200], "PUT", key)
+        return r.header("etag")
+    }
+
+    package func delete(_ key: String) throws {
+        let r = try request("DELETE", key)
+        try expect(r, [200, 204, 404], "DELETE", key)
+    }
+
+    /// Every object under the repository's prefix plus `under` (ListObjectsV2, page by page):
+    /// keys relative to the prefix, with their sizes.
+    package func list(under: String = "") throws -> [(key: String, size: UInt64)] {
+        var out: [(String, UInt64)] = []
+        var token: String?
+        repeat {
+            var query = "list-type=2&prefix=" + ObjectStore.encode(location.prefix + under, slash: true)
+            if let t = token { query += "&continuation-token=" + ObjectStore.encode(t, slash: true) }
+            let r = try request("GET", "", query: query, bucketLevel: true, limit: 16 << 20)
+            try expect(r, [200], "GET (list)", under)
+            for item in XMLText.all("Contents", in: r.body) {
+                guard let key = XMLText.first("Key", in: item).map(XMLText.unescape), key.hasPrefix(location.prefix) else { continue }
+                out.append((String(key.dropFirst(location.prefix.count)), UInt64(XMLText.first("Size", in: item) ?? "") ?? 0))
+            }
+            token = XMLText.first("IsTruncated", in: r.body) == "true" ? XMLText.first("NextContinuationToken", in: r.body) : nil
+        } while token != nil
+        return out
+    }
+
+    // MARK: Requests
+
+    enum Upload {
+        case none
+        case bytes([UInt8])
+        case file(String)
+    }
+
+    func url(_ key: String, bucketLevel: Bool = false) -> String {
+        let path = bucketLevel ? "" : ObjectStore.encode(location.prefix + key, slash: false)
+        if location.pathStyle { return "\(location.endpoint)/\(location.bucket)/\(path)" }
+        let scheme = location.endpoint.hasPrefix("https://") ? "https://" : "http://"
+        return scheme + location.bucket + "." + location.endpoint.dropFirst(scheme.count) + "/" + path
+    }
+
+    /// One signed request, failures of the connection thrown as `.network`.
+    func request(_ method: String, _ key: String, query: String = "", headers: [String] = [], payloadSHA256: String? = nil,
+                 upload: Upload = .none, bucketLevel: Bool = false, limit: Int = 1 << 20) throws -> Response {
+        // The command-line tool's one thread: curl_easy_init initialises libcurl on its first call.
+        guard let easy = curl_easy_init() else { throw AssetPatchError(.internal, "curl_easy_init failed") }
+        defer { curl_easy_cleanup(easy) }
+        let ctx = RequestContext(limit: limit)
+        var list: UnsafeMutablePointer<curl_slist>?
+        defer { curl_slist_free_all(list) }
+        // The payload's hash is signed: the store refuses bytes that differ from it.
+        var all = headers + ["x-amz-content-sha256: \(payloadSHA256 ?? Digest.sha256Hex([]))"]
+        if let token = credentials.token { all.append("x-amz-security-token: \(token)") }
+        if case .none = upload, method == "PUT" || method == "POST" { all.append("Content-Length: 0") }
+        for h in all { list = curl_slist_append(list, h) }
+        var target = url(key, bucketLevel: bucketLevel)
+        if !query.isEmpty { target += "?" + query }
+        var file: File?
+        var rc = CURLE_OK
+        func set(_ r: CURLcode) { if rc == CURLE_OK { rc = r } }
+        set(ccurl_setopt_ptr(easy, CURLOPT_URL, target))
+        set(ccurl_setopt_long(easy, CURLOPT_NOSIGNAL, 1))
+        set(ccurl_setopt_ptr(easy, CURLOPT_PROTOCOLS_STR, "http,https"))
+        set(ccurl_setopt_ptr(easy, CURLOPT_AWS_SIGV4, "aws:amz:\(location.region):s3"))
+        set(ccurl_setopt_ptr(easy, CURLOPT_USERNAME, credentials.key))
+        set(ccurl_setopt_ptr(easy, CURLOPT_PASSWORD, credentials.secret))
+        set(ccurl_setopt_ptr(easy, CURLOPT_HTTPHEADER, list))
+        set(ccurl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, 30_000))
+        set(ccurl_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1))
+        set(ccurl_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, 60))
+        if let ca = getenv("ASSETPATCH_CA_FILE").map({ String(cString: $0) }), !ca.isEmpty { set(ccurl_setopt_ptr(easy, CURLOPT_CAINFO, ca)) }
+        let ctxPointer = Unmanaged.passUnretained(ctx).toOpaque()
+        set(ccurl_setopt_write(easy, objectWrite))
+        set(ccurl_setopt_ptr(easy, CURLOPT_WRITEDATA, ctxPointer))
+        set(ccurl_setopt_header(easy, objectHeader))
+        set(ccurl_setopt_ptr(easy, CURLOPT_HEADERDATA, ctxPointer))
+        switch upload {
+        case .none:
+            if method == "HEAD" { set(ccurl_setopt_long(easy, CURLOPT_NOBODY, 1)) } else { set(ccurl_setopt_ptr(easy, CURLOPT_CUSTOMREQUEST, method)) }
+        case let .bytes(b):
+            ctx.upload = b
+            set(ccurl_setopt_long(easy, CURLOPT_UPLOAD, 1))
+            set(ccurl_setopt_off(easy, CURLOPT_INFILESIZE_LARGE, curl_off_t(b.count)))
+            set(ccurl_setopt_read(easy, objectRead))
+            set(ccurl_setopt_ptr(easy, CURLOPT_READDATA, ctxPointer))
+            if method != "PUT" { set(ccurl_setopt_ptr(easy, CURLOPT_CUSTOMREQUEST, method)) }
+        case let .file(path):
+            let f = try File.openRead(path)
+            file = f
+            ctx.file = f
+            set(ccurl_setopt_long(easy, CURLOPT_UPLOAD, 1))
+            set(ccurl_setopt_off(easy, CURLOPT_INFILESIZE_LARGE, curl_off_t(try f.size())))
+            set(ccurl_setopt_read(easy, objectRead))
+            set(ccurl_setopt_ptr(easy, CURLOPT_READDATA, ctxPointer))
+        }
+        guard rc == CURLE_OK else { throw AssetPatchError(.internal, "curl_easy_setopt: \(String(cString: curl_easy_strerror(rc)))") }
+        let performed = curl_easy_perform(easy)
+        _ = file
+        if let e = ctx.failure { throw e }
+        guard performed == CURLE_OK else {
+            throw AssetPatchError(.network, "\(method) \(location.shown)\(key): \(String(cString: curl_easy_strerror(performed)))")
+        }
+        var status = 0
+        _ = ccurl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
+        return Response(status: status, headers: ctx.headers, body: ctx.body)
+    }
+
+    func expect(_ r: Response, _ ok: [Int], _ method: String, _ key: String) throws {
+        guard !ok.contains(r.status) else { return }
+        let code = r.errorCode.map { " (\($0))" } ?? ""
+        let status: Status = r.status == 403 || r.status == 401 ? .argument : .http
+        throw AssetPatchError(status, "\(method) \(location.shown)\(key): HTTP \(r.status)\(code)")
+    }
+
+    /// RFC 3986 unreserved characters pass; `/` too unless `slash`.
+    static func encode(_ s: String, slash: Bool) -> String {
+        var out = ""
+        for b in s.utf8 {
+            let c = Character(UnicodeScalar(b))
+            if (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39) || "-._~".contains(c) || (b == 0x2F && !slash) {
+                out.append(c)
+            } else {
+                let hex = String(b, radix: 16, uppercase: true)
+                out += "%" + (hex.count == 1 ? "0" : "") + hex
+            }
+        }
+        return out
+    }
+}
+
+/// What one request's callbacks share.
+final class RequestContext {
+    let limit: Int
+    var body: [UInt8] = []
+    var headers: [(String, String)] = []
+    var upload: [UInt8] = []
+    var uploaded = 0
+    var file: File?
+    var failure: AssetPatchError?
+
+    init(limit: Int) { self.limit = limit }
+}
+
+private let objectWrite: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = { ptr, size, count, user in
+    guard let user, let ptr else { return 0 }
+    let ctx = Unmanaged<RequestContext>.fromOpaque(user).takeUnretainedValue()
+    let n = size * count
+    guard ctx.body.count + n <= ctx.limit else {
+        ctx.failure = AssetPatchError(.http, "a response of more than \(ctx.limit) bytes")
+        return 0
+    }
+    ctx.body.append(contentsOf: UnsafeRawBufferPointer(start: ptr, count: n))
+    return n
+}
+
+private let objectHeader: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = { ptr, size, count, user in
+    guard let user, let ptr else { return 0 }
+    let ctx = Unmanaged<RequestContext>.fromOpaque(user).takeUnretainedValue()
+    let n = size * count
+    let line = String(decoding: UnsafeRawBufferPointer(start: ptr, count: n), as: UTF8.self).stripping(" \t\r\n")
+    if line.hasPrefix("HTTP/") {
+        ctx.headers = []
+    } else if let colon = line.firstIndex(of: ":"), ctx.headers.count < 200 {
+        ctx.headers.append((String(line[..<colon]).lowercased(), String(line[line.index(after: colon)...]).stripping(" \t")))
+    }
+    return n
+}
+
+private let objectRead: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = { ptr, size, count, user in
+    guard let user, let ptr else { return Int(CURL_READFUNC_ABORT) }
+    let ctx = Unmanaged<RequestContext>.fromOpaque(user).takeUnretainedValue()
+    let room = size * count
+    if let file = ctx.file {
+        do { return try file.read(into: UnsafeMutableRawBufferPointer(start: ptr, count: room)) } catch let e as AssetPatchError {
+            ctx.failure = e
+            return Int(CURL_READFUNC_ABORT)
+        } catch { return Int(CURL_READFUNC_ABORT) }
+    }
+    let n = min(room, ctx.upload.count - ctx.uploaded)
+    ctx.upload.withUnsafeBytes { UnsafeMutableRawPointer(ptr).copyMemory(from: $0.baseAddress! + ctx.uploaded, byteCount: n) }
+    ctx.uploaded += n
+    return n
+}
+
+/// The few XML elements S3's answers are read for (errors, listings): their text, found by
+/// name, never a general parser (an element's text holds no markup in these answers).
+enum XMLText {
+    static func all(_ name: String, in body: some Collection<UInt8>) -> [ArraySlice<UInt8>] {
+        let bytes = Array(body)
+        let open = Array("<\(name)>".utf8), close = Array("</\(name)>".utf8)
+        var out: [ArraySlice<UInt8>] = []
+        var i = 0
+        while let s = find(open, in: bytes, from: i), let e = find(close, in: bytes, from: s + open.count) {
+            out.append(bytes[(s + open.count)..<e])
+            i = e + close.count
+        }
+        return out
+    }
+
+    static func first(_ name: String, in body: some Collection<UInt8>) -> String? {
+        all(name, in: body).first.map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    static func unescape(_ s: String) -> String {
+        s.replacingAll("&lt;", "<").replacingAll("&gt;", ">").replacingAll("&quot;", "\"").replacingAll("&apos;", "'").replacingAll("&amp;", "&")
+    }
+
+    private static func find(_ needle: [UInt8], in hay: [UInt8], from: Int) -> Int? {
+        guard needle.count <= hay.count else { return nil }
+        var i = from
+        while i + needle.count <= hay.count {
+            if hay[i] == needle[0] && hay[i..<(i + needle.count)].elementsEqual(needle) { return i }
+            i += 1
+        }
+        return nil
+    }
+}
+
+extension String {
+    /// Without the leading and trailing characters `set` holds.
+    func stripping(_ set: String) -> String {
+        String(drop { set.contains($0) }.reversed().drop { set.contains($0) }.reversed())
+    }
+
+    func replacingAll(_ target: String, _ replacement: String) -> String {
+        guard !target.isEmpty else { return self }
+        var out = ""
+        var rest = Substring(self)
+        while let r = rest.firstRange(of: target) {
+            out += rest[..<r.lowerBound] + replacement
+            rest = rest[r.upperBound...]
+        }
+        return out + rest
+    }
+}

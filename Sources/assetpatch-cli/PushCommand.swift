@@ -38,8 +38,12 @@ struct Push: ParsableCommand {
             if json {
                 print(JSON.object([("uploaded", .array(out.uploaded.map { .string($0) })), ("heads", .array(out.heads.map { .string($0) })),
                                    ("skipped", .int(Int64(out.skipped))), ("bytes", .int(Int64(out.bytes))),
+                                   ("left_out", .array(out.leftOut.map { .string($0) })),
                                    ("conditional_writes", .bool(out.conditionalWrites))]).serialized(indent: 2))
                 return
+            }
+            if !out.leftOut.isEmpty {
+                printError("note: not part of a repository, not uploaded: \(out.leftOut.prefix(10).joined(separator: ", "))\(out.leftOut.count > 10 ? ", and \(out.leftOut.count - 10) more" : "")")
             }
             if !out.conditionalWrites {
                 printError("note: \(location.shown) ignores conditional writes: the heads were compared by a read just before each write, which a publisher writing in between can still pass")

@@ -143,6 +143,40 @@ def test_push_then_clients_update_from_the_bucket(s3, tmp_path):
     assert third["uploaded"] == [] and third["heads"] == []
 
 
+def test_only_what_clients_read_is_uploaded(s3, tmp_path):
+    """A private key, a .git directory and a half-written archive beside the repository's files
+    stay on the publisher's disk, listed; a fresh copy without the push record pushes on."""
+    repo = tmp_path / "repo"
+    publish(tmp_path, repo, 1, {"a.txt": b"one"})
+    subprocess.run([CLI, "keygen", "--out", repo / "release.key"], check=True, capture_output=True)
+    make_tree(repo, {".git/config": b"[remote]\n\turl = https://user:token@example.com/x.git\n",
+                     "archives/.publish-123.zip": b"half", "keys/staged.json": b"{}"})
+    out = json.loads(push(repo, s3).stdout)
+    assert sorted(out["left_out"]) == [".git/config", "archives/.publish-123.zip", "keys/staged.json", "release.key", "release.key.pub"]
+    for secret in out["left_out"]:
+        assert not s3.exists(f"game/{secret}")
+    assert not any(k in out["uploaded"] for k in out["left_out"])
+    # The record lost (a fresh checkout): the bucket's head is one this repository made.
+    os.remove(repo / ".assetpatch-remote.json")
+    publish(tmp_path, repo, 2, {"a.txt": b"two"})
+    assert push(repo, s3, check=False).returncode == 0
+
+
+def test_a_listing_of_more_than_a_page(tmp_path):
+    """rclone checks signatures and pages listings by 1,000: a second page's request is signed
+    with its query in the order the signature wants."""
+    if tool("rclone") is None:
+        pytest.skip("rclone is not installed (the test command installs it into its venv)")
+    server = Server("rclone", tmp_path)
+    try:
+        make_tree(os.path.join(server.root, server.bucket, "game", "old"), {f"{i:04}.bin": b"x" for i in range(1100)})
+        repo = tmp_path / "repo"
+        publish(tmp_path, repo, 1, {"a.txt": b"one"})
+        assert json.loads(push(repo, server).stdout)["heads"] == ["manifest.json", "head.json"]
+    finally:
+        server.close()
+
+
 def test_a_killed_push_never_leaves_a_head_naming_a_missing_object(s3, tmp_path):
     repo = tmp_path / "repo"
     rnd = random.Random(41)

@@ -37,7 +37,9 @@ package final class ObjectStore {
             guard end.hasPrefix("https://") || end.hasPrefix("http://") else {
                 throw AssetPatchError(.argument, "--endpoint \(end): an http:// or https:// URL")
             }
-            return Location(endpoint: end, region: region, bucket: bucket, prefix: prefix, pathStyle: pathStyle ?? (endpoint != nil))
+            // A dotted bucket name fails TLS's name check as a host (bucket.s3...): path-style then.
+            return Location(endpoint: end, region: region, bucket: bucket, prefix: prefix,
+                            pathStyle: pathStyle ?? (endpoint != nil || bucket.contains(".")))
         }
 
         package var shown: String { "s3://\(bucket)/\(prefix)" }
@@ -98,13 +100,13 @@ package final class ObjectStore {
         return (r.body, r.header("etag"))
     }
 
-    /// Puts the bytes of `file` (or `bytes`) at `key`, their sha256 signed (the store checks
-    /// it) and kept as metadata `x-amz-meta-sha256`; returns the new ETag. A failed condition
-    /// is `.state`, naming what stood there.
+    /// Puts the bytes of `file` (or `bytes`) at `key` with their MD5 (`Content-MD5`: the store
+    /// refuses other bytes) and their sha256 (signed, and kept as metadata `x-amz-meta-sha256`);
+    /// returns the new ETag. A failed condition is `.state`.
     @discardableResult
-    package func put(_ key: String, file: String? = nil, bytes: [UInt8]? = nil, sha256: String, contentType: String,
+    package func put(_ key: String, file: String? = nil, bytes: [UInt8]? = nil, sha256: String, md5: String, contentType: String,
                      cacheControl: String?, acl: String? = nil, condition: Condition = .none) throws -> String? {
-        var headers = ["x-amz-meta-sha256: \(sha256)", "Content-Type: \(contentType)"]
+        var headers = ["x-amz-meta-sha256: \(sha256)", "Content-Type: \(contentType)", "Content-MD5: \(Base64.encode(Hex.decode(md5) ?? []))"]
         if let acl { headers.append("x-amz-acl: \(acl)") }
         if let cacheControl { headers.append("Cache-Control: \(cacheControl)") }
         switch condition {
@@ -113,7 +115,10 @@ package final class ObjectStore {
         case let .etag(e): headers.append("If-Match: \(e)")
         }
         let r = try request("PUT", key, headers: headers, payloadSHA256: sha256, upload: file.map { .file($0) } ?? .bytes(bytes ?? []))
-        if r.status == 412 || r.errorCode == "PreconditionFailed" || (r.status == 409 && r.errorCode == "ConditionalRequestConflict") {
+        // If-Match on an object deleted meanwhile: 404. Both say it is not what was read.
+        let changed = r.status == 412 || r.errorCode == "PreconditionFailed" || (r.status == 409 && r.errorCode == "ConditionalRequestConflict")
+            || (r.status == 404 && condition != .none && condition != .absent)
+        if changed {
             throw AssetPatchError(.state, "\(location.shown)\(key) changed since it was read (another publisher?): not replaced")
         }
         try expect(r, [200], "PUT", key)
@@ -131,15 +136,21 @@ package final class ObjectStore {
         var out: [(String, UInt64)] = []
         var token: String?
         repeat {
-            var query = "list-type=2&prefix=" + ObjectStore.encode(location.prefix + under, slash: true)
-            if let t = token { query += "&continuation-token=" + ObjectStore.encode(t, slash: true) }
+            // In the order signing wants (sorted by name): libcurl signs the query as given.
+            var query = ""
+            if let t = token { query += "continuation-token=" + ObjectStore.encode(t, slash: true) + "&" }
+            query += "list-type=2&prefix=" + ObjectStore.encode(location.prefix + under, slash: true)
             let r = try request("GET", "", query: query, bucketLevel: true, limit: 16 << 20)
             try expect(r, [200], "GET (list)", under)
             for item in XMLText.all("Contents", in: r.body) {
                 guard let key = XMLText.first("Key", in: item).map(XMLText.unescape), key.hasPrefix(location.prefix) else { continue }
                 out.append((String(key.dropFirst(location.prefix.count)), UInt64(XMLText.first("Size", in: item) ?? "") ?? 0))
             }
-            token = XMLText.first("IsTruncated", in: r.body) == "true" ? XMLText.first("NextContinuationToken", in: r.body) : nil
+            guard XMLText.first("IsTruncated", in: r.body) == "true" else { break }
+            guard let next = XMLText.first("NextContinuationToken", in: r.body).map(XMLText.unescape) else {
+                throw AssetPatchError(.http, "\(location.shown): a truncated listing without a continuation token")
+            }
+            token = next
         } while token != nil
         return out
     }
@@ -159,9 +170,25 @@ package final class ObjectStore {
         return scheme + location.bucket + "." + location.endpoint.dropFirst(scheme.count) + "/" + path
     }
 
-    /// One signed request, failures of the connection thrown as `.network`.
+    /// One signed request, tried up to three times (a second apart, then four) when the
+    /// connection fails or the store answers 500, 503 (SlowDown) or 429; then thrown.
     func request(_ method: String, _ key: String, query: String = "", headers: [String] = [], payloadSHA256: String? = nil,
                  upload: Upload = .none, bucketLevel: Bool = false, limit: Int = 1 << 20) throws -> Response {
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                let r = try once(method, key, query: query, headers: headers, payloadSHA256: payloadSHA256, upload: upload,
+                                 bucketLevel: bucketLevel, limit: limit)
+                guard [500, 503, 429].contains(r.status), attempt < 3 else { return r }
+            } catch let e as AssetPatchError where e.status == .network && attempt < 3 {
+            }
+            sleep(attempt == 1 ? 1 : 4)
+        }
+    }
+
+    func once(_ method: String, _ key: String, query: String, headers: [String], payloadSHA256: String?,
+              upload: Upload, bucketLevel: Bool, limit: Int) throws -> Response {
         // The command-line tool's one thread: curl_easy_init initialises libcurl on its first call.
         guard let easy = curl_easy_init() else { throw AssetPatchError(.internal, "curl_easy_init failed") }
         defer { curl_easy_cleanup(easy) }
@@ -229,7 +256,9 @@ package final class ObjectStore {
         guard !ok.contains(r.status) else { return }
         let code = r.errorCode.map { " (\($0))" } ?? ""
         let status: Status = r.status == 403 || r.status == 401 ? .argument : .http
-        throw AssetPatchError(status, "\(method) \(location.shown)\(key): HTTP \(r.status)\(code)")
+        // A bucket in another region: AWS says which.
+        let region = r.header("x-amz-bucket-region").map { "; the bucket is in region \($0): give --region \($0)" } ?? ""
+        throw AssetPatchError(status, "\(method) \(location.shown)\(key): HTTP \(r.status)\(code)\(region)")
     }
 
     /// RFC 3986 unreserved characters pass; `/` too unless `slash`.
@@ -342,14 +371,21 @@ extension String {
         String(drop { set.contains($0) }.reversed().drop { set.contains($0) }.reversed())
     }
 
+    /// Every `target` replaced (byte-wise: this module does without string processing).
     func replacingAll(_ target: String, _ replacement: String) -> String {
-        guard !target.isEmpty else { return self }
-        var out = ""
-        var rest = Substring(self)
-        while let r = rest.firstRange(of: target) {
-            out += rest[..<r.lowerBound] + replacement
-            rest = rest[r.upperBound...]
+        let hay = Array(utf8), needle = Array(target.utf8)
+        guard !needle.isEmpty else { return self }
+        var out: [UInt8] = []
+        var i = 0
+        while i < hay.count {
+            if i + needle.count <= hay.count && hay[i..<(i + needle.count)].elementsEqual(needle) {
+                out += replacement.utf8
+                i += needle.count
+            } else {
+                out.append(hay[i])
+                i += 1
+            }
         }
-        return out + rest
+        return String(decoding: out, as: UTF8.self)
     }
 }

@@ -74,6 +74,12 @@ package final class Digest {
         return d.finalHex()
     }
 
+    package static func md5(_ bytes: [UInt8]) throws -> [UInt8] {
+        let d = try Digest(.md5)
+        d.update(bytes)
+        return d.finalBytes()
+    }
+
     /// Hashes a whole file, streaming.
     package static func hexOfFile(_ path: String, _ algorithm: Algorithm = .sha256) throws -> String {
         let file = try File.openRead(path)

@@ -10,11 +10,7 @@ struct Push: ParsableCommand {
 
     @Argument(help: "The local release repository.") var repo: String
     @Argument(help: "s3://BUCKET/PREFIX") var destination: String
-    @Option(name: .long, help: "The service's URL for S3-compatible stores (MinIO, R2, GCS, Ceph...); default AWS's for the region. Default also: $AWS_ENDPOINT_URL.")
-    var endpoint: String?
-    @Option(name: .long, help: "The region signed for (default $AWS_REGION, else us-east-1).") var region: String?
-    @Flag(name: .customLong("virtual-hosted"), help: "Address the bucket as BUCKET.HOST (AWS's default; with --endpoint the default is path-style).")
-    var virtualHosted = false
+    @OptionGroup var s3: S3Options
     @Option(name: .long, help: "A canned ACL for every object (public-read), for buckets that grant reads by ACL rather than by a bucket policy.")
     var acl: String?
     @Flag(name: .long, help: "Write the heads whatever the bucket holds (another publisher's releases there are then no longer offered).")
@@ -24,11 +20,8 @@ struct Push: ParsableCommand {
 
     func run() throws {
         try cli {
-            func env(_ name: String) -> String? { getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } }
-            let endpoint = self.endpoint ?? env("AWS_ENDPOINT_URL_S3") ?? env("AWS_ENDPOINT_URL")
-            let location = try ObjectStore.Location.parse(destination, endpoint: endpoint, region: region ?? env("AWS_REGION") ?? env("AWS_DEFAULT_REGION"),
-                                                          pathStyle: virtualHosted ? false : nil)
-            let store = try ObjectStore.fromEnvironment(location)
+            let store = try s3.store(destination)
+            let location = store.location
             if let acl, !["private", "public-read", "bucket-owner-full-control"].contains(acl) {
                 throw AssetPatchError(.argument, "--acl \(acl): private, public-read or bucket-owner-full-control")
             }
@@ -49,6 +42,54 @@ struct Push: ParsableCommand {
                 printError("note: \(location.shown) ignores conditional writes: the heads were compared by a read just before each write, which a publisher writing in between can still pass")
             }
             print("\(dryRun ? "would push" : "pushed") to \(location.shown): \(out.uploaded.count) objects (\(out.bytes) bytes), \(out.heads.count) heads; \(out.skipped) already there")
+        }
+    }
+}
+
+/// Where a bucket is and how to address it: the options of every command that reads or
+/// writes one.
+struct S3Options: ParsableArguments {
+    @Option(name: .long, help: "The service's URL for S3-compatible stores (MinIO, R2, GCS, Ceph...); default AWS's for the region. Default also: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL.")
+    var endpoint: String?
+    @Option(name: .long, help: "The region signed for (default $AWS_REGION, else us-east-1).") var region: String?
+    @Flag(name: .customLong("virtual-hosted"), help: "Address the bucket as BUCKET.HOST (AWS's default; with --endpoint the default is path-style).")
+    var virtualHosted = false
+
+    func store(_ url: String) throws -> ObjectStore {
+        func env(_ name: String) -> String? { getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } }
+        let location = try ObjectStore.Location.parse(url, endpoint: endpoint ?? env("AWS_ENDPOINT_URL_S3") ?? env("AWS_ENDPOINT_URL"),
+                                                      region: region ?? env("AWS_REGION") ?? env("AWS_DEFAULT_REGION"),
+                                                      pathStyle: virtualHosted ? false : nil)
+        return try ObjectStore.fromEnvironment(location)
+    }
+}
+
+/// `assetpatch gc`: archives nothing names, older than a grace period.
+struct GC: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "gc",
+        abstract: "Delete archives that no channel's head and no release of the history names, once older than a grace period (what failed or losing publishes left), in a repository directory or a bucket.")
+
+    @Argument(help: "The repository: a directory, or s3://BUCKET/PREFIX.") var repo: String
+    @Option(name: .long, help: "Keep unnamed archives younger than this (a client mid-update may still fetch one): 30m, 12h, 7d (default 7d).")
+    var grace: String = "7d"
+    @OptionGroup var s3: S3Options
+    @Flag(name: .customLong("dry-run"), help: "Say what would be deleted; delete nothing.") var dryRun = false
+    @Flag(name: .long, help: "Print what was deleted as JSON.") var json = false
+
+    func run() throws {
+        try cli {
+            guard let seconds = parseDuration(grace) else { throw AssetPatchError(.argument, "--grace \(grace): a duration such as 30m, 12h, 7d") }
+            let place: RepositoryGC.Place = repo.hasPrefix("s3://") ? .bucket(try s3.store(repo)) : .directory(FS.absolute(repo))
+            let out = try RepositoryGC.collect(place, grace: seconds, dryRun: dryRun)
+            if json {
+                print(JSON.object([("deleted", .array(out.deleted.map { .string($0) })), ("bytes", .int(Int64(out.bytes))),
+                                   ("young", .array(out.young.map { .string($0) })), ("kept", .int(Int64(out.kept))),
+                                   ("dry_run", .bool(dryRun))]).serialized(indent: 2))
+                return
+            }
+            for k in out.deleted { print("\(dryRun ? "would delete" : "deleted") \(k)") }
+            print("\(dryRun ? "would delete" : "deleted") \(out.deleted.count) archives (\(out.bytes) bytes); kept \(out.kept) named, \(out.young.count) unnamed but younger than \(grace)")
         }
     }
 }

@@ -249,3 +249,53 @@ def test_two_publishers_racing_one_head_wins(s3, tmp_path):
             assert json.load(f)["archive"] == head["archive"]  # the bucket holds the winner's, whole
         wins += 1
     assert wins == 4
+
+
+def test_gc_deletes_only_unnamed_archives_past_the_grace(s3, tmp_path):
+    """What a losing publisher left (an archive no head names) goes after the grace period;
+    every archive a head or the history names stays, and clients still update."""
+    repo = tmp_path / "repo"
+    publish(tmp_path, repo, 1, {"a.txt": b"one"})
+    publish(tmp_path, repo, 2, {"a.txt": b"two"})
+    push(repo, s3)
+    named = sorted(k for k in os.listdir(repo / "archives"))
+    orphan = "archives/" + "ab" * 32 + ".zip"
+    make_tree(tmp_path / "orphan", {"x.zip": os.urandom(1000)})
+    # Through the store's own API (rclone lists from a cache that files written behind it miss).
+    subprocess.run(["curl", "-sf", "-T", tmp_path / "orphan" / "x.zip", "-H", "x-amz-acl: public-read", "--aws-sigv4", "aws:amz:us-east-1:s3",
+                    "--user", f"{KEYS['AWS_ACCESS_KEY_ID']}:{KEYS['AWS_SECRET_ACCESS_KEY']}", f"{s3.endpoint}/{s3.bucket}/game/{orphan}"],
+                   check=True)
+
+    def gc(*args):
+        r = subprocess.run([CLI, "gc", f"s3://{s3.bucket}/game", "--endpoint", s3.endpoint, "--json", *args], env={**os.environ, **KEYS},
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    young = gc("--grace", "1h")
+    assert young["deleted"] == [] and young["young"] == [orphan] and young["kept"] == 2
+    dry = gc("--grace", "0s", "--dry-run")
+    assert dry["deleted"] == [orphan] and s3.exists(f"game/{orphan}")
+    done = gc("--grace", "0s")
+    assert done["deleted"] == [orphan] and not s3.exists(f"game/{orphan}")
+    assert all(s3.exists(f"game/archives/{a}") for a in named)  # version 1's too: the history names it
+    with assetpatch.Client(tmp_path / "data", manifest_url=s3.url("game/head.json")) as c:
+        assert c.update() is True and c.current_version == 2
+
+
+def test_gc_in_a_directory_and_a_head_it_cannot_read(tmp_path):
+    repo = tmp_path / "repo"
+    publish(tmp_path, repo, 1, {"a.txt": b"one"})
+    orphan = repo / "archives" / ("cd" * 32 + ".zip")
+    orphan.write_bytes(b"left by a failed publish")
+    old = time.time() - 8 * 86400
+    os.utime(orphan, (old, old))
+    r = json.loads(subprocess.run([CLI, "gc", repo, "--json"], capture_output=True, text=True, check=True).stdout)
+    assert r["deleted"] == [orphan.relative_to(repo).as_posix()] and not orphan.exists() and r["kept"] == 1
+    # A head it can't read could name anything: nothing is deleted.
+    orphan.write_bytes(b"again")
+    os.utime(orphan, (old, old))
+    (repo / "channels" / "beta").mkdir(parents=True)
+    (repo / "channels" / "beta" / "head.json").write_text('{"payload": "not base64 of a head"}')
+    refused = subprocess.run([CLI, "gc", repo], capture_output=True, text=True)
+    assert refused.returncode == 3 and orphan.exists(), refused.stderr

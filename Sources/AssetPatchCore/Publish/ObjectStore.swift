@@ -131,9 +131,10 @@ package final class ObjectStore {
     }
 
     /// Every object under the repository's prefix plus `under` (ListObjectsV2, page by page):
-    /// keys relative to the prefix, with their sizes.
-    package func list(under: String = "") throws -> [(key: String, size: UInt64)] {
-        var out: [(String, UInt64)] = []
+    /// keys relative to the prefix, with their sizes and when they were last written (Unix
+    /// seconds; 0 when the store does not say).
+    package func list(under: String = "") throws -> [(key: String, size: UInt64, modified: Int64)] {
+        var out: [(String, UInt64, Int64)] = []
         var token: String?
         repeat {
             // In the order signing wants (sorted by name): libcurl signs the query as given.
@@ -144,7 +145,8 @@ package final class ObjectStore {
             try expect(r, [200], "GET (list)", under)
             for item in XMLText.all("Contents", in: r.body) {
                 guard let key = XMLText.first("Key", in: item).map(XMLText.unescape), key.hasPrefix(location.prefix) else { continue }
-                out.append((String(key.dropFirst(location.prefix.count)), UInt64(XMLText.first("Size", in: item) ?? "") ?? 0))
+                out.append((String(key.dropFirst(location.prefix.count)), UInt64(XMLText.first("Size", in: item) ?? "") ?? 0,
+                            XMLText.first("LastModified", in: item).flatMap(RFC3339.parse) ?? 0))
             }
             guard XMLText.first("IsTruncated", in: r.body) == "true" else { break }
             guard let next = XMLText.first("NextContinuationToken", in: r.body).map(XMLText.unescape) else {

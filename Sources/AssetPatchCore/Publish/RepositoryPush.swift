@@ -98,7 +98,7 @@ package enum RepositoryPush {
         }
         // What the bucket holds, read before anything is written.
         var remote: [String: UInt64] = [:]
-        for (key, size) in try store.list() { remote[key] = size }
+        for (key, size, _) in try store.list() { remote[key] = size }
         for key in remote.keys where key.hasPrefix(".assetpatch-probe-") && !dryRun { try? store.delete(key) }  // a killed push's
         let record = loadRecord(repo: repo, store: store)
         var headETags: [String: String] = [:]

@@ -70,9 +70,8 @@ struct GateOptions: ParsableArguments {
             let inputs = try events.map { name -> (name: String, bytes: [UInt8]) in
                 (name, name == "-" ? try readStdin() : try FS.readFile(name, limit: 4 << 30, limitStatus: .argument))
             }
-            let counts = try RolloutCounts.count(inputs, package: current.package, channel: channel, version: current.version)
+            let (counts, steps) = try RolloutCounts.tally(inputs, package: current.package, channel: channel, version: current.version)
             let share = current.rollout?.percent(at: unixTime())
-            let steps = try RolloutCounts.countByStep(inputs, package: current.package, channel: channel, version: current.version)
             let here = share.map { s in steps.first { $0.basisPoints == Int(Rollout.basisPoints(s)) }?.counts.settled ?? 0 }
             let decision = RolloutGate.decide(rules, current: share, counts: counts, settledAtStep: here)
             var signed: ChannelRelease?

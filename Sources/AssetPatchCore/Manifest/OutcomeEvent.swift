@@ -86,10 +86,4 @@ package struct OutcomeEvent: Sendable {
     package static func device(package: String, rolloutID: String) -> String {
         String(Hex.encode(Digest.sha256(Array("assetpatch-device:\(package):\(rolloutID)".utf8))).prefix(16))
     }
-
-    /// The seq of an event line, when it is one.
-    package static func seq(of json: JSON) -> UInt64? {
-        guard case let .number(text)? = json["seq"] else { return nil }
-        return UInt64(text)
-    }
 }

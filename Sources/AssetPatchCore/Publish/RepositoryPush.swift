@@ -195,14 +195,13 @@ package enum RepositoryPush {
     static func named(by bytes: [UInt8], at path: String) throws -> [String] {
         guard var json = try? JSONParser.parse(bytes) else { throw AssetPatchError(.manifest, "\(path): not JSON") }
         if let payload = json["payload"]?.string, let inner = Base64.decode(payload), let p = try? JSONParser.parse(inner) { json = p }
-        let dir = path.split(separator: "/").dropLast().joined(separator: "/")
+        // RFC 3986 resolution against the head's place in a stand-in root; an absolute URL (on
+        // another host) or one climbing out of the repository is not this bucket's.
+        let root = "file:///repository/"
         func resolve(_ url: String) -> String? {
-            guard URLs.scheme(url) == nil else { return nil }  // on another host: not this bucket's
-            var parts = dir.isEmpty ? [] : dir.split(separator: "/").map(String.init)
-            for seg in url.split(separator: "/", omittingEmptySubsequences: false).map(String.init) {
-                if seg == ".." { if !parts.isEmpty { parts.removeLast() } } else if seg != "." && !seg.isEmpty { parts.append(seg) }
-            }
-            return parts.joined(separator: "/")
+            let resolved = URLs.resolve(url, against: root + path)
+            guard resolved.hasPrefix(root) else { return nil }
+            return String(resolved.dropFirst(root.count)).stripping("/")
         }
         var out: [String] = []
         if let url = json["archive"]?["url"]?.string, let key = resolve(url) { out.append(key) }

@@ -99,11 +99,11 @@ package struct RepositoryReport {
             let rules = policy ?? RolloutPolicy()
             r.policy = rules
             for c in r.channels {
-                for (bp, counts) in try RolloutCounts.countByStep(events, package: c.package, channel: c.name, version: c.version) {
+                let (all, steps) = try RolloutCounts.tally(events, package: c.package, channel: c.name, version: c.version)
+                for (bp, counts) in steps {
                     r.health.append(StepHealth(channel: c.name, version: c.version, basisPoints: bp, counts: counts,
                                                rates: RolloutGate.rates(rules, counts)))
                 }
-                let all = try RolloutCounts.count(events, package: c.package, channel: c.name, version: c.version)
                 let share = c.rollout?.percent(at: r.generated)
                 let here = share.map { s in r.health.first { $0.channel == c.name && $0.basisPoints == Int(Rollout.basisPoints(s)) }?.counts.settled ?? 0 }
                 r.decisions.append((c.name, RolloutGate.decide(rules, current: share, counts: all, settledAtStep: here)))

@@ -104,13 +104,14 @@ package struct RolloutCounts: Sendable, Equatable {
         try Outcomes(inputs, package: package, channel: channel, version: version).counts(of: nil)
     }
 
-    /// The same counts per rollout step: each device under the share (in basis points) in force
-    /// at its first check that took the release (devices with no such check under -1).
-    package static func countByStep(_ inputs: [(name: String, bytes: [UInt8])], package: String, channel: String,
-                                    version: Int64) throws -> [(basisPoints: Int, counts: RolloutCounts)] {
+    /// The counts of every device, and the same per rollout step: each device under the share
+    /// (in basis points) in force at its first check that took the release (devices with no
+    /// such check under -1). The events are read once for both.
+    package static func tally(_ inputs: [(name: String, bytes: [UInt8])], package: String, channel: String,
+                              version: Int64) throws -> (all: RolloutCounts, steps: [(basisPoints: Int, counts: RolloutCounts)]) {
         let o = try Outcomes(inputs, package: package, channel: channel, version: version)
-        return Set(o.step.values).union(o.devices.subtracting(o.step.keys).isEmpty ? [] : [-1]).sorted()
-            .map { ($0, o.counts(of: $0)) }
+        let steps = Set(o.step.values).union(o.devices.subtracting(o.step.keys).isEmpty ? [] : [-1]).sorted()
+        return (o.counts(of: nil), steps.map { ($0, o.counts(of: $0)) })
     }
 
     /// Each device's outcomes for one release, read from events.

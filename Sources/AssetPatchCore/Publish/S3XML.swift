@@ -1,0 +1,58 @@
+/// The few XML elements S3's answers are read for (errors, listings): their text, found by
+/// name, never a general parser (an element's text holds no markup in these answers).
+enum XMLText {
+    static func all(_ name: String, in body: some Collection<UInt8>) -> [ArraySlice<UInt8>] {
+        let bytes = Array(body)
+        let open = Array("<\(name)>".utf8), close = Array("</\(name)>".utf8)
+        var out: [ArraySlice<UInt8>] = []
+        var i = 0
+        while let s = find(open, in: bytes, from: i), let e = find(close, in: bytes, from: s + open.count) {
+            out.append(bytes[(s + open.count)..<e])
+            i = e + close.count
+        }
+        return out
+    }
+
+    static func first(_ name: String, in body: some Collection<UInt8>) -> String? {
+        all(name, in: body).first.map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    static func unescape(_ s: String) -> String {
+        s.replacingAll("&lt;", "<").replacingAll("&gt;", ">").replacingAll("&quot;", "\"").replacingAll("&apos;", "'").replacingAll("&amp;", "&")
+    }
+
+    private static func find(_ needle: [UInt8], in hay: [UInt8], from: Int) -> Int? {
+        guard needle.count <= hay.count else { return nil }
+        var i = from
+        while i + needle.count <= hay.count {
+            if hay[i] == needle[0] && hay[i..<(i + needle.count)].elementsEqual(needle) { return i }
+            i += 1
+        }
+        return nil
+    }
+}
+
+extension String {
+    /// Without the leading and trailing characters `set` holds.
+    func stripping(_ set: String) -> String {
+        String(drop { set.contains($0) }.reversed().drop { set.contains($0) }.reversed())
+    }
+
+    /// Every `target` replaced (byte-wise: this module does without string processing).
+    func replacingAll(_ target: String, _ replacement: String) -> String {
+        let hay = Array(utf8), needle = Array(target.utf8)
+        guard !needle.isEmpty else { return self }
+        var out: [UInt8] = []
+        var i = 0
+        while i < hay.count {
+            if i + needle.count <= hay.count && hay[i..<(i + needle.count)].elementsEqual(needle) {
+                out += replacement.utf8
+                i += needle.count
+            } else {
+                out.append(hay[i])
+                i += 1
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

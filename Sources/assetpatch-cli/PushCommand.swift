@@ -13,6 +13,8 @@ struct Push: ParsableCommand {
     @OptionGroup var s3: S3Options
     @Option(name: .long, help: "A canned ACL for every object (public-read), for buckets that grant reads by ACL rather than by a bucket policy.")
     var acl: String?
+    @Option(name: .customLong("part-size"), help: "Files larger than this are uploaded in parts of this many bytes (at least 5 MiB; default 16 MiB), resumed after a kill.")
+    var partSize: UInt64 = MultipartUpload.defaultPartSize
     @Flag(name: .long, help: "Write the heads whatever the bucket holds (another publisher's releases there are then no longer offered).")
     var force = false
     @Flag(name: .customLong("dry-run"), help: "Say what would be uploaded; upload nothing.") var dryRun = false
@@ -25,14 +27,18 @@ struct Push: ParsableCommand {
             if let acl, !["private", "public-read", "bucket-owner-full-control"].contains(acl) {
                 throw AssetPatchError(.argument, "--acl \(acl): private, public-read or bucket-owner-full-control")
             }
-            let out = try RepositoryPush.push(repo: FS.absolute(repo), to: store, force: force, dryRun: dryRun, acl: acl) { path in
+            guard partSize >= MultipartUpload.minimumPartSize else {
+                throw AssetPatchError(.argument, "--part-size \(partSize): at least \(MultipartUpload.minimumPartSize) bytes (5 MiB, S3's smallest part)")
+            }
+            let out = try RepositoryPush.push(repo: FS.absolute(repo), to: store, force: force, dryRun: dryRun, acl: acl, partSize: partSize) { path in
                 if !json { print("uploaded \(path)") }
             }
             if json {
                 print(JSON.object([("uploaded", .array(out.uploaded.map { .string($0) })), ("heads", .array(out.heads.map { .string($0) })),
                                    ("skipped", .int(Int64(out.skipped))), ("bytes", .int(Int64(out.bytes))),
                                    ("left_out", .array(out.leftOut.map { .string($0) })),
-                                   ("conditional_writes", .bool(out.conditionalWrites))]).serialized(indent: 2))
+                                   ("conditional_writes", .bool(out.conditionalWrites)), ("multipart", .int(Int64(out.multipart))),
+                                   ("parts", .int(Int64(out.parts))), ("parts_resumed", .int(Int64(out.partsResumed)))]).serialized(indent: 2))
                 return
             }
             if !out.leftOut.isEmpty {
@@ -68,7 +74,7 @@ struct S3Options: ParsableArguments {
 struct GC: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gc",
-        abstract: "Delete archives that no channel's head and no release of the history names, once older than a grace period (what failed or losing publishes left), in a repository directory or a bucket.")
+        abstract: "Delete archives that no channel's head and no release of the history names, once older than a grace period (what failed or losing publishes left), in a repository directory or a bucket; in a bucket, abort uploads in parts left unfinished as long.")
 
     @Argument(help: "The repository: a directory, or s3://BUCKET/PREFIX.") var repo: String
     @Option(name: .long, help: "Keep unnamed archives younger than this (a client mid-update may still fetch one): 30m, 12h, 7d (default 7d).")
@@ -85,10 +91,13 @@ struct GC: ParsableCommand {
             if json {
                 print(JSON.object([("deleted", .array(out.deleted.map { .string($0) })), ("bytes", .int(Int64(out.bytes))),
                                    ("young", .array(out.young.map { .string($0) })), ("kept", .int(Int64(out.kept))),
+                                   ("aborted_uploads", .array(out.aborted.map { .string($0) })),
                                    ("dry_run", .bool(dryRun))]).serialized(indent: 2))
                 return
             }
             for k in out.deleted { print("\(dryRun ? "would delete" : "deleted") \(k)") }
+            for k in out.aborted { print("\(dryRun ? "would abort" : "aborted") an unfinished upload of \(k)") }
+            if let why = out.uploadsUnlisted { printError("note: unfinished uploads were not looked for: \(why)") }
             print("\(dryRun ? "would delete" : "deleted") \(out.deleted.count) archives (\(out.bytes) bytes); kept \(out.kept) named, \(out.young.count) unnamed but younger than \(grace)")
         }
     }

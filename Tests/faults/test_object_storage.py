@@ -4,9 +4,11 @@ venv. After each push a client updates over HTTP from the bucket. A push killed 
 points never leaves a head naming a missing object; two publishers racing: one head wins, the
 other fails naming the version there. Each server's support for conditional writes is probed,
 and what needs it is skipped with a line saying so where it is missing."""
+import datetime
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -22,6 +24,7 @@ from conftest import CLI, ROOT, make_tree
 
 sys.path.insert(0, os.path.join(ROOT, "Tests", "e2e"))
 from nginxctl import Nginx, free_port  # noqa: E402
+from s3relay import Relay  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
 KEYS = {"AWS_ACCESS_KEY_ID": "assetpatch", "AWS_SECRET_ACCESS_KEY": "assetpatch-secret", "AWS_REGION": "us-east-1"}
@@ -69,6 +72,17 @@ class Server:
                         f"{KEYS['AWS_ACCESS_KEY_ID']}:{KEYS['AWS_SECRET_ACCESS_KEY']}", *sum((["-H", h] for h in headers), []),
                         f"{self.endpoint}/{self.bucket}/{key}"], check=True, capture_output=True)
 
+    def pending_uploads(self):
+        return [key for key, _ in self.pending_uploads_begun()]
+
+    def pending_uploads_begun(self):
+        """Keys and begin times of the uploads in parts begun and neither completed nor aborted."""
+        r = subprocess.run(["curl", "-sf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
+                            f"{KEYS['AWS_ACCESS_KEY_ID']}:{KEYS['AWS_SECRET_ACCESS_KEY']}",
+                            f"{self.endpoint}/{self.bucket}?prefix=&uploads="], check=True, capture_output=True, text=True)
+        return [(re.search(r"<Key>([^<]*)</Key>", u).group(1), re.search(r"<Initiated>([^<]*)</Initiated>", u).group(1))
+                for u in re.findall(r"<Upload>(.*?)</Upload>", r.stdout, re.S)]
+
     def url(self, key):
         """Where a client reads `key`: the bucket's own URL (public-read objects), or nginx."""
         return self.nginx.url(f"{self.bucket}/{key}") if self.nginx else f"{self.endpoint}/{self.bucket}/{key}"
@@ -102,8 +116,8 @@ def s3(request, tmp_path):
     server.close()
 
 
-def push(repo, s3, prefix="game", *extra, check=True):
-    args = [CLI, "push", str(repo), f"s3://{s3.bucket}/{prefix}", "--endpoint", s3.endpoint, "--json", *extra]
+def push(repo, s3, prefix="game", *extra, check=True, endpoint=None):
+    args = [CLI, "push", str(repo), f"s3://{s3.bucket}/{prefix}", "--endpoint", endpoint or s3.endpoint, "--json", *extra]
     if s3.kind == "moto":
         args += ["--acl", "public-read"]
     r = subprocess.run(args, env={**os.environ, **KEYS}, capture_output=True, text=True)
@@ -299,3 +313,93 @@ def test_gc_in_a_directory_and_a_head_it_cannot_read(tmp_path):
     (repo / "channels" / "beta" / "head.json").write_text('{"payload": "not base64 of a head"}')
     refused = subprocess.run([CLI, "gc", repo], capture_output=True, text=True)
     assert refused.returncode == 3 and orphan.exists(), refused.stderr
+
+
+MiB = 1 << 20
+
+
+def large_release(tmp_path, s3):
+    """A repository whose version 1 is in the bucket and whose version 2 has a 23 MiB archive
+    (random bytes: it does not compress), five parts of 5 MiB."""
+    repo = tmp_path / "repo"
+    publish(tmp_path, repo, 1, {"a.txt": b"one"})
+    push(repo, s3)
+    big = random.Random(7).randbytes(23 * MiB)
+    publish(tmp_path, repo, 2, {"a.txt": b"two", "big.bin": big})
+    return repo, big
+
+
+def assert_clients_get(tmp_path, s3, version, big=None):
+    with assetpatch.Client(tmp_path / f"data{version}", manifest_url=s3.url("game/head.json")) as c:
+        assert c.update() is True and c.current_version == version
+        if big is not None:
+            assert open(c.resolve("big.bin"), "rb").read() == big
+
+
+def test_a_large_archive_goes_up_in_equal_parts_and_a_killed_upload_resumes(s3, tmp_path):
+    """Killed with two parts up and the third in flight: the heads still name version 1, the
+    store holds one unfinished upload; the next push checks and keeps those two parts, sends
+    the other three, and every part but the last has one size (R2 refuses anything else)."""
+    repo, big = large_release(tmp_path, s3)
+    relay = Relay(s3.port)
+    try:
+        relay.hold_after = 2
+        args = [CLI, "push", str(repo), f"s3://{s3.bucket}/game", "--endpoint", relay.endpoint, "--part-size", str(5 * MiB)]
+        p = subprocess.Popen(args + (["--acl", "public-read"] if s3.kind == "moto" else []), env={**os.environ, **KEYS},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        assert relay.held.wait(120), "the push never reached its third part"
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        first = list(relay.parts)
+        assert [n for n, _ in first] == [1, 2] and all(size == 5 * MiB for _, size in first), first
+        assert_clients_get(tmp_path, s3, 1)
+        archive = next(k for k in os.listdir(repo / "archives") if os.path.getsize(repo / "archives" / k) > MiB)
+        assert s3.pending_uploads() == [f"game/archives/{archive}"]
+
+        relay.hold_after, relay.parts = None, []
+        out = json.loads(push(repo, s3, "game", "--part-size", str(5 * MiB), endpoint=relay.endpoint).stdout)
+        assert (out["multipart"], out["parts"], out["parts_resumed"]) == (1, 5, 2), out
+        size = os.path.getsize(repo / "archives" / archive)
+        assert relay.parts == [(3, 5 * MiB), (4, 5 * MiB), (5, size - 4 * 5 * MiB)], relay.parts
+    finally:
+        relay.close()
+    assert s3.pending_uploads() == []
+    assert_clients_get(tmp_path, s3, 2, big)
+    # Pushed again: the object is there whole (by its sha256 kept as metadata), nothing is sent.
+    again = json.loads(push(repo, s3, "game", "--part-size", str(5 * MiB)).stdout)
+    assert again["uploaded"] == [] and again["parts"] == 0, again
+
+
+def test_a_refused_part_aborts_the_upload_and_gc_aborts_what_a_kill_left(s3, tmp_path):
+    repo, big = large_release(tmp_path, s3)
+    relay = Relay(s3.port)
+    try:
+        relay.refuse_part = 3
+        failed = push(repo, s3, "game", "--part-size", str(5 * MiB), endpoint=relay.endpoint, check=False)
+        assert failed.returncode != 0 and "part 3" in failed.stderr, failed.stderr
+        assert s3.pending_uploads() == []  # aborted, nothing left for the store to keep
+        assert_clients_get(tmp_path, s3, 1)
+        # A kill leaves one behind; gc aborts it once it is past the grace period.
+        relay.refuse_part, relay.hold_after = None, 1
+        p = subprocess.Popen([CLI, "push", str(repo), f"s3://{s3.bucket}/game", "--endpoint", relay.endpoint, "--part-size", str(5 * MiB)],
+                             env={**os.environ, **KEYS}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        assert relay.held.wait(120)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    finally:
+        relay.close()
+    assert len(s3.pending_uploads()) == 1
+
+    def gc(*args):
+        r = subprocess.run([CLI, "gc", f"s3://{s3.bucket}/game", "--endpoint", s3.endpoint, "--json", *args],
+                           env={**os.environ, **KEYS}, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    begun = datetime.datetime.fromisoformat(s3.pending_uploads_begun()[0][1].replace("Z", "+00:00")).timestamp()
+    if abs(time.time() - begun) < 3600:  # moto says every upload began in 2010: its grace can't be tested
+        assert gc("--grace", "1h")["aborted_uploads"] == [] and len(s3.pending_uploads()) == 1
+    assert len(gc("--grace", "0s")["aborted_uploads"]) == 1 and s3.pending_uploads() == []
+    out = json.loads(push(repo, s3, "game", "--part-size", str(5 * MiB)).stdout)
+    assert out["parts_resumed"] == 0 and out["parts"] == 5
+    assert_clients_get(tmp_path, s3, 2, big)

@@ -2,7 +2,8 @@ import Glibc
 
 /// `assetpatch gc`: archives no head and no release of the history names, deleted once they
 /// are older than a grace period (a client mid-update may still be fetching one that a head
-/// named until a moment ago). In a directory or a bucket. Such archives are what a failed or
+/// named until a moment ago). In a directory or a bucket, where uploads in parts never
+/// completed (a push killed and not run again) are aborted past the grace period too. Such archives are what a failed or
 /// losing publish left behind, or what was uploaded by hand; every archive a head or the
 /// history names stays (clients may still run, and roll back to, any release of the history).
 package enum RepositoryGC {
@@ -12,6 +13,11 @@ package enum RepositoryGC {
         /// Unnamed archives kept because they are younger than the grace period.
         package var young: [String] = []
         package var kept = 0
+        /// Multipart uploads begun and never completed (a killed push's), aborted once past the
+        /// grace period: the store keeps, and bills, their parts until then.
+        package var aborted: [String] = []
+        /// Why unfinished uploads could not be listed (a store without multipart listings).
+        package var uploadsUnlisted: String?
     }
 
     /// Where the repository is.
@@ -77,6 +83,17 @@ package enum RepositoryGC {
             if !dryRun { try place.delete(object.key) }
             out.deleted.append(object.key)
             out.bytes += object.size
+        }
+        if case let .bucket(store) = place {
+            let uploads: [ObjectStore.PendingUpload]
+            do { uploads = try store.listMultipartUploads() } catch let e as AssetPatchError where e.status == .http {
+                out.uploadsUnlisted = e.message
+                return out
+            }
+            for upload in uploads where upload.initiated > 0 && now - upload.initiated >= grace {
+                if !dryRun { try store.abortMultipart(upload.key, uploadID: upload.id) }
+                out.aborted.append(upload.key)
+            }
         }
         return out
     }

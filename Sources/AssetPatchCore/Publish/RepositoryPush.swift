@@ -29,12 +29,14 @@ package enum RepositoryPush {
         /// The store ignored a conditional write (probed): heads were compared by a read just
         /// before their write instead, which a publisher racing in between can still pass.
         package var conditionalWrites = true
+        /// Objects put in parts, their parts, and the parts a killed push had left and were kept.
+        package var multipart = 0
+        package var parts = 0
+        package var partsResumed = 0
     }
 
     /// The local record of what this repository last pushed: the heads' ETags per bucket.
     static let recordName = ".assetpatch-remote.json"
-    /// A single PUT's limit on AWS (multipart uploads are not made yet).
-    static let maxObjectBytes: UInt64 = 5 << 30
 
     package static func isHead(_ path: String) -> Bool {
         let parts = path.split(separator: "/")
@@ -82,7 +84,7 @@ package enum RepositoryPush {
     /// only if it holds what was read just before). `acl`: a canned ACL every uploaded object
     /// gets (`public-read` for buckets that grant reads by ACL; most use a bucket policy).
     package static func push(repo: String, to store: ObjectStore, force: Bool = false, dryRun: Bool = false, acl: String? = nil,
-                             progress: (String) -> Void = { _ in }) throws -> Outcome {
+                             partSize: UInt64 = MultipartUpload.defaultPartSize, progress: (String) -> Void = { _ in }) throws -> Outcome {
         var out = Outcome()
         let all = try FS.walkFiles(repo).filter { $0 != recordName }
         out.leftOut = all.filter { !isPublished($0) }.sorted()
@@ -91,11 +93,6 @@ package enum RepositoryPush {
         var heads: [(path: String, bytes: [UInt8])] = []
         for path in files where isHead(path) { heads.append((path, try FS.readFile(repo + "/" + path, limit: 256 << 20))) }
         guard !heads.isEmpty else { throw AssetPatchError(.argument, "\(repo): no manifest.json or head.json (not a repository?)") }
-        for path in files where !isHead(path) {
-            if let size = FS.fileSize(repo + "/" + path), size > maxObjectBytes {
-                throw AssetPatchError(.argument, "\(path): \(size) bytes, over the \(maxObjectBytes)-byte limit of one upload (multipart uploads are not made yet)")
-            }
-        }
         // What the bucket holds, read before anything is written.
         var remote: [String: UInt64] = [:]
         for (key, size, _) in try store.list() { remote[key] = size }
@@ -126,8 +123,19 @@ package enum RepositoryPush {
             }
             if dryRun { out.uploaded.append(path); continue }
             do {
-                try store.put(path, file: local, sha256: sha, md5: md5, contentType: contentType(path), cacheControl: cacheControl(path), acl: acl,
-                              condition: once && out.conditionalWrites ? .absent : .none)
+                if size > partSize && !once {
+                    // Archives: named by their hash, so a resumed upload's parts can only be these bytes.
+                    let upload = try MultipartUpload(store: store, key: path, file: local, size: size, preferredPartSize: partSize)
+                    let done = try upload.run(sha256: sha, contentType: contentType(path), cacheControl: cacheControl(path), acl: acl) { n, count in
+                        progress("\(path) (part \(n) of \(count))")
+                    }
+                    out.multipart += 1
+                    out.parts += done.parts
+                    out.partsResumed += done.resumed
+                } else {
+                    try store.put(path, file: local, sha256: sha, md5: md5, contentType: contentType(path), cacheControl: cacheControl(path), acl: acl,
+                                  condition: once && out.conditionalWrites ? .absent : .none)
+                }
             } catch let e as AssetPatchError where e.status == .state && once {
                 throw AssetPatchError(.state, "\(store.location.shown)\(path): another publisher wrote its \(what(path)) at the same time; nothing of this repository's heads was written")
             }

@@ -17,8 +17,41 @@ enum XMLText {
         all(name, in: body).first.map { String(decoding: $0, as: UTF8.self) }
     }
 
+    static func escape(_ s: String) -> String {
+        s.replacingAll("&", "&amp;").replacingAll("<", "&lt;").replacingAll(">", "&gt;").replacingAll("\"", "&quot;")
+    }
+
+    /// The five named entities and numeric references (`&#34;`, `&#x22;`: some stores write a
+    /// quoted ETag so); anything else is left as it is.
     static func unescape(_ s: String) -> String {
-        s.replacingAll("&lt;", "<").replacingAll("&gt;", ">").replacingAll("&quot;", "\"").replacingAll("&apos;", "'").replacingAll("&amp;", "&")
+        let named: [(String, String)] = [("lt", "<"), ("gt", ">"), ("quot", "\""), ("apos", "'"), ("amp", "&")]
+        let bytes = Array(s.utf8)
+        var out: [UInt8] = []
+        var i = 0
+        while i < bytes.count {
+            guard bytes[i] == UInt8(ascii: "&"), let end = bytes[i...].prefix(12).firstIndex(of: UInt8(ascii: ";")) else {
+                out.append(bytes[i])
+                i += 1
+                continue
+            }
+            let name = String(decoding: bytes[(i + 1)..<end], as: UTF8.self)
+            var scalar: UnicodeScalar?
+            if let n = named.first(where: { $0.0 == name }) {
+                scalar = n.1.unicodeScalars.first
+            } else if name.hasPrefix("#x") || name.hasPrefix("#X") {
+                scalar = UInt32(name.dropFirst(2), radix: 16).flatMap(UnicodeScalar.init)
+            } else if name.hasPrefix("#") {
+                scalar = UInt32(name.dropFirst()).flatMap(UnicodeScalar.init)
+            }
+            guard let scalar else {
+                out.append(bytes[i])
+                i += 1
+                continue
+            }
+            out += Array(String(Character(scalar)).utf8)
+            i = end + 1
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     private static func find(_ needle: [UInt8], in hay: [UInt8], from: Int) -> Int? {

@@ -57,11 +57,11 @@ struct GateOptions: ParsableArguments {
 
     /// Counts the devices' outcome events for the channel's release and signs the policy's next
     /// step, holds, or halts it (exit 0 advanced or nothing to do, 2 held, 4 halted, 3 failure).
-    func run(repo: String, channel: String, signing: SigningOptions, dryRun: Bool) throws {
-        let action = try cli { () -> GateDecision.Action in
+    func run(repo: String, remote: RemoteRepositoryOptions, channel: String, signing: SigningOptions, dryRun: Bool) throws {
+        let action = try remote.within(repo, dryRun: dryRun) { dir in try cli { () -> GateDecision.Action in
             guard Channel.isValid(channel) else { throw AssetPatchError(.argument, "\(channel): not a channel name") }
             guard !events.isEmpty else { throw AssetPatchError(.argument, "give the devices' events with --events FILE (a gate never advances on no data)") }
-            let dir = FS.absolute(repo)
+            let dir = FS.absolute(dir)
             guard let current = try ChannelManifests.read(repo: dir, channel: channel) else {
                 throw AssetPatchError(.argument, "channel \"\(channel)\" has no manifest in \(repo)")
             }
@@ -97,7 +97,7 @@ struct GateOptions: ParsableArguments {
                 print("  devices: \(counts.offered) offered, \(counts.activated) activated, \(counts.markedGood) marked good, \(counts.crashLoops) crash loops, \(counts.rollbacks) rollbacks, \(counts.installFailed) install failures, \(counts.pluginFailures) plugin failures (\(counts.events) events, \(counts.otherEvents) of other releases)")
             }
             return decision.action
-        }
+        } }
         switch action {
         case .hold: throw ExitCode(2)
         case .halt: throw ExitCode(4)

@@ -120,8 +120,9 @@ struct Keys: ParsableCommand {
             commandName: "publish",
             abstract: "Publish a staged key document as keys/<version>.json once its signatures meet the thresholds.")
 
-        @Option(name: .long, help: "The release repository.") var repo: String
-        @Argument(help: "The staged document (default REPO/keys/staged.json).") var document: String?
+        @Option(name: .long, help: "The release repository: a directory, or s3://BUCKET/PREFIX (pulled, written, pushed back).") var repo: String
+        @OptionGroup var remote: RemoteRepositoryOptions
+        @Argument(help: "The staged document (default REPO/keys/staged.json; with s3://, the working copy's).") var document: String?
         @Option(name: .customLong("pinned-key"), help: "For the first document: a key clients pin in public_keys (repeatable); one of them must have signed it.")
         var pinnedKey: [String] = []
         @Flag(name: .customLong("dry-run"), help: "Check the document as publishing would; write nothing.") var dryRun = false
@@ -130,8 +131,8 @@ struct Keys: ParsableCommand {
         var noPinnedKey = false
 
         func run() throws {
-            try cli {
-                let dir = FS.absolute(repo)
+            try remote.within(repo, dryRun: dryRun) { dir in try cli {
+                let dir = FS.absolute(dir)
                 let path = document ?? dir + "/\(KeyDocuments.directoryName)/staged.json"
                 let doc = try KeyDocument.decode(try FS.readFile(path, limit: KeyDocument.maxBytes, limitStatus: .argument), source: path)
                 if doc.version == 1 && KeyDocuments.versions(repo: dir).isEmpty && pinnedKey.isEmpty && !noPinnedKey {
@@ -151,7 +152,7 @@ struct Keys: ParsableCommand {
                 if doc.version == 1 && pinnedKey.isEmpty {
                     print("note: clients that pin public_keys accept document 1 only if one of their pinned keys signed it; it was published for clients that pin it (key_document)")
                 }
-            }
+            } }
         }
     }
 

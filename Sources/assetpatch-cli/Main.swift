@@ -43,7 +43,7 @@ struct AssetPatchCommand: ParsableCommand {
         version: AssetPatchVersion.string,
         subcommands: [Keygen.self, Publish.self, Promote.self, RolloutCommand.self, Resign.self, RollbackRelease.self, Plan.self, Keys.self,
                       Verify.self, Inspect.self,
-                      Update.self, Check.self, Resolve.self, StatusCommand.self, GroupsCommand.self, GroupCommand.self, MarkGood.self, Rollback.self, Reset.self, StampBundle.self, Events.self, Report.self, Push.self, GC.self]
+                      Update.self, Check.self, Resolve.self, StatusCommand.self, GroupsCommand.self, GroupCommand.self, MarkGood.self, Rollback.self, Reset.self, StampBundle.self, Events.self, Report.self, Push.self, Pull.self, GC.self]
     )
 
     /// Exit statuses: 0 success, 1 usage, 2 no update (check), 3 any other failure.

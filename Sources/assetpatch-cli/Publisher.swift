@@ -33,8 +33,9 @@ struct Publish: ParsableCommand {
         abstract: "Build a release archive and manifest from a directory into a release repository.")
 
     @Argument(help: "The directory holding the release's resources.") var source: String
-    @Option(name: .long, help: "The release repository (created if missing).") var repo: String
+    @Option(name: .long, help: "The release repository (created if missing): a directory, or s3://BUCKET/PREFIX (pulled, written, pushed back).") var repo: String
     @OptionGroup var signing: SigningOptions
+    @OptionGroup var remote: RemoteRepositoryOptions
     @Option(name: .long, help: "Publish to this channel (channels/NAME/ in the repository; default: the top-level manifest, channel \"stable\").")
     var channel: String?
     @Option(name: .long, help: "Offer the release to this share of clients only (0 to 100, fractions allowed; 0 publishes it halted).")
@@ -96,8 +97,8 @@ struct Publish: ParsableCommand {
     }
 
     func run() throws {
-        try cli {
-            var r = PublishRequest(source: source, repo: repo)
+        try remote.within(repo, dryRun: dryRun) { dir in try cli {
+            var r = PublishRequest(source: source, repo: dir)
             if let jobs {
                 guard (1...1024).contains(jobs) else { throw AssetPatchError(.argument, "--jobs \(jobs): 1 to 1024") }
                 r.jobs = jobs
@@ -143,7 +144,7 @@ struct Publish: ParsableCommand {
                     if option == "--plugin-version" { r.plugins[i].version = value } else { r.plugins[i].abi = value }
                 }
             }
-            if package == nil, !FS.exists(FS.absolute(repo) + "/manifest.json"), ChannelManifests.names(repo: FS.absolute(repo)).isEmpty {
+            if package == nil, !FS.exists(FS.absolute(dir) + "/manifest.json"), ChannelManifests.names(repo: FS.absolute(dir)).isEmpty {
                 printError("warning: the repository's first publish without --package: its package is \"default\", and clients that name theirs (option package, a bundle marker) refuse it; give --package NAME")
             }
             let done = try Publisher.publish(r)
@@ -152,7 +153,7 @@ struct Publish: ParsableCommand {
             let total = files.reduce(UInt64(0)) { $0 + $1.size }
             let chunked = done.chunkedFiles > 0 ? " (\(done.chunkedFiles) chunked)" : ""
             if json {
-                let head = try? ChannelManifests.read(repo: FS.absolute(repo), channel: channel ?? Channel.defaultName)?.head
+                let head = try? ChannelManifests.read(repo: FS.absolute(dir), channel: channel ?? Channel.defaultName)?.head
                 print(JSON.object([("package", .string(m.package ?? "default")), ("version", .int(m.version)),
                                    ("channel", .string(channel ?? Channel.defaultName)), ("files", .int(Int64(files.count))),
                                    ("chunked_files", .int(Int64(done.chunkedFiles))), ("bytes", .int(Int64(total))),
@@ -169,7 +170,7 @@ struct Publish: ParsableCommand {
             for g in done.groups {
                 print("  group \(g.name) (\(g.delivery.name)): \(g.files) files, \(g.size) bytes, \(g.storedBytes) in the archive")
             }
-        }
+        } }
     }
 }
 

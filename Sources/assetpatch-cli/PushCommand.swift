@@ -11,10 +11,7 @@ struct Push: ParsableCommand {
     @Argument(help: "The local release repository.") var repo: String
     @Argument(help: "s3://BUCKET/PREFIX") var destination: String
     @OptionGroup var s3: S3Options
-    @Option(name: .long, help: "A canned ACL for every object (public-read), for buckets that grant reads by ACL rather than by a bucket policy.")
-    var acl: String?
-    @Option(name: .customLong("part-size"), help: "Files larger than this are uploaded in parts of this many bytes (at least 5 MiB; default 16 MiB), resumed after a kill.")
-    var partSize: UInt64 = MultipartUpload.defaultPartSize
+    @OptionGroup var upload: UploadOptions
     @Flag(name: .long, help: "Write the heads whatever the bucket holds (another publisher's releases there are then no longer offered).")
     var force = false
     @Flag(name: .customLong("dry-run"), help: "Say what would be uploaded; upload nothing.") var dryRun = false
@@ -24,13 +21,8 @@ struct Push: ParsableCommand {
         try cli {
             let store = try s3.store(destination)
             let location = store.location
-            if let acl, !["private", "public-read", "bucket-owner-full-control"].contains(acl) {
-                throw AssetPatchError(.argument, "--acl \(acl): private, public-read or bucket-owner-full-control")
-            }
-            guard partSize >= MultipartUpload.minimumPartSize else {
-                throw AssetPatchError(.argument, "--part-size \(partSize): at least \(MultipartUpload.minimumPartSize) bytes (5 MiB, S3's smallest part)")
-            }
-            let out = try RepositoryPush.push(repo: FS.absolute(repo), to: store, force: force, dryRun: dryRun, acl: acl, partSize: partSize) { path in
+            let out = try RepositoryPush.push(repo: FS.absolute(repo), to: store, force: force, dryRun: dryRun, acl: upload.acl,
+                                              partSize: upload.partSize) { path in
                 if !json { print("uploaded \(path)") }
             }
             if json {
@@ -48,6 +40,27 @@ struct Push: ParsableCommand {
                 printError("note: \(location.shown) ignores conditional writes: the heads were compared by a read just before each write, which a publisher writing in between can still pass")
             }
             print("\(dryRun ? "would push" : "pushed") to \(location.shown): \(out.uploaded.count) objects (\(out.bytes) bytes), \(out.heads.count) heads; \(out.skipped) already there")
+        }
+    }
+}
+
+/// `assetpatch pull`: a bucket's repository into a local working copy (heads, history, key
+/// documents; no archives), to stage key documents in or to keep.
+struct Pull: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Bring a bucket's heads, history and key documents (not its archives) into a local working copy, never back: a copy with newer heads keeps them; two publishers' versions are refused.")
+
+    @Argument(help: "s3://BUCKET/PREFIX") var source: String
+    @Argument(help: "The local working copy (created if missing).") var repo: String
+    @OptionGroup var s3: S3Options
+
+    func run() throws {
+        try cli {
+            let store = try s3.store(source)
+            let out = try RepositoryPull.pull(from: store, into: FS.absolute(repo))
+            for k in out.downloaded { print("downloaded \(k)") }
+            if !out.ahead.isEmpty { print("newer here, kept: \(out.ahead.joined(separator: ", "))") }
+            print("pulled \(store.location.shown) into \(repo): \(out.downloaded.count) files (\(out.bytes) bytes)")
         }
     }
 }

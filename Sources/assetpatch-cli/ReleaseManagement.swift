@@ -53,7 +53,8 @@ struct Promote: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Make one channel offer the release another channel offers: the same archive, signed anew.")
 
-    @Option(name: .long, help: "The release repository.") var repo: String
+    @Option(name: .long, help: "The release repository: a directory, or s3://BUCKET/PREFIX (pulled, written, pushed back).") var repo: String
+    @OptionGroup var remote: RemoteRepositoryOptions
     @Option(name: .long, help: "The channel whose release is promoted.") var from: String
     @Option(name: .long, help: "The channel that will offer it.") var to: String
     @Option(name: .long, help: "Promote this earlier version of --from instead of its current one.") var version: Int64?
@@ -63,13 +64,13 @@ struct Promote: ParsableCommand {
     @Flag(name: .customLong("dry-run"), help: "Check and show what would be signed; change nothing.") var dryRun = false
 
     func run() throws {
-        try cli {
+        try remote.within(repo, dryRun: dryRun) { dir in try cli {
             for c in [from, to] where !Channel.isValid(c) { throw AssetPatchError(.argument, "\(c): not a channel name") }
-            let r = try ChannelManifests.promote(repo: FS.absolute(repo), from: from, to: to, version: version,
+            let r = try ChannelManifests.promote(repo: FS.absolute(dir), from: from, to: to, version: version,
                                                  rollout: try parseRollout(percent: rollout, schedule: rolloutSchedule, halt: false),
                                                  expiry: try signing.expiry(default: .keep), seeds: try signing.seeds(), dryRun: dryRun)
             print("\(dryRun ? "would: " : "")channel \(to) offers \(r.package) version \(r.version) (archive \(r.archiveSHA.prefix(16))…) from channel \(from)\(signing.key.isEmpty ? "" : ", signed")\(signedLine(r))")
-        }
+        } }
     }
 }
 
@@ -80,7 +81,8 @@ struct RolloutCommand: ParsableCommand {
 
     @Argument(help: "advance: let the devices' outcome events decide (--events, --policy).") var action: String?
 
-    @Option(name: .long, help: "The release repository.") var repo: String
+    @Option(name: .long, help: "The release repository: a directory, or s3://BUCKET/PREFIX (pulled, written, pushed back).") var repo: String
+    @OptionGroup var remote: RemoteRepositoryOptions
     @Option(name: .long, help: "The channel (default: stable).") var channel: String = Channel.defaultName
     @OptionGroup var gate: GateOptions
     @Option(name: .long, help: "The share of clients, 0 to 100 (100: everyone, and the rollout is dropped from the manifest).")
@@ -92,9 +94,9 @@ struct RolloutCommand: ParsableCommand {
 
     func run() throws {
         if action != nil && percent == nil && schedule == nil && !halt && action == "advance" {
-            return try gate.run(repo: repo, channel: channel, signing: signing, dryRun: dryRun)
+            return try gate.run(repo: repo, remote: remote, channel: channel, signing: signing, dryRun: dryRun)
         }
-        try cli {
+        try remote.within(repo, dryRun: dryRun) { dir in try cli {
             guard Channel.isValid(channel) else { throw AssetPatchError(.argument, "\(channel): not a channel name") }
             if let action {
                 guard action == "advance" else { throw AssetPatchError(.argument, "\(action): the only action is advance") }
@@ -108,7 +110,7 @@ struct RolloutCommand: ParsableCommand {
             }
             guard halt || percent != nil else { throw AssetPatchError(.argument, "give --percent P or --halt") }
             var rollout = try parseRollout(percent: percent, schedule: schedule, halt: halt)
-            let dir = FS.absolute(repo)
+            let dir = FS.absolute(dir)
             guard let current = try ChannelManifests.read(repo: dir, channel: channel) else {
                 throw AssetPatchError(.argument, "channel \"\(channel)\" has no manifest in \(repo)")
             }
@@ -117,7 +119,7 @@ struct RolloutCommand: ParsableCommand {
             let release = try ChannelManifests.rewrite(repo: dir, channel: channel, rollout: rollout, keepRollout: false,
                                                        expiry: try signing.expiry(default: .keep), seeds: try signing.seeds(), dryRun: dryRun)
             print("\(dryRun ? "would: " : "")channel \(channel): version \(release.version) offered to \(rollout?.summary ?? "every client")\(signing.key.isEmpty ? "" : ", signed")\(signedLine(release))")
-        }
+        } }
     }
 }
 
@@ -125,21 +127,22 @@ struct Resign: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Sign a channel's manifests again, unchanged but for the newest key document and a new expiry (after a key rotation, or to renew them before they expire).")
 
-    @Option(name: .long, help: "The release repository.") var repo: String
+    @Option(name: .long, help: "The release repository: a directory, or s3://BUCKET/PREFIX (pulled, written, pushed back).") var repo: String
+    @OptionGroup var remote: RemoteRepositoryOptions
     @Option(name: .long, help: "The channel (default: every channel).") var channel: String?
     @OptionGroup var signing: SigningOptions
     @Flag(name: .customLong("dry-run"), help: "Check and show what would be signed; change nothing.") var dryRun = false
 
     func run() throws {
-        try cli {
-            let dir = FS.absolute(repo)
+        try remote.within(repo, dryRun: dryRun) { dir in try cli {
+            let dir = FS.absolute(dir)
             let seeds = try signing.seeds(), expiry = try signing.expiry(default: .keep)
             for name in channel.map({ [$0] }) ?? ChannelManifests.names(repo: dir) {
                 let out = try ChannelManifests.rewrite(repo: dir, channel: name, rollout: nil, keepRollout: true, expiry: expiry,
                                                        seeds: seeds, dryRun: dryRun)
                 print("\(dryRun ? "would: " : "")channel \(name): version \(out.version) signed anew\(signedLine(out))")
             }
-        }
+        } }
     }
 }
 
@@ -197,7 +200,8 @@ struct RollbackRelease: ParsableCommand {
         commandName: "rollback-release",
         abstract: "Publish the next version carrying an earlier version's archive (from the history): clients on a bad release take it as an update.")
 
-    @Option(name: .long, help: "The release repository.") var repo: String
+    @Option(name: .long, help: "The release repository: a directory, or s3://BUCKET/PREFIX (pulled, written, pushed back).") var repo: String
+    @OptionGroup var remote: RemoteRepositoryOptions
     @Option(name: .long, help: "The earlier version whose content the new version carries.") var to: Int64
     @Option(name: .long, help: "The channel (default: stable).") var channel: String = Channel.defaultName
     @Option(name: .long, help: "Offer it to this share of clients only.") var rollout: String?
@@ -205,12 +209,12 @@ struct RollbackRelease: ParsableCommand {
     @Flag(name: .customLong("dry-run"), help: "Check and show what would be published; change nothing.") var dryRun = false
 
     func run() throws {
-        try cli {
+        try remote.within(repo, dryRun: dryRun) { dir in try cli {
             guard Channel.isValid(channel) else { throw AssetPatchError(.argument, "\(channel): not a channel name") }
-            let r = try ChannelManifests.rollbackRelease(repo: FS.absolute(repo), channel: channel, to: to,
+            let r = try ChannelManifests.rollbackRelease(repo: FS.absolute(dir), channel: channel, to: to,
                                                          rollout: try parseRollout(percent: rollout, schedule: nil, halt: false),
                                                          expiry: try signing.expiry(default: .keep), seeds: try signing.seeds(), dryRun: dryRun)
             print("\(dryRun ? "would: " : "")channel \(channel) offers version \(r.version) carrying version \(to)'s archive (\(r.archiveSHA.prefix(16))…)\(signing.key.isEmpty ? "" : ", signed")\(signedLine(r))")
-        }
+        } }
     }
 }

@@ -4,6 +4,7 @@ venv. After each push a client updates over HTTP from the bucket. A push killed 
 points never leaves a head naming a missing object; two publishers racing: one head wins, the
 other fails naming the version there. Each server's support for conditional writes is probed,
 and what needs it is skipped with a line saying so where it is missing."""
+import base64
 import datetime
 import json
 import os
@@ -403,3 +404,76 @@ def test_a_refused_part_aborts_the_upload_and_gc_aborts_what_a_kill_left(s3, tmp
     out = json.loads(push(repo, s3, "game", "--part-size", str(5 * MiB)).stdout)
     assert out["parts_resumed"] == 0 and out["parts"] == 5
     assert_clients_get(tmp_path, s3, 2, big)
+
+
+def test_commands_write_the_bucket_directly(s3, tmp_path):
+    """Publish, promote, rollout, resign and rollback-release given --repo s3://...: each pulls
+    the bucket's heads and history into a temporary working copy (never the archives), writes
+    there and pushes back; a signing client follows every step over HTTP. A working copy kept
+    with --work-dir that falls behind another publisher is brought up, never back."""
+    key = tmp_path / "release.key"
+    subprocess.run([CLI, "keygen", "--out", key], check=True, stdout=subprocess.DEVNULL)
+    pub = open(f"{key}.pub").read().strip()
+    bucket = f"s3://{s3.bucket}/direct"
+    where = ["--endpoint", s3.endpoint] + (["--acl", "public-read"] if s3.kind == "moto" else [])
+
+    def run(*args, check=True):
+        r = subprocess.run([CLI, *map(str, args), "--repo", bucket, *where], env={**os.environ, **KEYS}, capture_output=True, text=True)
+        if check:
+            assert r.returncode == 0, r.stderr
+        return r
+
+    def client_sees(channel_path, name, version, text):
+        with assetpatch.Client(tmp_path / f"data-{name}", manifest_url=s3.url(f"direct/{channel_path}"), public_keys=[pub],
+                               package="direct") as c:
+            c.update()
+            assert c.current_version == version and open(c.resolve("level.txt"), "rb").read() == text
+
+    for v, text in ((1, b"one"), (2, b"two")):
+        make_tree(tmp_path / f"src{v}", {"level.txt": text})
+        out = run("publish", tmp_path / f"src{v}", "--package", "direct", "--key", key)
+        assert "pushed to" in out.stderr, out.stderr
+    client_sees("head.json", "a", 2, b"two")
+    # Nothing but what clients read went up, and no archive came down for version 2's publish.
+    names = set(s3_keys(s3, "direct/"))
+    archives = {k for k in names if k.startswith("archives/")}
+    assert len(archives) == 2 and names - archives == {"manifest.json", "head.json", "history/signings.jsonl", "keys/1.json"} - {"keys/1.json"} | {
+        f"history/{v}/{f}" for v in (1, 2) for f in ("manifest.json", "head.json", "channels.json")}, names
+
+    run("promote", "--from", "stable", "--to", "beta", "--key", key)
+    client_sees("channels/beta/head.json", "beta", 2, b"two")
+    run("rollout", "--halt", "--key", key)
+    with assetpatch.Client(tmp_path / "data-halted", manifest_url=s3.url("direct/head.json"), public_keys=[pub], package="direct") as c:
+        assert c.update() is False and not c.current_version  # halted: a new client is not offered version 2
+    run("rollout", "--percent", "100", "--key", key)
+    run("rollback-release", "--to", "1", "--key", key)
+    client_sees("head.json", "c", 3, b"one")
+    before = json.loads(urllib.request.urlopen(s3.url("direct/head.json"), timeout=10).read())
+    run("resign", "--key", key, "--expires", "30d")
+    after = json.loads(urllib.request.urlopen(s3.url("direct/head.json"), timeout=10).read())
+    assert after != before
+
+    # A kept working copy: another publisher (a temporary copy) moves the bucket on; the kept
+    # copy is brought up to it before its own change, which applies to version 5, not to the
+    # version 4 it last saw.
+    work = tmp_path / "work"
+    make_tree(tmp_path / "src4", {"level.txt": b"four"})
+    run("publish", tmp_path / "src4", "--key", key, "--work-dir", work)
+    make_tree(tmp_path / "src5", {"level.txt": b"five"})
+    run("publish", tmp_path / "src5", "--key", key)
+    run("rollout", "--percent", "50", "--key", key, "--work-dir", work)
+    head = json.loads(urllib.request.urlopen(s3.url("direct/head.json"), timeout=10).read())
+    payload = json.loads(base64.b64decode(head["payload"])) if "payload" in head else head
+    assert payload["version"] == 5 and payload["rollout"]["percent"] == 50, payload
+    make_tree(tmp_path / "src6", {"level.txt": b"six"})
+    run("publish", tmp_path / "src6", "--key", key, "--work-dir", work)
+    client_sees("head.json", "d", 6, b"six")
+    # The kept copy holds version 5's history, pulled, and only its own publishes' archives.
+    assert (work / "history" / "5" / "manifest.json").exists() and len(list((work / "archives").glob("*.zip"))) == 2
+
+
+def s3_keys(s3, prefix):
+    r = subprocess.run(["curl", "-sf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
+                        f"{KEYS['AWS_ACCESS_KEY_ID']}:{KEYS['AWS_SECRET_ACCESS_KEY']}",
+                        f"{s3.endpoint}/{s3.bucket}?list-type=2&prefix={prefix.replace('/', '%2F')}"], check=True, capture_output=True, text=True)
+    return [k[len(prefix):] for k in re.findall(r"<Key>([^<]*)</Key>", r.stdout)]

@@ -1,0 +1,60 @@
+import ArgumentParser
+import AssetPatchCore
+import Glibc
+
+/// How objects go up to a bucket: `push`'s options, and those of every command given
+/// `--repo s3://...`.
+struct UploadOptions: ParsableArguments {
+    @Option(name: .long, help: "A canned ACL for every object uploaded (public-read), for buckets that grant reads by ACL rather than by a bucket policy.")
+    var acl: String?
+    @Option(name: .customLong("part-size"), help: "Files larger than this are uploaded in parts of this many bytes (at least 5 MiB; default 16 MiB), resumed after a kill.")
+    var partSize: UInt64 = MultipartUpload.defaultPartSize
+
+    func validate() throws {
+        if let acl, !["private", "public-read", "bucket-owner-full-control"].contains(acl) {
+            throw ValidationError("--acl \(acl): private, public-read or bucket-owner-full-control")
+        }
+        guard partSize >= MultipartUpload.minimumPartSize else {
+            throw ValidationError("--part-size \(partSize): at least \(MultipartUpload.minimumPartSize) bytes (5 MiB, S3's smallest part)")
+        }
+    }
+}
+
+/// A command that writes a repository, given `--repo s3://BUCKET/PREFIX`: the bucket's heads,
+/// history and key documents pulled into a working copy (`--work-dir`, or a temporary
+/// directory), the command run there, and the copy pushed back in push's order, its heads
+/// written only over what was pulled.
+struct RemoteRepositoryOptions: ParsableArguments {
+    @OptionGroup var s3: S3Options
+    @OptionGroup var upload: UploadOptions
+    @Option(name: .customLong("work-dir"), help: "With --repo s3://...: the local working copy to pull into, write and push from (kept; default a temporary directory, removed).")
+    var workDir: String?
+
+    /// Runs `body` on the repository's directory: `repo` itself, or a working copy of the
+    /// bucket it names, pushed back unless `dryRun`.
+    func within<T>(_ repo: String, dryRun: Bool = false, _ body: (String) throws -> T) throws -> T {
+        guard repo.hasPrefix("s3://") else {
+            guard workDir == nil else { throw CLIFailure(status: .argument, message: "--work-dir goes with --repo s3://...") }
+            return try body(repo)
+        }
+        let store = try cli { try s3.store(repo) }
+        var dir = workDir.map(FS.absolute) ?? ""
+        if dir.isEmpty {
+            var template = Array((String(cString: getenv("TMPDIR") ?? strdup("/tmp")) + "/assetpatch-repo-XXXXXX").utf8CString)
+            guard let made = mkdtemp(&template) else { throw CLIFailure(status: .io, message: "mkdtemp: \(String(cString: strerror(errno)))") }
+            dir = String(cString: made)
+        }
+        defer { if workDir == nil { try? FS.removeTree(dir) } }
+        let pulled = try cli { try RepositoryPull.pull(from: store, into: dir) }
+        if !pulled.ahead.isEmpty { printError("note: \(dir) holds newer heads than \(store.location.shown): \(pulled.ahead.joined(separator: ", ")) (pushed now)") }
+        let result = try body(dir)
+        if !dryRun {
+            let out = try cli { try RepositoryPush.push(repo: dir, to: store, acl: upload.acl, partSize: upload.partSize) }
+            if !out.conditionalWrites {
+                printError("note: \(store.location.shown) ignores conditional writes: the heads were compared by a read just before each write")
+            }
+            printError("pushed to \(store.location.shown): \(out.uploaded.count) objects (\(out.bytes) bytes), \(out.heads.count) heads; \(out.skipped) already there")
+        }
+        return result
+    }
+}

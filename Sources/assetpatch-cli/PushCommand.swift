@@ -22,7 +22,7 @@ struct Push: ParsableCommand {
             let store = try s3.store(destination)
             let location = store.location
             let out = try RepositoryPush.push(repo: FS.absolute(repo), to: store, force: force, dryRun: dryRun, acl: upload.acl,
-                                              partSize: upload.partSize) { path in
+                                              partSize: upload.partSize, breakLock: upload.breakLock) { path in
                 if !json { print("uploaded \(path)") }
             }
             if json {
@@ -37,7 +37,7 @@ struct Push: ParsableCommand {
                 printError("note: not part of a repository, not uploaded: \(out.leftOut.prefix(10).joined(separator: ", "))\(out.leftOut.count > 10 ? ", and \(out.leftOut.count - 10) more" : "")")
             }
             if !out.conditionalWrites {
-                printError("note: \(location.shown) ignores conditional writes: the heads were compared by a read just before each write, which a publisher writing in between can still pass")
+                printError("note: \(location.shown) ignores conditional writes: a lock object (\(PublishLock.key)) kept other pushes out instead, and each head was compared by a read just before its write")
             }
             print("\(dryRun ? "would push" : "pushed") to \(location.shown): \(out.uploaded.count) objects (\(out.bytes) bytes), \(out.heads.count) heads; \(out.skipped) already there")
         }

@@ -9,6 +9,8 @@ struct UploadOptions: ParsableArguments {
     var acl: String?
     @Option(name: .customLong("part-size"), help: "Files larger than this are uploaded in parts of this many bytes (at least 5 MiB; default 16 MiB), resumed after a kill.")
     var partSize: UInt64 = MultipartUpload.defaultPartSize
+    @Flag(name: .customLong("break-lock"), help: "On a store without conditional writes: take the lock object even if another push holds it (one that was killed).")
+    var breakLock = false
 
     func validate() throws {
         if let acl, !["private", "public-read", "bucket-owner-full-control"].contains(acl) {
@@ -49,9 +51,9 @@ struct RemoteRepositoryOptions: ParsableArguments {
         if !pulled.ahead.isEmpty { printError("note: \(dir) holds newer heads than \(store.location.shown): \(pulled.ahead.joined(separator: ", ")) (pushed now)") }
         let result = try body(dir)
         if !dryRun {
-            let out = try cli { try RepositoryPush.push(repo: dir, to: store, acl: upload.acl, partSize: upload.partSize) }
+            let out = try cli { try RepositoryPush.push(repo: dir, to: store, acl: upload.acl, partSize: upload.partSize, breakLock: upload.breakLock) }
             if !out.conditionalWrites {
-                printError("note: \(store.location.shown) ignores conditional writes: the heads were compared by a read just before each write")
+                printError("note: \(store.location.shown) ignores conditional writes: a lock object (\(PublishLock.key)) kept other pushes out instead")
             }
             printError("pushed to \(store.location.shown): \(out.uploaded.count) objects (\(out.bytes) bytes), \(out.heads.count) heads; \(out.skipped) already there")
         }

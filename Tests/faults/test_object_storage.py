@@ -237,11 +237,12 @@ def test_a_publisher_behind_the_bucket_is_refused(s3, tmp_path):
 
 
 def test_two_publishers_racing_one_head_wins(s3, tmp_path):
+    """Where the store honours conditional writes (moto), the heads' If-Match decides; where it
+    ignores them (rclone, probed), the lock object does."""
     probe = tmp_path / "probe"
     publish(tmp_path, probe, 1, {"p.txt": b"probe"})
-    if not json.loads(push(probe, s3, "probe").stdout)["conditional_writes"]:
-        pytest.skip(f"{s3.kind} ignores conditional writes (If-None-Match, If-Match): the race between the read and the "
-                    "write is not closed there (push says so); the sequential case is tested above")
+    conditional = json.loads(push(probe, s3, "probe").stdout)["conditional_writes"]
+    assert conditional == (s3.kind == "moto")  # the probe's verdict, per server
     wins = 0
     for round_ in range(4):
         a, b = tmp_path / f"a{round_}", tmp_path / f"b{round_}"
@@ -256,7 +257,10 @@ def test_two_publishers_racing_one_head_wins(s3, tmp_path):
         codes = sorted(code for code, _ in results)
         assert codes == [0, 3], results
         loser = next(err for code, err in results if code == 3)
-        assert "version 2" in loser, loser
+        if conditional:
+            assert "version 2" in loser, loser
+        else:  # refused at the lock, before uploading anything, or after the winner's push at its heads
+            assert "holds the lock" in loser or "took the lock" in loser or "version 2" in loser, loser
         winner = a if results[0][0] == 0 else b
         with urllib.request.urlopen(s3.url(f"race{round_}/head.json"), timeout=10) as r:
             head = json.load(r)
@@ -477,3 +481,34 @@ def s3_keys(s3, prefix):
                         f"{KEYS['AWS_ACCESS_KEY_ID']}:{KEYS['AWS_SECRET_ACCESS_KEY']}",
                         f"{s3.endpoint}/{s3.bucket}?list-type=2&prefix={prefix.replace('/', '%2F')}"], check=True, capture_output=True, text=True)
     return [k[len(prefix):] for k in re.findall(r"<Key>([^<]*)</Key>", r.stdout)]
+
+
+def test_without_conditional_writes_a_lock_object_keeps_pushes_apart(s3, tmp_path):
+    repo = tmp_path / "repo"
+    publish(tmp_path, repo, 1, {"x.txt": b"one"})
+    if json.loads(push(repo, s3).stdout)["conditional_writes"]:
+        pytest.skip(f"{s3.kind} honours conditional writes: no lock object is taken there (the race test covers it)")
+    assert ".assetpatch-lock" not in s3_keys(s3, "game/")  # released
+    publish(tmp_path, repo, 2, {"x.txt": b"two"})
+
+    def plant(expires):
+        lock = tmp_path / "lock.json"
+        lock.write_text(json.dumps({"token": "another", "holder": "build-7 pid 99", "taken": "2026-01-01T00:00:00Z", "expires": expires}))
+        subprocess.run(["curl", "-sf", "-T", lock, "--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
+                        f"{KEYS['AWS_ACCESS_KEY_ID']}:{KEYS['AWS_SECRET_ACCESS_KEY']}", f"{s3.endpoint}/{s3.bucket}/game/.assetpatch-lock"],
+                       check=True)
+
+    plant("2999-01-01T00:00:00Z")
+    held = push(repo, s3, check=False)
+    assert held.returncode == 3 and "build-7 pid 99" in held.stderr and "--break-lock" in held.stderr, held.stderr
+    assert not s3.exists("game/history/2/manifest.json")  # refused before uploading anything
+    with assetpatch.Client(tmp_path / "data1", manifest_url=s3.url("game/head.json")) as c:
+        assert c.update() is True and c.current_version == 1
+    broken = json.loads(push(repo, s3, "game", "--break-lock").stdout)
+    assert broken["heads"] == ["manifest.json", "head.json"] and ".assetpatch-lock" not in s3_keys(s3, "game/")
+    # A killed push's lock lapses.
+    publish(tmp_path, repo, 3, {"x.txt": b"three"})
+    plant("2020-01-01T00:00:00Z")
+    push(repo, s3)
+    with assetpatch.Client(tmp_path / "data3", manifest_url=s3.url("game/head.json")) as c:
+        assert c.update() is True and c.current_version == 3

@@ -26,8 +26,8 @@ package enum RepositoryPush {
         package var heads: [String] = []
         /// Files in the directory that are no part of a repository, not uploaded.
         package var leftOut: [String] = []
-        /// The store ignored a conditional write (probed): heads were compared by a read just
-        /// before their write instead, which a publisher racing in between can still pass.
+        /// The store ignored a conditional write (probed): a lock object was taken instead, and
+        /// heads were compared by a read just before their write.
         package var conditionalWrites = true
         /// Objects put in parts, their parts, and the parts a killed push had left and were kept.
         package var multipart = 0
@@ -84,7 +84,7 @@ package enum RepositoryPush {
     /// only if it holds what was read just before). `acl`: a canned ACL every uploaded object
     /// gets (`public-read` for buckets that grant reads by ACL; most use a bucket policy).
     package static func push(repo: String, to store: ObjectStore, force: Bool = false, dryRun: Bool = false, acl: String? = nil,
-                             partSize: UInt64 = MultipartUpload.defaultPartSize, progress: (String) -> Void = { _ in }) throws -> Outcome {
+                             partSize: UInt64 = MultipartUpload.defaultPartSize, breakLock: Bool = false, progress: (String) -> Void = { _ in }) throws -> Outcome {
         var out = Outcome()
         let all = try FS.walkFiles(repo).filter { $0 != recordName }
         out.leftOut = all.filter { !isPublished($0) }.sorted()
@@ -108,6 +108,9 @@ package enum RepositoryPush {
             }
         }
         if !dryRun { out.conditionalWrites = try probeConditionalWrites(store) }
+        // Without conditional writes, a lock object stands in for them (PublishLock).
+        let lock = !dryRun && !out.conditionalWrites ? try PublishLock.acquire(store, breaking: breakLock) : nil
+        defer { lock?.release() }
         var present = Set(remote.keys)
         for path in files where !isHead(path) {
             let local = repo + "/" + path
@@ -160,7 +163,8 @@ package enum RepositoryPush {
             if dryRun { out.heads.append(path); continue }
             let read: String? = force ? try store.head(path)?.header("etag") : headETags[path]
             if !out.conditionalWrites {
-                // The store ignores conditions: compare by a read just before the write.
+                // The store ignores conditions: the lock still this push's, and the head as read.
+                try lock?.check()
                 let now = try store.head(path)?.header("etag")
                 if now != read {
                     throw AssetPatchError(.state, "\(store.location.shown)\(path) changed during this push (now \(try describe(store, path))): not replaced")

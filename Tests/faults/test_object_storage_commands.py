@@ -1,0 +1,110 @@
+"""Commands that write a repository given --repo s3://..., and the lock object pushes take on
+a store that ignores conditional writes."""
+import base64
+import json
+import os
+import subprocess
+import urllib.request
+
+import pytest
+
+import assetpatch
+from conftest import CLI, make_tree
+from s3servers import KEYS, publish, push, s3, s3_keys  # noqa: F401 (s3: the fixture)
+
+
+def test_commands_write_the_bucket_directly(s3, tmp_path):
+    """Publish, promote, rollout, resign and rollback-release given --repo s3://...: each pulls
+    the bucket's heads and history into a temporary working copy (never the archives), writes
+    there and pushes back; a signing client follows every step over HTTP. A working copy kept
+    with --work-dir that falls behind another publisher is brought up, never back."""
+    key = tmp_path / "release.key"
+    subprocess.run([CLI, "keygen", "--out", key], check=True, stdout=subprocess.DEVNULL)
+    pub = open(f"{key}.pub").read().strip()
+    bucket = f"s3://{s3.bucket}/direct"
+    where = ["--endpoint", s3.endpoint] + (["--acl", "public-read"] if s3.kind == "moto" else [])
+
+    def run(*args, check=True):
+        r = subprocess.run([CLI, *map(str, args), "--repo", bucket, *where], env={**os.environ, **KEYS}, capture_output=True, text=True)
+        if check:
+            assert r.returncode == 0, r.stderr
+        return r
+
+    def client_sees(channel_path, name, version, text):
+        with assetpatch.Client(tmp_path / f"data-{name}", manifest_url=s3.url(f"direct/{channel_path}"), public_keys=[pub],
+                               package="direct") as c:
+            c.update()
+            assert c.current_version == version and open(c.resolve("level.txt"), "rb").read() == text
+
+    for v, text in ((1, b"one"), (2, b"two")):
+        make_tree(tmp_path / f"src{v}", {"level.txt": text})
+        out = run("publish", tmp_path / f"src{v}", "--package", "direct", "--key", key)
+        assert "pushed to" in out.stderr, out.stderr
+    client_sees("head.json", "a", 2, b"two")
+    # Nothing but what clients read went up, and no archive came down for version 2's publish.
+    names = set(s3_keys(s3, "direct/"))
+    archives = {k for k in names if k.startswith("archives/")}
+    assert len(archives) == 2 and names - archives == {"manifest.json", "head.json", "history/signings.jsonl", "keys/1.json"} - {"keys/1.json"} | {
+        f"history/{v}/{f}" for v in (1, 2) for f in ("manifest.json", "head.json", "channels.json")}, names
+
+    run("promote", "--from", "stable", "--to", "beta", "--key", key)
+    client_sees("channels/beta/head.json", "beta", 2, b"two")
+    run("rollout", "--halt", "--key", key)
+    with assetpatch.Client(tmp_path / "data-halted", manifest_url=s3.url("direct/head.json"), public_keys=[pub], package="direct") as c:
+        assert c.update() is False and not c.current_version  # halted: a new client is not offered version 2
+    run("rollout", "--percent", "100", "--key", key)
+    run("rollback-release", "--to", "1", "--key", key)
+    client_sees("head.json", "c", 3, b"one")
+    before = json.loads(urllib.request.urlopen(s3.url("direct/head.json"), timeout=10).read())
+    run("resign", "--key", key, "--expires", "30d")
+    after = json.loads(urllib.request.urlopen(s3.url("direct/head.json"), timeout=10).read())
+    assert after != before
+
+    # A kept working copy: another publisher (a temporary copy) moves the bucket on; the kept
+    # copy is brought up to it before its own change, which applies to version 5, not to the
+    # version 4 it last saw.
+    work = tmp_path / "work"
+    make_tree(tmp_path / "src4", {"level.txt": b"four"})
+    run("publish", tmp_path / "src4", "--key", key, "--work-dir", work)
+    make_tree(tmp_path / "src5", {"level.txt": b"five"})
+    run("publish", tmp_path / "src5", "--key", key)
+    run("rollout", "--percent", "50", "--key", key, "--work-dir", work)
+    head = json.loads(urllib.request.urlopen(s3.url("direct/head.json"), timeout=10).read())
+    payload = json.loads(base64.b64decode(head["payload"])) if "payload" in head else head
+    assert payload["version"] == 5 and payload["rollout"]["percent"] == 50, payload
+    make_tree(tmp_path / "src6", {"level.txt": b"six"})
+    run("publish", tmp_path / "src6", "--key", key, "--work-dir", work)
+    client_sees("head.json", "d", 6, b"six")
+    # The kept copy holds version 5's history, pulled, and only its own publishes' archives.
+    assert (work / "history" / "5" / "manifest.json").exists() and len(list((work / "archives").glob("*.zip"))) == 2
+
+
+def test_without_conditional_writes_a_lock_object_keeps_pushes_apart(s3, tmp_path):
+    repo = tmp_path / "repo"
+    publish(tmp_path, repo, 1, {"x.txt": b"one"})
+    if json.loads(push(repo, s3).stdout)["conditional_writes"]:
+        pytest.skip(f"{s3.kind} honours conditional writes: no lock object is taken there (the race test covers it)")
+    assert ".assetpatch-lock" not in s3_keys(s3, "game/")  # released
+    publish(tmp_path, repo, 2, {"x.txt": b"two"})
+
+    def plant(expires):
+        lock = tmp_path / "lock.json"
+        lock.write_text(json.dumps({"token": "another", "holder": "build-7 pid 99", "taken": "2026-01-01T00:00:00Z", "expires": expires}))
+        subprocess.run(["curl", "-sf", "-T", lock, "--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
+                        f"{KEYS['AWS_ACCESS_KEY_ID']}:{KEYS['AWS_SECRET_ACCESS_KEY']}", f"{s3.endpoint}/{s3.bucket}/game/.assetpatch-lock"],
+                       check=True)
+
+    plant("2999-01-01T00:00:00Z")
+    held = push(repo, s3, check=False)
+    assert held.returncode == 3 and "build-7 pid 99" in held.stderr and "--break-lock" in held.stderr, held.stderr
+    assert not s3.exists("game/history/2/manifest.json")  # refused before uploading anything
+    with assetpatch.Client(tmp_path / "data1", manifest_url=s3.url("game/head.json")) as c:
+        assert c.update() is True and c.current_version == 1
+    broken = json.loads(push(repo, s3, "game", "--break-lock").stdout)
+    assert broken["heads"] == ["manifest.json", "head.json"] and ".assetpatch-lock" not in s3_keys(s3, "game/")
+    # A killed push's lock lapses.
+    publish(tmp_path, repo, 3, {"x.txt": b"three"})
+    plant("2020-01-01T00:00:00Z")
+    push(repo, s3)
+    with assetpatch.Client(tmp_path / "data3", manifest_url=s3.url("game/head.json")) as c:
+        assert c.update() is True and c.current_version == 3

@@ -22,10 +22,19 @@ package enum RepositoryPull {
 
     package static func pull(from store: ObjectStore, into repo: String) throws -> Outcome {
         var out = Outcome()
-        let keys = try store.list().map(\.key).filter { RepositoryPush.isPublished($0) && !$0.hasPrefix("archives/") }.sorted()
+        func listed() throws -> [String] {
+            try store.list().map(\.key).filter { RepositoryPush.isPublished($0) && !$0.hasPrefix("archives/") }.sorted()
+        }
+        // The heads first, then the rest listed again: a push writes the history before the
+        // heads, so what the heads read name is in the second listing, even mid-push.
         var fetched: [String: (body: [UInt8], etag: String?)] = [:]
-        for key in keys {
+        for key in try listed() where RepositoryPush.isHead(key) {
             guard let got = try store.get(key, limit: limit) else { continue }  // deleted meanwhile
+            fetched[key] = got
+        }
+        let keys = try listed()
+        for key in keys where !RepositoryPush.isHead(key) {
+            guard let got = try store.get(key, limit: limit) else { continue }
             fetched[key] = got
         }
         // Everything is judged before anything is written: a refusal leaves the copy as it was.

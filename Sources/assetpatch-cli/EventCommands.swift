@@ -58,7 +58,7 @@ struct GateOptions: ParsableArguments {
     /// Counts the devices' outcome events for the channel's release and signs the policy's next
     /// step, holds, or halts it (exit 0 advanced or nothing to do, 2 held, 4 halted, 3 failure).
     func run(repo: String, remote: RemoteRepositoryOptions, channel: String, signing: SigningOptions, dryRun: Bool) throws {
-        let action = try remote.within(repo, dryRun: dryRun) { dir in try cli { () -> GateDecision.Action in
+        let action = try remote.within(repo, signing: signing, dryRun: dryRun) { dir in try cli { () -> GateDecision.Action in
             guard Channel.isValid(channel) else { throw AssetPatchError(.argument, "\(channel): not a channel name") }
             guard !events.isEmpty else { throw AssetPatchError(.argument, "give the devices' events with --events FILE (a gate never advances on no data)") }
             let dir = FS.absolute(dir)

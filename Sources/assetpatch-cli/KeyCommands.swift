@@ -131,7 +131,7 @@ struct Keys: ParsableCommand {
         var noPinnedKey = false
 
         func run() throws {
-            try remote.within(repo, dryRun: dryRun) { dir in try cli {
+            try remote.within(repo, signing: nil, dryRun: dryRun) { dir in try cli {
                 let dir = FS.absolute(dir)
                 let path = document ?? dir + "/\(KeyDocuments.directoryName)/staged.json"
                 let doc = try KeyDocument.decode(try FS.readFile(path, limit: KeyDocument.maxBytes, limitStatus: .argument), source: path)

@@ -97,7 +97,7 @@ struct Publish: ParsableCommand {
     }
 
     func run() throws {
-        try remote.within(repo, dryRun: dryRun) { dir in try cli {
+        try remote.within(repo, signing: signing, dryRun: dryRun) { dir in try cli {
             var r = PublishRequest(source: source, repo: dir)
             if let jobs {
                 guard (1...1024).contains(jobs) else { throw AssetPatchError(.argument, "--jobs \(jobs): 1 to 1024") }

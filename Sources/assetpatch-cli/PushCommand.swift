@@ -53,11 +53,17 @@ struct Pull: ParsableCommand {
     @Argument(help: "s3://BUCKET/PREFIX") var source: String
     @Argument(help: "The local working copy (created if missing).") var repo: String
     @OptionGroup var s3: S3Options
+    @Option(name: .customLong("trust-key"), help: "A public key (base64 or .pub file) one of which must have signed every head and release taken from the bucket; repeatable. Without: taken unchecked, and said so.")
+    var trustKey: [String] = []
 
     func run() throws {
         try cli {
             let store = try s3.store(source)
-            let out = try RepositoryPull.pull(from: store, into: FS.absolute(repo))
+            let keys = try trustKey.map(readPublicKey)
+            let out = try RepositoryPull.pull(from: store, into: FS.absolute(repo), trusted: keys.isEmpty ? nil : keys)
+            if keys.isEmpty && !out.downloaded.isEmpty {
+                printError("note: taken without checking who signed them (give --trust-key): a command that signs this copy signs what the bucket held")
+            }
             for k in out.downloaded { print("downloaded \(k)") }
             if !out.ahead.isEmpty { print("newer here, kept: \(out.ahead.joined(separator: ", "))") }
             print("pulled \(store.location.shown) into \(repo): \(out.downloaded.count) files (\(out.bytes) bytes)")

@@ -64,7 +64,7 @@ struct Promote: ParsableCommand {
     @Flag(name: .customLong("dry-run"), help: "Check and show what would be signed; change nothing.") var dryRun = false
 
     func run() throws {
-        try remote.within(repo, dryRun: dryRun) { dir in try cli {
+        try remote.within(repo, signing: signing, dryRun: dryRun) { dir in try cli {
             for c in [from, to] where !Channel.isValid(c) { throw AssetPatchError(.argument, "\(c): not a channel name") }
             let r = try ChannelManifests.promote(repo: FS.absolute(dir), from: from, to: to, version: version,
                                                  rollout: try parseRollout(percent: rollout, schedule: rolloutSchedule, halt: false),
@@ -96,7 +96,7 @@ struct RolloutCommand: ParsableCommand {
         if action != nil && percent == nil && schedule == nil && !halt && action == "advance" {
             return try gate.run(repo: repo, remote: remote, channel: channel, signing: signing, dryRun: dryRun)
         }
-        try remote.within(repo, dryRun: dryRun) { dir in try cli {
+        try remote.within(repo, signing: signing, dryRun: dryRun) { dir in try cli {
             guard Channel.isValid(channel) else { throw AssetPatchError(.argument, "\(channel): not a channel name") }
             if let action {
                 guard action == "advance" else { throw AssetPatchError(.argument, "\(action): the only action is advance") }
@@ -134,7 +134,7 @@ struct Resign: ParsableCommand {
     @Flag(name: .customLong("dry-run"), help: "Check and show what would be signed; change nothing.") var dryRun = false
 
     func run() throws {
-        try remote.within(repo, dryRun: dryRun) { dir in try cli {
+        try remote.within(repo, signing: signing, dryRun: dryRun) { dir in try cli {
             let dir = FS.absolute(dir)
             let seeds = try signing.seeds(), expiry = try signing.expiry(default: .keep)
             for name in channel.map({ [$0] }) ?? ChannelManifests.names(repo: dir) {
@@ -209,7 +209,7 @@ struct RollbackRelease: ParsableCommand {
     @Flag(name: .customLong("dry-run"), help: "Check and show what would be published; change nothing.") var dryRun = false
 
     func run() throws {
-        try remote.within(repo, dryRun: dryRun) { dir in try cli {
+        try remote.within(repo, signing: signing, dryRun: dryRun) { dir in try cli {
             guard Channel.isValid(channel) else { throw AssetPatchError(.argument, "\(channel): not a channel name") }
             let r = try ChannelManifests.rollbackRelease(repo: FS.absolute(dir), channel: channel, to: to,
                                                          rollout: try parseRollout(percent: rollout, schedule: nil, halt: false),

@@ -31,13 +31,26 @@ struct RemoteRepositoryOptions: ParsableArguments {
     @OptionGroup var upload: UploadOptions
     @Option(name: .customLong("work-dir"), help: "With --repo s3://...: the local working copy to pull into, write and push from (kept; default a temporary directory, removed).")
     var workDir: String?
+    @Option(name: .customLong("trust-key"), help: "With --repo s3://...: a public key (base64 or .pub file) whose signatures on the bucket's heads and history are accepted besides the command's own --key (a key rotated out, another publisher's); repeatable.")
+    var trustKey: [String] = []
+    @Flag(name: .customLong("trust-bucket"), help: "With --repo s3://...: take the bucket's heads and history without checking who signed them (a repository nobody signed yet).")
+    var trustBucket = false
 
     /// Runs `body` on the repository's directory: `repo` itself, or a working copy of the
     /// bucket it names, pushed back unless `dryRun`.
-    func within<T>(_ repo: String, dryRun: Bool = false, _ body: (String) throws -> T) throws -> T {
+    /// `signing`: the command's keys, whose public halves a head or release taken from the
+    /// bucket must be signed by (or by a --trust-key); nil for a command that signs no head.
+    func within<T>(_ repo: String, signing: SigningOptions?, dryRun: Bool = false, _ body: (String) throws -> T) throws -> T {
         guard repo.hasPrefix("s3://") else {
-            guard workDir == nil else { throw CLIFailure(status: .argument, message: "--work-dir goes with --repo s3://...") }
+            guard workDir == nil, trustKey.isEmpty, !trustBucket else {
+                throw CLIFailure(status: .argument, message: "--work-dir, --trust-key and --trust-bucket go with --repo s3://...")
+            }
             return try body(repo)
+        }
+        // A command that signs no head (keys publish) re-signs nothing the bucket holds.
+        let trusted = try cli { () -> [[UInt8]]? in
+            guard let signing, !trustBucket else { return nil }
+            return try signing.seeds().map(Ed25519.publicKey(fromSeed:)) + trustKey.map(readPublicKey)
         }
         let store = try cli { try s3.store(repo) }
         var dir = workDir.map(FS.absolute) ?? ""
@@ -47,7 +60,10 @@ struct RemoteRepositoryOptions: ParsableArguments {
             dir = String(cString: made)
         }
         defer { if workDir == nil { try? FS.removeTree(dir) } }
-        let pulled = try cli { try RepositoryPull.pull(from: store, into: dir) }
+        let pulled = try cli { try RepositoryPull.pull(from: store, into: dir, trusted: trusted, trustBucket: trustBucket) }
+        if !pulled.unchecked.isEmpty {
+            printError("note: history releases \(pulled.unchecked.map(String.init).joined(separator: ", ")) came from the bucket unchecked (no head signed by a key given names them): not signed again without --trust-bucket")
+        }
         if !pulled.ahead.isEmpty { printError("note: \(dir) holds newer heads than \(store.location.shown): \(pulled.ahead.joined(separator: ", ")) (pushed now)") }
         let result = try body(dir)
         if !dryRun {

@@ -53,7 +53,11 @@ def test_commands_write_the_bucket_directly(s3, tmp_path):
     with assetpatch.Client(tmp_path / "data-halted", manifest_url=s3.url("direct/head.json"), public_keys=[pub], package="direct") as c:
         assert c.update() is False and not c.current_version  # halted: a new client is not offered version 2
     run("rollout", "--percent", "100", "--key", key)
-    run("rollback-release", "--to", "1", "--key", key)
+    # Version 1 is in the history, which keeps no signature, and no head names it now: it is
+    # signed again only when the publisher vouches for the bucket.
+    unchecked = run("rollback-release", "--to", "1", "--key", key, check=False)
+    assert unchecked.returncode == 3 and "history/1 came from the bucket unchecked" in unchecked.stderr, unchecked.stderr
+    run("rollback-release", "--to", "1", "--key", key, "--trust-bucket")
     client_sees("head.json", "c", 3, b"one")
     before = json.loads(urllib.request.urlopen(s3.url("direct/head.json"), timeout=10).read())
     run("resign", "--key", key, "--expires", "30d")
@@ -108,3 +112,52 @@ def test_without_conditional_writes_a_lock_object_keeps_pushes_apart(s3, tmp_pat
     push(repo, s3)
     with assetpatch.Client(tmp_path / "data3", manifest_url=s3.url("game/head.json")) as c:
         assert c.update() is True and c.current_version == 3
+
+
+def test_what_someone_else_plants_in_the_bucket_is_not_signed_again(s3, tmp_path):
+    """Someone who can write to the bucket but holds no release key plants a release of their
+    own (signed with their key) in the history, then as the heads. The publisher's next
+    rollback-release and rollout, given --repo s3://, refuse it before writing anything: no
+    head signed with the publisher's key ever names the planted archive."""
+    keys = {}
+    for name in ("publisher", "intruder"):
+        subprocess.run([CLI, "keygen", "--out", tmp_path / f"{name}.key"], check=True, stdout=subprocess.DEVNULL)
+        keys[name] = open(tmp_path / f"{name}.key.pub").read().strip()
+    bucket = f"s3://{s3.bucket}/planted"
+    where = ["--endpoint", s3.endpoint] + (["--acl", "public-read"] if s3.kind == "moto" else [])
+
+    def run(*args):
+        return subprocess.run([CLI, *map(str, args), "--repo", bucket, *where, "--key", tmp_path / "publisher.key"],
+                              env={**os.environ, **KEYS}, capture_output=True, text=True)
+
+    make_tree(tmp_path / "src1", {"level.txt": b"one"})
+    assert run("publish", tmp_path / "src1", "--package", "planted").returncode == 0
+    # The intruder's release 99, signed with their key, put in the history by hand.
+    theirs = tmp_path / "theirs"
+    make_tree(tmp_path / "evil", {"level.txt": b"evil"})
+    subprocess.run([CLI, "publish", tmp_path / "evil", "--repo", theirs, "--package", "planted", "--version", "99",
+                    "--key", tmp_path / "intruder.key"], check=True, capture_output=True)
+    for name in ("manifest.json", "head.json"):
+        subprocess.run(["curl", "-sf", "-T", theirs / "history" / "99" / name, "--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
+                        f"{KEYS['AWS_ACCESS_KEY_ID']}:{KEYS['AWS_SECRET_ACCESS_KEY']}",
+                        f"{s3.endpoint}/{s3.bucket}/planted/history/99/{name}"], check=True)
+    refused = run("rollback-release", "--to", "99")
+    assert refused.returncode == 3 and "history/99 came from the bucket unchecked" in refused.stderr, refused.stderr
+    # Then as the heads (their own push, forced).
+    forced = push(theirs, s3, "planted", "--force")
+    assert json.loads(forced.stdout)["heads"] == ["manifest.json", "head.json"]
+    refused = run("rollout", "--percent", "50")
+    assert refused.returncode == 3 and "not signed by a key this command trusts" in refused.stderr, refused.stderr
+
+    def signer(key):
+        head = json.loads(urllib.request.urlopen(s3.url(f"planted/{key}"), timeout=10).read())
+        return {s["keyid"] for s in head["signatures"]}
+
+    theirs_id = signer("head.json")
+    assert signer("manifest.json") == theirs_id  # still the intruder's signature, never the publisher's
+    # A client pinning the publisher's key refuses what is there, and keeps nothing of it.
+    with assetpatch.Client(tmp_path / "data", manifest_url=s3.url("planted/head.json"), public_keys=[keys["publisher"]],
+                           package="planted") as c:
+        with pytest.raises(assetpatch.SignatureError):
+            c.update()
+        assert not c.current_version

@@ -62,12 +62,33 @@ package enum ChannelManifests {
         }
     }
 
-    /// The release published as `version`, from the history.
+    /// The release published as `version`, from the history; refused when it came from a
+    /// bucket unchecked (`RepositoryPull`).
     package static func history(repo: String, version: Int64) throws -> ChannelRelease? {
         let dir = repo + "/history/\(version)"
         guard FS.exists(dir + "/manifest.json") else { return nil }
+        if unchecked(repo: repo).contains(version) {
+            throw AssetPatchError(.signature, "history/\(version) came from the bucket unchecked: the history keeps no signature, and no head signed by a key this command trusts names version \(version). Run with --trust-bucket to sign it anyway, or from a repository you keep")
+        }
         return ChannelRelease(manifest: try payload(dir + "/manifest.json"),
                               head: FS.exists(dir + "/head.json") ? try payload(dir + "/head.json") : nil)
+    }
+
+    /// Where a working copy lists the history's releases taken from a bucket unchecked.
+    package static let uncheckedName = ".assetpatch-unchecked.json"
+
+    package static func unchecked(repo: String) -> Set<Int64> {
+        guard let bytes = try? FS.readFile(repo + "/" + uncheckedName, limit: 1 << 20), let list = (try? JSONParser.parse(bytes))?.array else { return [] }
+        return Set(list.compactMap(\.int64))
+    }
+
+    static func markUnchecked(repo: String, _ versions: Set<Int64>) throws {
+        let path = repo + "/" + uncheckedName
+        if versions.isEmpty {
+            if FS.exists(path) { try FS.unlink(path) }
+            return
+        }
+        try FS.writeAtomically(path, Array((JSON.array(versions.sorted().map { .int($0) }).serialized() + "\n").utf8))
     }
 
     /// The highest version any channel offers or the history holds.

@@ -16,11 +16,18 @@ package enum RepositoryPull {
         /// Heads the working copy holds newer than the bucket's (not pushed yet).
         package var ahead: [String] = []
         package var bytes: UInt64 = 0
+        /// Releases of the history taken from the bucket that no checked head names.
+        package var unchecked: [Int64] = []
     }
 
     static let limit = 256 << 20
 
-    package static func pull(from store: ObjectStore, into repo: String) throws -> Outcome {
+    /// `trusted`: public keys one of which must have signed every head and every release of
+    /// the history taken from the bucket (the command's own keys, and older ones given; none:
+    /// an empty bucket only); nil takes the bucket's as they are (`pull` without keys, a
+    /// command that signs no head), `trustBucket` too and vouches for the history (clearing
+    /// what earlier pulls marked unchecked).
+    package static func pull(from store: ObjectStore, into repo: String, trusted: [[UInt8]]?, trustBucket: Bool = false) throws -> Outcome {
         var out = Outcome()
         func listed() throws -> [String] {
             try store.list().map(\.key).filter { RepositoryPush.isPublished($0) && !$0.hasPrefix("archives/") }.sorted()
@@ -78,6 +85,33 @@ package enum RepositoryPull {
             if let ours, ours.count > theirs.count, Array(ours.prefix(theirs.count)) == theirs { continue }  // an appended log, ahead
             if ours == nil || takenHead { writes.append((key, theirs)) }
         }
+        // What is signed again here must be the publisher's: a head planted in the bucket by
+        // anyone else who can write to it is refused before anything is written. The history
+        // keeps no signatures: a release of it is checked against the heads (taken and checked,
+        // or the copy's own), and one no head names is marked unchecked, which the commands
+        // that sign a release from the history refuse (`ChannelManifests.history`).
+        var unchecked = Set<Int64>()
+        if let trusted {
+            for (key, bytes) in writes where RepositoryPush.isHead(key) {
+                guard !trusted.isEmpty else {
+                    throw AssetPatchError(.argument, "\(store.location.shown)\(key) would be signed again unchecked: give the keys that signed the bucket's heads (--key, --trust-key), or --trust-bucket for a repository nobody signs")
+                }
+                do { _ = try Manifest.decode(bytes, trustedKeys: trusted, source: store.location.shown + key) } catch let e as AssetPatchError {
+                    throw AssetPatchError(.signature, "\(e.message): not signed by a key this command trusts (its --key, or --trust-key); nothing changed")
+                }
+            }
+            var named: [Int64: String] = [:]
+            for key in keys.filter(RepositoryPush.isHead) {
+                let bytes = try writes.last(where: { $0.0 == key })?.1 ?? local(repo, key)
+                if let f = bytes.flatMap(RepositoryPush.fields) { named[f.version] = f.archive }
+            }
+            for (key, bytes) in writes where key.hasPrefix("history/") && (key.hasSuffix("/manifest.json") || key.hasSuffix("/head.json")) {
+                guard let f = RepositoryPush.fields(bytes), named[f.version] == f.archive else {
+                    unchecked.insert(Int64(key.split(separator: "/")[1]) ?? 0)
+                    continue
+                }
+            }
+        }
         for (key, bytes) in writes {
             try FS.makeDirectories(FS.parent(of: repo + "/" + key))
             try FS.writeAtomically(repo + "/" + key, bytes)
@@ -86,6 +120,11 @@ package enum RepositoryPull {
         }
         try FS.makeDirectories(repo)
         try RepositoryPush.saveRecord(repo: repo, store: store, record)
+        // --trust-bucket vouches for everything; a pull that checks nothing marks nothing.
+        var marked = trustBucket ? [] : ChannelManifests.unchecked(repo: repo)
+        marked.formUnion(unchecked)
+        try ChannelManifests.markUnchecked(repo: repo, marked)
+        out.unchecked = marked.sorted()
         return out
     }
 

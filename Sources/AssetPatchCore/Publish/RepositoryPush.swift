@@ -86,7 +86,7 @@ package enum RepositoryPush {
     package static func push(repo: String, to store: ObjectStore, force: Bool = false, dryRun: Bool = false, acl: String? = nil,
                              partSize: UInt64 = MultipartUpload.defaultPartSize, breakLock: Bool = false, progress: (String) -> Void = { _ in }) throws -> Outcome {
         var out = Outcome()
-        let all = try FS.walkFiles(repo).filter { $0 != recordName }
+        let all = try FS.walkFiles(repo).filter { $0 != recordName && $0 != ChannelManifests.uncheckedName }
         out.leftOut = all.filter { !isPublished($0) }.sorted()
         let files = all.filter(isPublished).sorted { order($0) < order($1) }
         // The heads as they are now: what is checked is what is sent.

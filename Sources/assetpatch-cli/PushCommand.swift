@@ -30,11 +30,15 @@ struct Push: ParsableCommand {
                                    ("skipped", .int(Int64(out.skipped))), ("bytes", .int(Int64(out.bytes))),
                                    ("left_out", .array(out.leftOut.map { .string($0) })),
                                    ("conditional_writes", .bool(out.conditionalWrites)), ("multipart", .int(Int64(out.multipart))),
-                                   ("parts", .int(Int64(out.parts))), ("parts_resumed", .int(Int64(out.partsResumed)))]).serialized(indent: 2))
+                                   ("parts", .int(Int64(out.parts))), ("parts_resumed", .int(Int64(out.partsResumed))),
+                                   ("left_alone", .array(out.leftAlone.map { .string($0) }))]).serialized(indent: 2))
                 return
             }
             if !out.leftOut.isEmpty {
                 printError("note: not part of a repository, not uploaded: \(out.leftOut.prefix(10).joined(separator: ", "))\(out.leftOut.count > 10 ? ", and \(out.leftOut.count - 10) more" : "")")
+            }
+            if !out.leftAlone.isEmpty {
+                printError("note: changed in the bucket by another publisher since this repository last pushed them, and not here: \(out.leftAlone.joined(separator: ", ")) (left as they are there)")
             }
             if !out.conditionalWrites {
                 printError("note: \(location.shown) ignores conditional writes: a lock object (\(PublishLock.key)) kept other pushes out instead, and each head was compared by a read just before its write")

@@ -17,7 +17,8 @@ class Relay:
         self.port = self.sock.getsockname()[1]
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.hold_after = None    # part uploads passed before every later one is held
-        self.refuse_part = None   # this part number is answered 400
+        self.refuse_part = None   # this part number is answered refuse_status, every time
+        self.refuse_status = 400
         self.parts = []           # (part number, Content-Length) of each part upload passed on
         self.held = threading.Event()
         self.lock = threading.Lock()
@@ -53,8 +54,9 @@ class Relay:
                     self.held.set()
                     return  # never answered: the client is killed while it waits
                 if number == self.refuse_part:
-                    body = b"<?xml version=\"1.0\"?><Error><Code>InvalidRequest</Code><Message>refused by the relay</Message></Error>"
-                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/xml\r\nConnection: close\r\n"
+                    code = b"SlowDown" if self.refuse_status == 503 else b"InvalidRequest"
+                    body = b"<?xml version=\"1.0\"?><Error><Code>" + code + b"</Code><Message>refused by the relay</Message></Error>"
+                    conn.sendall(b"HTTP/1.1 " + str(self.refuse_status).encode() + b" Refused\r\nContent-Type: application/xml\r\nConnection: close\r\n"
                                  b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
                     conn.close()
                     return

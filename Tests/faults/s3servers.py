@@ -75,6 +75,17 @@ class Server:
         return [(re.search(r"<Key>([^<]*)</Key>", u).group(1), re.search(r"<Initiated>([^<]*)</Initiated>", u).group(1))
                 for u in re.findall(r"<Upload>(.*?)</Upload>", r.stdout, re.S)]
 
+    def pending_upload_ids(self):
+        r = subprocess.run(["curl", "-sf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
+                            f"{KEYS['AWS_ACCESS_KEY_ID']}:{KEYS['AWS_SECRET_ACCESS_KEY']}",
+                            f"{self.endpoint}/{self.bucket}?prefix=&uploads="], check=True, capture_output=True, text=True)
+        return re.findall(r"<UploadId>([^<]*)</UploadId>", r.stdout)
+
+    def signed_upload(self, key_and_query, path):
+        subprocess.run(["curl", "-sS", "--fail-with-body", "-T", str(path), "--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
+                        f"{KEYS['AWS_ACCESS_KEY_ID']}:{KEYS['AWS_SECRET_ACCESS_KEY']}",
+                        f"{self.endpoint}/{self.bucket}/{key_and_query}"], check=True, capture_output=True)
+
     def url(self, key):
         """Where a client reads `key`: the bucket's own URL (public-read objects), or nginx."""
         return self.nginx.url(f"{self.bucket}/{key}") if self.nginx else f"{self.endpoint}/{self.bucket}/{key}"

@@ -204,3 +204,24 @@ def test_gc_in_a_directory_and_a_head_it_cannot_read(tmp_path):
     (repo / "channels" / "beta" / "head.json").write_text('{"payload": "not base64 of a head"}')
     refused = subprocess.run([CLI, "gc", repo], capture_output=True, text=True)
     assert refused.returncode == 3 and orphan.exists(), refused.stderr
+
+
+def test_two_publishers_signing_logs_are_merged(s3, tmp_path):
+    """A and B work from copies of one repository on different channels: A rolls beta out and
+    pushes, then B rolls stable out and pushes. The bucket's signing log keeps both lines (it
+    is merged, written over the version read), where the last push used to replace it."""
+    a = tmp_path / "a"
+    publish(tmp_path, a, 1, {"x.txt": b"one"})
+    subprocess.run([CLI, "promote", "--repo", a, "--from", "stable", "--to", "beta"], check=True, capture_output=True)
+    push(a, s3)
+    b = tmp_path / "b"
+    shutil.copytree(a, b)
+    subprocess.run([CLI, "rollout", "--repo", a, "--channel", "beta", "--percent", "50"], check=True, capture_output=True)
+    push(a, s3)
+    subprocess.run([CLI, "rollout", "--repo", b, "--percent", "30"], check=True, capture_output=True)
+    push(b, s3)
+    log = [json.loads(line) for line in urllib.request.urlopen(s3.url("game/history/signings.jsonl"), timeout=10).read().splitlines()]
+    assert [(e["channel"], e["rollout"] and e["rollout"]["percent"]) for e in log][-2:] == [("beta", 50), ("stable", 30)], log
+    # B's copy holds the merge too, and a push of it changes nothing more.
+    assert (b / "history" / "signings.jsonl").read_bytes() == urllib.request.urlopen(s3.url("game/history/signings.jsonl")).read()
+    assert json.loads(push(b, s3).stdout)["uploaded"] == []

@@ -56,11 +56,20 @@ def test_a_large_archive_goes_up_in_equal_parts_and_a_killed_upload_resumes(s3, 
         archive = next(k for k in os.listdir(repo / "archives") if os.path.getsize(repo / "archives" / k) > MiB)
         assert s3.pending_uploads() == [f"game/archives/{archive}"]
 
+        kept = [1, 2]
+        if s3.kind == "moto":  # rclone streams parts to its backend: one sent can't be replaced
+            # Part 2 of the open upload overwritten with other bytes of its size (a lying store,
+            # a bug): it is not kept on its number, but checked, found wrong and sent again.
+            upload_id = s3.pending_upload_ids()[0]
+            wrong = tmp_path / "wrong-part"
+            wrong.write_bytes(b"\0" * (5 * MiB))
+            s3.signed_upload(f"game/archives/{archive}?partNumber=2&uploadId={upload_id}", wrong)
+            kept = [1]
         relay.hold_after, relay.parts = None, []
         out = json.loads(push(repo, s3, "game", "--part-size", str(5 * MiB), endpoint=relay.endpoint).stdout)
-        assert (out["multipart"], out["parts"], out["parts_resumed"]) == (1, 5, 2), out
+        assert (out["multipart"], out["parts"], out["parts_resumed"]) == (1, 5, len(kept)), out
         size = os.path.getsize(repo / "archives" / archive)
-        assert relay.parts == [(3, 5 * MiB), (4, 5 * MiB), (5, size - 4 * 5 * MiB)], relay.parts
+        assert relay.parts == [(n, 5 * MiB) for n in range(len(kept) + 1, 5)] + [(5, size - 4 * 5 * MiB)], relay.parts
     finally:
         relay.close()
     assert s3.pending_uploads() == []
@@ -100,6 +109,17 @@ def test_a_refused_part_aborts_the_upload_and_gc_aborts_what_a_kill_left(s3, tmp
     if abs(time.time() - begun) < 3600:  # moto says every upload began in 2010: its grace can't be tested
         assert gc("--grace", "1h")["aborted_uploads"] == [] and len(s3.pending_uploads()) == 1
     assert len(gc("--grace", "0s")["aborted_uploads"]) == 1 and s3.pending_uploads() == []
+    # A busy store (503 SlowDown on a part, past the retries): the upload is left open, and the
+    # next push resumes it from the parts that went up.
+    relay = Relay(s3.port)
+    try:
+        relay.refuse_part, relay.refuse_status = 3, 503
+        busy = push(repo, s3, "game", "--part-size", str(5 * MiB), endpoint=relay.endpoint, check=False)
+        assert busy.returncode == 3 and "left open" in busy.stderr, busy.stderr
+        assert len(s3.pending_uploads()) == 1
+    finally:
+        relay.close()
     out = json.loads(push(repo, s3, "game", "--part-size", str(5 * MiB)).stdout)
-    assert out["parts_resumed"] == 0 and out["parts"] == 5
+    assert out["parts_resumed"] == 2 and out["parts"] == 5
+    assert s3.pending_uploads() == []
     assert_clients_get(tmp_path, s3, 2, big)

@@ -85,8 +85,17 @@ package struct MultipartUpload {
                 progress(n, count)
             }
             out.etag = try store.completeMultipart(key, uploadID: uploadID, parts: (1...count).map { ($0, done[$0] ?? "") })
+        } catch let e as AssetPatchError where e.status == .network || Self.transient(e) {
+            // The network or a busy store: the parts up are kept, and the next push resumes.
+            throw AssetPatchError(e.status, "\(e.message) (the upload of \(key) is left open: the next push resumes it from its \(done.count) parts up)")
+        } catch let e as AssetPatchError where e.message.hasSuffix("(NoSuchUpload)") {
+            // Completed or aborted by another push of the same archive: there whole, or not.
+            guard let h = try store.head(key), h.header("x-amz-meta-sha256") == sha256,
+                  UInt64(h.header("content-length") ?? "") == size else { throw e }
+            out.etag = h.header("etag")
+            return out
         } catch {
-            // Nothing half-made is left behind (a kill leaves it to be resumed, or collected).
+            // A refusal: nothing half-made is left behind (a kill leaves it to be resumed, or collected).
             try? store.abortMultipart(key, uploadID: uploadID)
             throw error
         }
@@ -104,8 +113,8 @@ package struct MultipartUpload {
     }
 
     /// An upload of this key a killed push began, with the parts of it that hold this file's
-    /// bytes at this part size. Uploads of other part sizes are aborted; those of another key
-    /// are never touched (another publisher's may be running).
+    /// bytes at this part size. Uploads of other part sizes are left alone (another
+    /// publisher's may be running; gc aborts them once past its grace period).
     func resumable(_ md5s: [[UInt8]]) throws -> (String?, [Int: String]) {
         let uploads = (try? store.listMultipartUploads(under: key)) ?? []
         for upload in uploads.filter({ $0.key == key }).sorted(by: { $0.initiated > $1.initiated }) {
@@ -117,12 +126,18 @@ package struct MultipartUpload {
                 if Self.unquoted(part.etag) == Hex.encode(md5s[part.number - 1]) { done[part.number] = part.etag }
             }
             if fits { return (upload.id, done) }
-            try? store.abortMultipart(key, uploadID: upload.id)
+            // Another part size: maybe another publisher's running push; gc collects it if not.
         }
         return (nil, [:])
     }
 
     static func unquoted(_ etag: String) -> String { etag.stripping("\"").lowercased() }
+
+    /// A failure the store asks to be retried later (5xx, 429, SlowDown, InternalError).
+    static func transient(_ e: AssetPatchError) -> Bool {
+        e.status == .http && (e.message.holds(": HTTP 5") || e.message.holds(": HTTP 429") || e.message.holds("InternalError")
+            || e.message.holds("SlowDown"))
+    }
 }
 
 /// S3's multipart requests, as the store signs them: every query in name order.

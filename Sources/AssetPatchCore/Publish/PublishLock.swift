@@ -11,13 +11,21 @@ import Glibc
 /// last writer reads its own token back (the store reads its newest write, as S3 has since
 /// 2020). Two can both pass only if one stalls over a second between its read and its write.
 /// The token is read again before each head is written, and the lock deleted at the end.
-package struct PublishLock {
+package final class PublishLock {
     package static let key = ".assetpatch-lock"
     static let lifetime: Int64 = 900
     static let settleSeconds: UInt32 = 1
 
     let store: ObjectStore
     let token: String
+    /// When the lock was last written: renewed while a long push goes on.
+    private var taken: Int64
+
+    init(store: ObjectStore, token: String, taken: Int64) {
+        self.store = store
+        self.token = token
+        self.taken = taken
+    }
 
     package static func acquire(_ store: ObjectStore, breaking: Bool, now: () -> Int64 = unixTime) throws -> PublishLock {
         if !breaking, let held = try read(store), held.expires > now(), !held.deadHere {
@@ -26,15 +34,28 @@ package struct PublishLock {
         var rng = SystemRandomNumberGenerator()
         let token = Hex.encode((0..<16).map { _ in UInt8.random(in: 0...255, using: &rng) })
         let taken = now()
+        try write(store, token: token, taken: taken)
+        sleep(settleSeconds)
+        let lock = PublishLock(store: store, token: token, taken: taken)
+        try lock.check()
+        return lock
+    }
+
+    static func write(_ store: ObjectStore, token: String, taken: Int64) throws {
         let body = Array(JSON.object([("token", .string(token)), ("holder", .string("\(hostName()) pid \(getpid())")),
-                                      ("host", .string(hostName())), ("pid", .int(Int64(getpid()))), ("taken", .string(RFC3339.format(taken))),
+                                      ("host", .string(hostIdentity())), ("pid", .int(Int64(getpid()))), ("taken", .string(RFC3339.format(taken))),
                                       ("expires", .string(RFC3339.format(taken + lifetime)))]).serialized(indent: 0).utf8)
         try store.put(key, bytes: body, sha256: Digest.sha256Hex(body), md5: Hex.encode(try Digest.md5(body)),
                       contentType: "application/json", cacheControl: "no-store")
-        sleep(settleSeconds)
-        let lock = PublishLock(store: store, token: token)
-        try lock.check()
-        return lock
+    }
+
+    /// Keeps the lock from lapsing under a push that runs long: written again, still this
+    /// push's, once a third of its lifetime has passed.
+    package func renew(now: Int64 = unixTime()) throws {
+        guard now - taken >= PublishLock.lifetime / 3 else { return }
+        try check()
+        try PublishLock.write(store, token: token, taken: now)
+        taken = now
     }
 
     /// Throws unless the lock is still this push's.
@@ -67,10 +88,20 @@ package struct PublishLock {
             return Held(token: "", holder: "an unreadable lock object", expires: unixTime() + lifetime)
         }
         var held = Held(token: token, holder: json["holder"]?.string ?? "?", expires: expires)
-        if json["host"]?.string == hostName(), let pid = json["pid"]?.int64, pid > 0, pid < Int64(Int32.max) {
+        if json["host"]?.string == hostIdentity(), let pid = json["pid"]?.int64, pid > 0, pid < Int64(Int32.max) {
             held.deadHere = kill(pid_t(pid), 0) != 0 && errno == ESRCH
         }
         return held
+    }
+
+    /// The host name, this boot and this process's pid namespace: containers sharing a host
+    /// name see none of each other's processes, so a pid is judged only where it means the same.
+    static func hostIdentity() -> String {
+        let boot = (try? FS.readFile("/proc/sys/kernel/random/boot_id", limit: 64)).map { String(decoding: $0, as: UTF8.self).stripping(" \n") } ?? ""
+        var link = [CChar](repeating: 0, count: 256)
+        let n = readlink("/proc/self/ns/pid", &link, link.count - 1)
+        let ns = n > 0 ? String(decoding: link[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+        return "\(hostName()) \(boot) \(ns)"
     }
 
     static func hostName() -> String {

@@ -46,7 +46,6 @@ package enum RepositoryPull {
         }
         // Everything is judged before anything is written: a refusal leaves the copy as it was.
         var writes: [(String, [UInt8])] = []
-        var takenHead = false
         for key in keys.filter({ RepositoryPush.isWriteOnce($0) }) {
             guard let theirs = fetched[key]?.body else { continue }
             guard let ours = try local(repo, key) else { writes.append((key, theirs)); continue }
@@ -60,7 +59,6 @@ package enum RepositoryPull {
             guard let ours = try local(repo, key) else {
                 writes.append((key, theirs))
                 record[key] = etag
-                takenHead = true
                 continue
             }
             if ours == theirs { record[key] = etag; continue }
@@ -70,20 +68,20 @@ package enum RepositoryPull {
             if (o.version, o.revision) < (t.version, t.revision) {
                 writes.append((key, theirs))
                 record[key] = etag
-                takenHead = true
             } else if (o.version, o.revision) > (t.version, t.revision) {
                 out.ahead.append(key)
             } else {
                 throw AssetPatchError(.state, "\(key): version \(t.version) revision \(t.revision) in \(store.location.shown) and in \(repo) differ: two publishers signed it; nothing changed")
             }
         }
-        // What changes in place follows the bucket's heads, unless the copy's holds more.
+        // What changes in place: the bucket's and the copy's merged (HistoryMerge).
         for key in keys.filter(RepositoryPush.isMutable) {
             guard let theirs = fetched[key]?.body else { continue }
-            let ours = try local(repo, key)
-            if let ours, ours == theirs { continue }
-            if let ours, ours.count > theirs.count, Array(ours.prefix(theirs.count)) == theirs { continue }  // an appended log, ahead
-            if ours == nil || takenHead { writes.append((key, theirs)) }
+            guard let ours = try local(repo, key) else { writes.append((key, theirs)); continue }
+            guard let merged = HistoryMerge.merge(key, ours: ours, theirs: theirs) else {
+                throw AssetPatchError(.state, "\(key) in \(store.location.shown) can't be merged with \(repo)'s; nothing changed")
+            }
+            if merged != ours { writes.append((key, merged)) }
         }
         // What is signed again here must be the publisher's: a head planted in the bucket by
         // anyone else who can write to it is refused before anything is written. The history

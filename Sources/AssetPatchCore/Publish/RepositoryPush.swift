@@ -33,6 +33,9 @@ package enum RepositoryPush {
         package var multipart = 0
         package var parts = 0
         package var partsResumed = 0
+        /// Heads this repository did not change since it last pushed or pulled them, which
+        /// another publisher has changed in the bucket since: left as the bucket holds them.
+        package var leftAlone: [String] = []
     }
 
     /// The local record of what this repository last pushed: the heads' ETags per bucket.
@@ -95,14 +98,25 @@ package enum RepositoryPush {
         guard !heads.isEmpty else { throw AssetPatchError(.argument, "\(repo): no manifest.json or head.json (not a repository?)") }
         // What the bucket holds, read before anything is written.
         var remote: [String: UInt64] = [:]
-        for (key, size, _) in try store.list() { remote[key] = size }
-        for key in remote.keys where key.hasPrefix(".assetpatch-probe-") && !dryRun { try? store.delete(key) }  // a killed push's
+        let listing = try store.list()
+        for (key, size, _) in listing { remote[key] = size }
+        // A killed push's probes (an hour old: a running push's is seconds old, and its own).
+        for (key, _, modified) in listing where key.hasPrefix(".assetpatch-probe-") && !dryRun && modified > 0 && unixTime() - modified > 3600 {
+            try? store.delete(key)
+        }
         let record = loadRecord(repo: repo, store: store)
         var headETags: [String: String] = [:]
+        var unchanged = Set<String>()
         for (path, bytes) in heads where remote[path] != nil {
             guard let h = try store.head(path), let etag = h.header("etag") else { continue }
             headETags[path] = etag
             if force || record[path] == etag || sameBytes(h, bytes) { continue }
+            // This repository's head is the one it last pushed or pulled, and the bucket's moved
+            // on since (another publisher's change of that channel): not this push's to undo.
+            if let mine = record[path], mine.stripping("\"") == Hex.encode(try Digest.md5(bytes)) {
+                unchanged.insert(path)
+                continue
+            }
             if try !madeHere(repo: repo, store: store, path: path, local: bytes) {
                 throw AssetPatchError(.state, "\(store.location.shown)\(path) holds \(try describe(store, path)), which this repository did not make: another publisher's? Nothing was uploaded. Publish from a repository that holds it, or push with --force to replace it")
             }
@@ -114,6 +128,19 @@ package enum RepositoryPush {
         var present = Set(remote.keys)
         for path in files where !isHead(path) {
             let local = repo + "/" + path
+            if isMutable(path) {
+                // Changed in place by every publisher: merged with the bucket's, written only
+                // over the version read (or under the lock), so no publisher's lines are lost.
+                if try pushMerged(path, repo: repo, store: store, conditional: out.conditionalWrites, dryRun: dryRun, acl: acl) {
+                    out.uploaded.append(path)
+                    progress(path)
+                } else {
+                    out.skipped += 1
+                }
+                present.insert(path)
+                try lock?.renew()
+                continue
+            }
             let (sha, md5) = (try Digest.hexOfFile(local), try Digest.hexOfFile(local, .md5))
             let size = FS.fileSize(local) ?? 0
             if let have = remote[path], have == size, let h = try store.head(path), same(h, sha: sha, md5: md5) {
@@ -149,9 +176,14 @@ package enum RepositoryPush {
             out.uploaded.append(path)
             out.bytes += size
             progress(path)
+            try lock?.renew()
         }
         var pushed = record
         for (path, bytes) in heads {
+            if unchanged.contains(path) {
+                out.leftAlone.append(path)
+                continue
+            }
             if let missing = try named(by: bytes, at: path).first(where: { !present.contains($0) }) {
                 throw AssetPatchError(.state, "\(path) names \(missing), which neither this push nor the bucket has: not written (is \(missing) a symbolic link, or was it removed?)")
             }
@@ -183,6 +215,36 @@ package enum RepositoryPush {
         }
         if !dryRun { try saveRecord(repo: repo, store: store, pushed) }
         return out
+    }
+
+    /// Writes the bucket's `path` merged with the repository's (`HistoryMerge`), keeping the
+    /// merge locally too; retried when another publisher wrote it in between. False when the
+    /// bucket held it all already.
+    static func pushMerged(_ path: String, repo: String, store: ObjectStore, conditional: Bool, dryRun: Bool, acl: String?) throws -> Bool {
+        let local = repo + "/" + path
+        for _ in 0..<5 {
+            var bytes = try FS.readFile(local, limit: 256 << 20)
+            let current = try store.get(path, limit: 256 << 20)
+            if let current {
+                guard let merged = HistoryMerge.merge(path, ours: bytes, theirs: current.body) else {
+                    throw AssetPatchError(.state, "\(store.location.shown)\(path) can't be merged with \(local)")
+                }
+                if merged != bytes && !dryRun { try FS.writeAtomically(local, merged) }
+                if merged == current.body { return false }
+                bytes = merged
+            }
+            if dryRun { return true }
+            let md5 = Hex.encode(try Digest.md5(bytes))
+            do {
+                try store.put(path, bytes: bytes, sha256: Digest.sha256Hex(bytes), md5: md5, contentType: contentType(path),
+                              cacheControl: cacheControl(path), acl: acl,
+                              condition: conditional ? current?.etag.map { .etag($0) } ?? .absent : .none)
+                return true
+            } catch let e as AssetPatchError where e.status == .state {
+                continue  // written meanwhile: merged again with what is there now
+            }
+        }
+        throw AssetPatchError(.state, "\(store.location.shown)\(path) kept changing while this push merged it: try again")
     }
 
     /// Archives, then key documents, then the history's releases, then what changes, then the

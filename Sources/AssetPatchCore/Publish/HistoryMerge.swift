@@ -1,0 +1,24 @@
+/// The history's files that change in place, merged when two publishers each changed theirs:
+/// the signing log (`history/signings.jsonl`, one line per signing) keeps every line of both,
+/// the bucket's first; a release's offer list (`history/N/channels.json`) every channel of
+/// both, in the order they offered it. Neither is signed or read by clients; both are the
+/// publisher's record, which `promote --version` and the report read.
+package enum HistoryMerge {
+    /// `theirs` with what only `ours` holds added; nil for a file this does not know how to merge.
+    package static func merge(_ path: String, ours: [UInt8], theirs: [UInt8]) -> [UInt8]? {
+        if path == "history/signings.jsonl" {
+            let lines = { (b: [UInt8]) in b.split(separator: 0x0A, omittingEmptySubsequences: true).map(Array.init) }
+            let have = Set(lines(theirs))
+            var out = lines(theirs)
+            for line in lines(ours) where !have.contains(line) { out.append(line) }
+            return out.isEmpty ? [] : out.joined(separator: [0x0A]) + [0x0A]
+        }
+        if path.hasPrefix("history/") && path.hasSuffix("/channels.json") {
+            guard let a = (try? JSONParser.parse(theirs))?["channels"]?.array?.compactMap(\.string),
+                  let b = (try? JSONParser.parse(ours))?["channels"]?.array?.compactMap(\.string) else { return nil }
+            let all = a + b.filter { !a.contains($0) }
+            return Array((JSON.object([("channels", .array(all.map { .string($0) }))]).serialized(indent: 2) + "\n").utf8)
+        }
+        return nil
+    }
+}

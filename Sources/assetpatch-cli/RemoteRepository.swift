@@ -16,8 +16,8 @@ struct UploadOptions: ParsableArguments {
         if let acl, !["private", "public-read", "bucket-owner-full-control"].contains(acl) {
             throw ValidationError("--acl \(acl): private, public-read or bucket-owner-full-control")
         }
-        guard partSize >= MultipartUpload.minimumPartSize else {
-            throw ValidationError("--part-size \(partSize): at least \(MultipartUpload.minimumPartSize) bytes (5 MiB, S3's smallest part)")
+        guard partSize >= MultipartUpload.minimumPartSize, partSize <= MultipartUpload.maximumPartSize else {
+            throw ValidationError("--part-size \(partSize): 5 MiB to 5 GiB (\(MultipartUpload.minimumPartSize) to \(MultipartUpload.maximumPartSize) bytes), S3's bounds for a part")
         }
     }
 }

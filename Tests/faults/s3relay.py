@@ -21,6 +21,8 @@ class Relay:
         self.refuse_status = 400
         self.parts = []           # (part number, Content-Length) of each part upload passed on
         self.held = threading.Event()
+        self.hold_key = None      # the first PUT to a path ending so waits for release, then goes on
+        self.release = threading.Event()
         self.lock = threading.Lock()
         self.closing = False
         self.open = []
@@ -46,6 +48,12 @@ class Relay:
         line = head.split(b"\r\n", 1)[0].decode("latin-1")
         headers = head.split(b"\r\n\r\n", 1)[0].decode("latin-1").lower()
         part = re.search(r"[?&]partNumber=(\d+)", line) if line.startswith("PUT ") else None
+        if self.hold_key and line.startswith("PUT ") and line.split(" ")[1].split("?")[0].endswith(self.hold_key):
+            with self.lock:
+                first = not self.held.is_set()
+                self.held.set()
+            if first:
+                self.release.wait(120)
         if part:
             number = int(part.group(1))
             length = int(re.search(r"\ncontent-length:\s*(\d+)", headers).group(1))

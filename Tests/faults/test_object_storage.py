@@ -17,6 +17,7 @@ import pytest
 
 import assetpatch
 from conftest import CLI, make_tree
+from s3relay import Relay
 from s3servers import KEYS, Server, publish, push, s3, tool  # noqa: F401 (s3: the fixture)
 
 
@@ -225,3 +226,43 @@ def test_two_publishers_signing_logs_are_merged(s3, tmp_path):
     # B's copy holds the merge too, and a push of it changes nothing more.
     assert (b / "history" / "signings.jsonl").read_bytes() == urllib.request.urlopen(s3.url("game/history/signings.jsonl")).read()
     assert json.loads(push(b, s3).stdout)["uploaded"] == []
+
+
+def test_a_head_written_between_the_read_and_the_write_is_not_replaced(s3, tmp_path):
+    """A's push held by a relay just before its first head write, with everything else up; B
+    pushes version 3 meanwhile. Where the store honours conditional writes, B lands and A's
+    If-Match fails naming version 3; where it does not, A holds the lock and B is refused.
+    Either way one head wins and clients see it whole."""
+    a = tmp_path / "a"
+    publish(tmp_path, a, 1, {"x.txt": b"one"})
+    push(a, s3)
+    b = tmp_path / "b"
+    shutil.copytree(a, b)
+    publish(tmp_path, a, 2, {"x.txt": b"A" * 1000})
+    publish(tmp_path, b, 3, {"x.txt": b"B" * 1000})
+    relay = Relay(s3.port)
+    try:
+        relay.hold_key = "/game/manifest.json"
+        args = [CLI, "push", str(a), f"s3://{s3.bucket}/game", "--endpoint", relay.endpoint] + (["--acl", "public-read"] if s3.kind == "moto" else [])
+        held = subprocess.Popen(args, env={**os.environ, **KEYS}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert relay.held.wait(120), "A's push never reached its heads"
+        second = push(b, s3, check=False)
+        relay.release.set()
+        out, err = held.communicate(timeout=120)
+    finally:
+        relay.release.set()
+        relay.close()
+    conditional = s3.kind == "moto"
+    if conditional:
+        assert second.returncode == 0, second.stderr
+        assert held.returncode == 3 and "changed during this push" in err and "version 3" in err, err
+        winner, version = b, 3
+    else:
+        assert second.returncode == 3 and "holds the lock" in second.stderr, second.stderr
+        assert held.returncode == 0, err
+        winner, version = a, 2
+    for head in ("manifest.json", "head.json"):
+        with urllib.request.urlopen(s3.url(f"game/{head}"), timeout=10) as r:
+            assert json.load(r)["archive"] == json.load(open(winner / head))["archive"]
+    with assetpatch.Client(tmp_path / "data", manifest_url=s3.url("game/head.json")) as c:
+        assert c.update() is True and c.current_version == version

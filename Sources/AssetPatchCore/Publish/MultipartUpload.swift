@@ -8,6 +8,7 @@ package struct MultipartUpload {
     /// S3's bounds: a part but the last is at least 5 MiB; at most 10,000 parts; 5 TiB in all.
     package static let minimumPartSize: UInt64 = 5 << 20
     package static let defaultPartSize: UInt64 = 16 << 20
+    package static let maximumPartSize: UInt64 = 5 << 30
     static let maxParts: UInt64 = 10_000
     static let maxObjectBytes: UInt64 = 5 << 40
 
@@ -90,7 +91,7 @@ package struct MultipartUpload {
             throw AssetPatchError(e.status, "\(e.message) (the upload of \(key) is left open: the next push resumes it from its \(done.count) parts up)")
         } catch let e as AssetPatchError where e.message.hasSuffix("(NoSuchUpload)") {
             // Completed or aborted by another push of the same archive: there whole, or not.
-            guard let h = try store.head(key), h.header("x-amz-meta-sha256") == sha256,
+            guard let h = try store.head(key), (h.header("x-amz-meta-sha256") ?? h.header("x-goog-meta-sha256")) == sha256,
                   UInt64(h.header("content-length") ?? "") == size else { throw e }
             out.etag = h.header("etag")
             return out

@@ -86,11 +86,12 @@ package enum RepositoryGC {
         }
         if case let .bucket(store) = place {
             let uploads: [ObjectStore.PendingUpload]
-            do { uploads = try store.listMultipartUploads() } catch let e as AssetPatchError where e.status == .http {
+            do { uploads = try store.listMultipartUploads() } catch let e as AssetPatchError {
                 out.uploadsUnlisted = e.message
                 return out
             }
-            for upload in uploads where upload.initiated > 0 && now - upload.initiated >= grace {
+            // Only uploads of what a push puts in parts: other software may share the bucket.
+            for upload in uploads where RepositoryPush.isPublished(upload.key) && upload.initiated > 0 && now - upload.initiated >= grace {
                 if !dryRun { try store.abortMultipart(upload.key, uploadID: upload.id) }
                 out.aborted.append(upload.key)
             }

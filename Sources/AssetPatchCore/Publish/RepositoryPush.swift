@@ -306,9 +306,10 @@ package enum RepositoryPush {
     /// ETag is (checked by the store against the bytes it received), and by the sha256 kept as
     /// metadata when the store keeps it.
     static func same(_ h: ObjectStore.Response, sha: String, md5: String) -> Bool {
-        if let kept = h.header("x-amz-meta-sha256"), kept != sha { return false }
+        let kept = h.header("x-amz-meta-sha256") ?? h.header("x-goog-meta-sha256")  // GCS answers in its own names
+        if let kept, kept != sha { return false }
         guard let etag = h.header("etag")?.stripping("\""), Hex.isHex(etag, length: 32) else {
-            return h.header("x-amz-meta-sha256") == sha  // a multipart ETag: only the metadata says
+            return kept == sha  // a multipart ETag: only the metadata says
         }
         return etag == md5
     }

@@ -161,3 +161,52 @@ def test_what_someone_else_plants_in_the_bucket_is_not_signed_again(s3, tmp_path
         with pytest.raises(assetpatch.SignatureError):
             c.update()
         assert not c.current_version
+
+
+def test_moved_altered_or_inflated_releases_are_not_signed_again(s3, tmp_path):
+    """Three more things a bucket writer without a key tries: a head signed for beta copied
+    over stable's, a current release's history entry altered (a field added), a history entry
+    numbered Int64's maximum. Each is refused or ignored; the untouched entry is accepted."""
+    key = tmp_path / "k.key"
+    subprocess.run([CLI, "keygen", "--out", key], check=True, stdout=subprocess.DEVNULL)
+    where = ["--endpoint", s3.endpoint] + (["--acl", "public-read"] if s3.kind == "moto" else [])
+
+    def run(prefix, *args):
+        return subprocess.run([CLI, *map(str, args), "--repo", f"s3://{s3.bucket}/{prefix}", *where, "--key", key],
+                              env={**os.environ, **KEYS}, capture_output=True, text=True)
+
+    def get(k):
+        return urllib.request.urlopen(s3.url(k), timeout=10).read()
+
+    def put(k, data):
+        f = tmp_path / "put"
+        f.write_bytes(data)
+        s3.signed_upload(k, f)
+
+    for prefix in ("moved", "altered", "inflated"):
+        for v in (1, 2):
+            make_tree(tmp_path / f"{prefix}{v}", {"level.txt": f"{prefix} {v}".encode()})
+            assert run(prefix, "publish", tmp_path / f"{prefix}{v}", "--package", prefix).returncode == 0
+    # Moved: beta's head (signed for beta) copied over stable's.
+    assert run("moved", "promote", "--from", "stable", "--to", "beta").returncode == 0
+    for name in ("manifest.json", "head.json"):
+        put(f"moved/{name}", get(f"moved/channels/beta/{name}"))
+    moved = run("moved", "rollout", "--percent", "50")
+    assert moved.returncode == 3 and 'signed for channel "beta", not "stable"' in moved.stderr, moved.stderr
+    # Altered: version 2, which stable's head names, made mandatory in the history.
+    original = get("altered/history/2/manifest.json")
+    altered = json.loads(original)
+    altered["mandatory"] = True
+    put("altered/history/2/manifest.json", json.dumps(altered).encode())
+    refused = run("altered", "rollback-release", "--to", "2")
+    assert refused.returncode == 3 and "history/2 came from the bucket unchecked" in refused.stderr, refused.stderr
+    put("altered/history/2/manifest.json", original)
+    accepted = run("altered", "rollback-release", "--to", "2")
+    assert accepted.returncode == 0, accepted.stderr
+    # Inflated: a release numbered 2^63-1 in the history sets no version.
+    put("inflated/history/9223372036854775807/manifest.json", get("inflated/history/2/manifest.json"))
+    make_tree(tmp_path / "inflated3", {"level.txt": b"inflated 3"})
+    third = run("inflated", "publish", tmp_path / "inflated3")
+    assert third.returncode == 0, third.stderr
+    head = json.loads(get("inflated/head.json"))
+    assert json.loads(base64.b64decode(head["payload"]))["version"] == 3

@@ -95,7 +95,12 @@ package enum ChannelManifests {
     package static func highestVersion(repo: String) -> Int64 {
         var v: Int64 = 0
         for n in names(repo: repo) { v = max(v, (try? read(repo: repo, channel: n))??.version ?? 0) }
-        for n in (try? FS.list(repo + "/history")) ?? [] { v = max(v, Int64(n) ?? 0) }
+        // Releases a pull could not check don't count: a number planted in a bucket's history
+        // would otherwise set every later version (or overflow it).
+        let marked = unchecked(repo: repo)
+        for n in (try? FS.list(repo + "/history")) ?? [] {
+            if let n = Int64(n), !marked.contains(n), n < Int64.max / 2 { v = max(v, n) }
+        }
         return v
     }
 

@@ -75,10 +75,11 @@ package struct MultipartUpload {
                 let bytes = try source.preadExactly(length, at: offset, what: file)
                 let md5 = try Digest.md5(bytes)
                 guard md5 == md5s[n - 1] else { throw AssetPatchError(.integrity, "\(file) changed during the upload") }
-                let etag = try store.uploadPart(key, uploadID: uploadID, number: n, bytes: bytes, md5: md5)
+                let (etag, notMD5) = try store.uploadPart(key, uploadID: uploadID, number: n, bytes: bytes, md5: md5)
                 // The store checked the part against its Content-MD5. Where its ETag is an MD5
-                // (AWS without KMS, MinIO...) it must be this one; R2's are opaque.
-                if let e = etag.map(Self.unquoted), Hex.isHex(e, length: 32), e != Hex.encode(md5) {
+                // (AWS without KMS, MinIO...) it must be this one; R2's and KMS's are not.
+                if notMD5 { opaque = true }
+                if !notMD5, let e = etag.map(Self.unquoted), Hex.isHex(e, length: 32), e != Hex.encode(md5) {
                     throw AssetPatchError(.integrity, "\(store.location.shown)\(key): part \(n)'s ETag \(e) is not the MD5 of the bytes sent")
                 }
                 if etag.map(Self.unquoted).map({ Hex.isHex($0, length: 32) }) != true { opaque = true }
@@ -86,16 +87,16 @@ package struct MultipartUpload {
                 progress(n, count)
             }
             out.etag = try store.completeMultipart(key, uploadID: uploadID, parts: (1...count).map { ($0, done[$0] ?? "") })
-        } catch let e as AssetPatchError where e.status == .network || Self.transient(e) {
+        } catch let e as AssetPatchError where e.status == .network || e.transient {
             // The network or a busy store: the parts up are kept, and the next push resumes.
             throw AssetPatchError(e.status, "\(e.message) (the upload of \(key) is left open: the next push resumes it from its \(done.count) parts up)")
-        } catch let e as AssetPatchError where e.message.hasSuffix("(NoSuchUpload)") {
-            // Completed or aborted by another push of the same archive: there whole, or not.
-            guard let h = try store.head(key), (h.header("x-amz-meta-sha256") ?? h.header("x-goog-meta-sha256")) == sha256,
-                  UInt64(h.header("content-length") ?? "") == size else { throw e }
-            out.etag = h.header("etag")
-            return out
         } catch {
+            // Completed by another push of the same archive meanwhile (NoSuchUpload): there whole.
+            if let h = try? store.head(key), (h.header("x-amz-meta-sha256") ?? h.header("x-goog-meta-sha256")) == sha256,
+               UInt64(h.header("content-length") ?? "") == size {
+                out.etag = h.header("etag")
+                return out
+            }
             // A refusal: nothing half-made is left behind (a kill leaves it to be resumed, or collected).
             try? store.abortMultipart(key, uploadID: uploadID)
             throw error
@@ -134,11 +135,6 @@ package struct MultipartUpload {
 
     static func unquoted(_ etag: String) -> String { etag.stripping("\"").lowercased() }
 
-    /// A failure the store asks to be retried later (5xx, 429, SlowDown, InternalError).
-    static func transient(_ e: AssetPatchError) -> Bool {
-        e.status == .http && (e.message.holds(": HTTP 5") || e.message.holds(": HTTP 429") || e.message.holds("InternalError")
-            || e.message.holds("SlowDown"))
-    }
 }
 
 /// S3's multipart requests, as the store signs them: every query in name order.
@@ -158,12 +154,12 @@ extension ObjectStore {
         return id
     }
 
-    func uploadPart(_ key: String, uploadID: String, number: Int, bytes: [UInt8], md5: [UInt8]) throws -> String? {
+    func uploadPart(_ key: String, uploadID: String, number: Int, bytes: [UInt8], md5: [UInt8]) throws -> (etag: String?, notMD5: Bool) {
         let query = "partNumber=\(number)&uploadId=" + ObjectStore.encode(uploadID, slash: true)
         let r = try request("PUT", key, query: query, headers: ["Content-MD5: \(Base64.encode(md5))"],
                             payloadSHA256: Digest.sha256Hex(bytes), upload: .bytes(bytes))
         try expect(r, [200], "PUT (part \(number))", key)
-        return r.header("etag")
+        return (r.header("etag"), r.etagIsNotMD5)
     }
 
     func completeMultipart(_ key: String, uploadID: String, parts: [(Int, String)]) throws -> String? {
@@ -176,7 +172,8 @@ extension ObjectStore {
         try expect(r, [200], "POST (complete multipart)", key)
         // The store may answer 200 and still fail: the error is then in the body.
         if let code = XMLText.first("Code", in: r.body), XMLText.all("Error", in: r.body).count > 0 {
-            throw AssetPatchError(.http, "POST (complete multipart) \(location.shown)\(key): \(code)")
+            throw AssetPatchError(.http, "POST (complete multipart) \(location.shown)\(key): \(code)",
+                                  transient: ["InternalError", "SlowDown", "RequestTimeout"].contains(code))
         }
         return XMLText.first("ETag", in: r.body).map(XMLText.unescape) ?? r.header("etag")
     }

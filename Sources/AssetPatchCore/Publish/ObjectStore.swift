@@ -53,6 +53,12 @@ package final class ObjectStore {
         package func header(_ name: String) -> String? { headers.last { $0.0 == name }?.1 }
         /// The service's error code from an XML error body ("PreconditionFailed", ...).
         package var errorCode: String? { XMLText.first("Code", in: body) }
+        /// Whether the object's ETag is something other than its MD5 even for one part: SSE-KMS
+        /// and SSE-C objects (R2's are opaque, and not hex).
+        package var etagIsNotMD5: Bool {
+            header("x-amz-server-side-encryption").map { $0.hasPrefix("aws:kms") } == true
+                || header("x-amz-server-side-encryption-customer-algorithm") != nil
+        }
     }
 
     /// What a put may require of the object it replaces.
@@ -162,7 +168,9 @@ package final class ObjectStore {
         let status: Status = r.status == 403 || r.status == 401 ? .argument : .http
         // A bucket in another region: AWS says which.
         let region = r.header("x-amz-bucket-region").map { "; the bucket is in region \($0): give --region \($0)" } ?? ""
-        throw AssetPatchError(status, "\(method) \(location.shown)\(key): HTTP \(r.status)\(code)\(region)")
+        // What the store asks to be tried again later, by status and by its own code.
+        let again = r.status >= 500 || r.status == 429 || ["RequestTimeout", "SlowDown", "InternalError"].contains(r.errorCode ?? "")
+        throw AssetPatchError(status, "\(method) \(location.shown)\(key): HTTP \(r.status)\(code)\(region)", transient: again)
     }
 
     /// RFC 3986 unreserved characters pass; `/` too unless `slash`.

@@ -83,32 +83,53 @@ package enum RepositoryPull {
             }
             if merged != ours { writes.append((key, merged)) }
         }
-        // What is signed again here must be the publisher's: a head planted in the bucket by
-        // anyone else who can write to it is refused before anything is written. The history
-        // keeps no signatures: a release of it is checked against the heads (taken and checked,
-        // or the copy's own), and one no head names is marked unchecked, which the commands
-        // that sign a release from the history refuse (`ChannelManifests.history`).
-        var unchecked = Set<Int64>()
+        // What is signed again here must be the publisher's: every head of the copy as it
+        // will be (taken from the bucket or its own) must be signed by a key given, for the
+        // channel its path names, or nothing is written. The history keeps no signatures: a
+        // release of it must describe what a checked head of that version describes (its
+        // payload but for the signing's fields), and any other is marked unchecked, refused by
+        // the commands that sign a release from the history (`ChannelManifests.history`). The
+        // marks are worked out anew at every checked pull.
+        var unchecked: Set<Int64>?
         if let trusted {
-            for (key, bytes) in writes where RepositoryPush.isHead(key) {
+            func final(_ key: String) throws -> [UInt8]? { try writes.last(where: { $0.0 == key })?.1 ?? local(repo, key) }
+            var described = Set<String>()  // "version name digest" of every checked head
+            let heads = Set(keys.filter(RepositoryPush.isHead) + ((try? FS.walkFiles(repo)) ?? []).filter(RepositoryPush.isHead))
+            for key in heads.sorted() {
+                guard let bytes = try final(key) else { continue }
                 guard !trusted.isEmpty else {
-                    throw AssetPatchError(.argument, "\(store.location.shown)\(key) would be signed again unchecked: give the keys that signed the bucket's heads (--key, --trust-key), or --trust-bucket for a repository nobody signs")
+                    throw AssetPatchError(.argument, "\(key) would be signed again unchecked: give the keys that signed the bucket's heads (--key, --trust-key), or --trust-bucket for a repository nobody signs")
                 }
-                do { _ = try Manifest.decode(bytes, trustedKeys: trusted, source: store.location.shown + key) } catch let e as AssetPatchError {
+                let m: Manifest
+                do { m = try Manifest.decode(bytes, trustedKeys: trusted, source: key) } catch let e as AssetPatchError {
                     throw AssetPatchError(.signature, "\(e.message): not signed by a key this command trusts (its --key, or --trust-key); nothing changed")
                 }
+                let parts = key.split(separator: "/")
+                let channel = parts.count == 3 ? String(parts[1]) : Channel.defaultName
+                guard m.channelName == channel else {
+                    throw AssetPatchError(.signature, "\(key) is signed for channel \"\(m.channelName)\", not \"\(channel)\": moved there by someone else? nothing changed")
+                }
+                described.insert("\(m.version) \(parts.last ?? "") \(m.contentDigest)")
             }
-            var named: [Int64: String] = [:]
-            for key in keys.filter(RepositoryPush.isHead) {
-                let bytes = try writes.last(where: { $0.0 == key })?.1 ?? local(repo, key)
-                if let f = bytes.flatMap(RepositoryPush.fields) { named[f.version] = f.archive }
+            var marks = Set<Int64>()
+            let history = Set(keys + ((try? FS.walkFiles(repo)) ?? []).map { $0 }).filter {
+                $0.hasPrefix("history/") && ($0.hasSuffix("/manifest.json") || $0.hasSuffix("/head.json"))
             }
-            for (key, bytes) in writes where key.hasPrefix("history/") && (key.hasSuffix("/manifest.json") || key.hasSuffix("/head.json")) {
-                guard let f = RepositoryPush.fields(bytes), named[f.version] == f.archive else {
-                    unchecked.insert(Int64(key.split(separator: "/")[1]) ?? 0)
+            for key in history.sorted() {
+                let parts = key.split(separator: "/")
+                guard parts.count == 3, let version = Int64(parts[1]) else { continue }
+                guard let bytes = try final(key), let json = try? JSONParser.parse(bytes),
+                      described.contains("\(version) \(parts[2]) \(Manifest.contentDigest(json))") else {
+                    marks.insert(version)
                     continue
                 }
             }
+            unchecked = marks
+        } else if !trustBucket {
+            // Nothing checked: what came from the bucket's history is unchecked.
+            unchecked = ChannelManifests.unchecked(repo: repo).union(writes.compactMap { key, _ in
+                key.hasPrefix("history/") && !RepositoryPush.isMutable(key) ? Int64(key.split(separator: "/")[1]) : nil
+            })
         }
         for (key, bytes) in writes {
             try FS.makeDirectories(FS.parent(of: repo + "/" + key))
@@ -118,9 +139,8 @@ package enum RepositoryPull {
         }
         try FS.makeDirectories(repo)
         try RepositoryPush.saveRecord(repo: repo, store: store, record)
-        // --trust-bucket vouches for everything; a pull that checks nothing marks nothing.
-        var marked = trustBucket ? [] : ChannelManifests.unchecked(repo: repo)
-        marked.formUnion(unchecked)
+        // --trust-bucket vouches for everything.
+        let marked = unchecked ?? []
         try ChannelManifests.markUnchecked(repo: repo, marked)
         out.unchecked = marked.sorted()
         return out

@@ -112,8 +112,11 @@ package enum RepositoryPush {
             headETags[path] = etag
             if force || record[path] == etag || sameBytes(h, bytes) { continue }
             // This repository's head is the one it last pushed or pulled, and the bucket's moved
-            // on since (another publisher's change of that channel): not this push's to undo.
-            if let mine = record[path], mine.stripping("\"") == Hex.encode(try Digest.md5(bytes)) {
+            // on since to a newer one (another publisher's change of that channel): not this
+            // push's to undo. Anything else there (older, unreadable) is judged as before.
+            if let mine = record[path], mine.stripping("\"") == Hex.encode(try Digest.md5(bytes)),
+               let (body, _) = try store.get(path, limit: 64 << 20), let theirs = fields(body), let ours = fields(bytes),
+               (theirs.version, theirs.revision) > (ours.version, ours.revision) {
                 unchanged.insert(path)
                 continue
             }
@@ -158,6 +161,7 @@ package enum RepositoryPush {
                     let upload = try MultipartUpload(store: store, key: path, file: local, size: size, preferredPartSize: partSize)
                     let done = try upload.run(sha256: sha, contentType: contentType(path), cacheControl: cacheControl(path), acl: acl) { n, count in
                         progress("\(path) (part \(n) of \(count))")
+                        try? lock?.renew()  // a long upload: the lock must not lapse under it
                     }
                     out.multipart += 1
                     out.parts += done.parts
@@ -308,7 +312,7 @@ package enum RepositoryPush {
     static func same(_ h: ObjectStore.Response, sha: String, md5: String) -> Bool {
         let kept = h.header("x-amz-meta-sha256") ?? h.header("x-goog-meta-sha256")  // GCS answers in its own names
         if let kept, kept != sha { return false }
-        guard let etag = h.header("etag")?.stripping("\""), Hex.isHex(etag, length: 32) else {
+        guard let etag = h.header("etag")?.stripping("\""), Hex.isHex(etag, length: 32), !h.etagIsNotMD5 else {
             return kept == sha  // a multipart ETag: only the metadata says
         }
         return etag == md5

@@ -71,13 +71,6 @@ extension String {
         String(drop { set.contains($0) }.reversed().drop { set.contains($0) }.reversed())
     }
 
-    /// Whether `needle` occurs (byte-wise: this module does without string processing).
-    func holds(_ needle: String) -> Bool {
-        let hay = Array(utf8), n = Array(needle.utf8)
-        guard !n.isEmpty, n.count <= hay.count else { return n.isEmpty }
-        return (0...(hay.count - n.count)).contains { hay[$0..<($0 + n.count)].elementsEqual(n) }
-    }
-
     /// Every `target` replaced (byte-wise: this module does without string processing).
     func replacingAll(_ target: String, _ replacement: String) -> String {
         let hay = Array(utf8), needle = Array(target.utf8)

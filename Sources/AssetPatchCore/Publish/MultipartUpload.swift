@@ -92,7 +92,7 @@ package struct MultipartUpload {
             throw AssetPatchError(e.status, "\(e.message) (the upload of \(key) is left open: the next push resumes it from its \(done.count) parts up)")
         } catch {
             // Completed by another push of the same archive meanwhile (NoSuchUpload): there whole.
-            if let h = try? store.head(key), (h.header("x-amz-meta-sha256") ?? h.header("x-goog-meta-sha256")) == sha256,
+            if let h = try? store.head(key), h.keptSHA256 == sha256,
                UInt64(h.header("content-length") ?? "") == size {
                 out.etag = h.header("etag")
                 return out
@@ -143,9 +143,7 @@ extension ObjectStore {
     package struct Part { package var number: Int; package var etag: String; package var size: Int64 }
 
     func createMultipart(_ key: String, sha256: String, contentType: String, cacheControl: String?, acl: String?) throws -> String {
-        var headers = ["x-amz-meta-sha256: \(sha256)", "Content-Type: \(contentType)"]
-        if let acl { headers.append("x-amz-acl: \(acl)") }
-        if let cacheControl { headers.append("Cache-Control: \(cacheControl)") }
+        let headers = ObjectStore.described(sha256: sha256, contentType: contentType, cacheControl: cacheControl, acl: acl)
         let r = try request("POST", key, query: "uploads=", headers: headers)
         try expect(r, [200], "POST (create multipart)", key)
         guard let id = XMLText.first("UploadId", in: r.body).map(XMLText.unescape), !id.isEmpty else {

@@ -53,6 +53,8 @@ package final class ObjectStore {
         package func header(_ name: String) -> String? { headers.last { $0.0 == name }?.1 }
         /// The service's error code from an XML error body ("PreconditionFailed", ...).
         package var errorCode: String? { XMLText.first("Code", in: body) }
+        /// The sha256 an object was put with (`x-amz-meta-sha256`; GCS answers in its own names).
+        package var keptSHA256: String? { header("x-amz-meta-sha256") ?? header("x-goog-meta-sha256") }
         /// Whether the object's ETag is something other than its MD5 even for one part: SSE-KMS
         /// and SSE-C objects (R2's are opaque, and not hex).
         package var etagIsNotMD5: Bool {
@@ -111,9 +113,8 @@ package final class ObjectStore {
     @discardableResult
     package func put(_ key: String, file: String? = nil, bytes: [UInt8]? = nil, sha256: String, md5: String, contentType: String,
                      cacheControl: String?, acl: String? = nil, condition: Condition = .none) throws -> String? {
-        var headers = ["x-amz-meta-sha256: \(sha256)", "Content-Type: \(contentType)", "Content-MD5: \(Base64.encode(Hex.decode(md5) ?? []))"]
-        if let acl { headers.append("x-amz-acl: \(acl)") }
-        if let cacheControl { headers.append("Cache-Control: \(cacheControl)") }
+        var headers = ObjectStore.described(sha256: sha256, contentType: contentType, cacheControl: cacheControl, acl: acl)
+            + ["Content-MD5: \(Base64.encode(Hex.decode(md5) ?? []))"]
         switch condition {
         case .none: break
         case .absent: headers.append("If-None-Match: *")
@@ -128,6 +129,15 @@ package final class ObjectStore {
         }
         try expect(r, [200], "PUT", key)
         return r.header("etag")
+    }
+
+    /// What an object is created with: its sha256 kept as metadata, its type, its cache
+    /// lifetime and ACL.
+    static func described(sha256: String, contentType: String, cacheControl: String?, acl: String?) -> [String] {
+        var headers = ["x-amz-meta-sha256: \(sha256)", "Content-Type: \(contentType)"]
+        if let acl { headers.append("x-amz-acl: \(acl)") }
+        if let cacheControl { headers.append("Cache-Control: \(cacheControl)") }
+        return headers
     }
 
     package func delete(_ key: String) throws {

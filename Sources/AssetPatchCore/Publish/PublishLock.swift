@@ -60,8 +60,9 @@ package final class PublishLock {
 
     /// Throws unless the lock is still this push's.
     package func check() throws {
-        guard let held = try PublishLock.read(store), held.token == token else {
-            let who = (try? PublishLock.read(store)).flatMap { $0 }.map { " (\($0.holder))" } ?? ""
+        let held = try PublishLock.read(store)
+        guard let held, held.token == token else {
+            let who = held.map { " (\($0.holder))" } ?? ""
             throw AssetPatchError(.state, "\(store.location.shown)\(PublishLock.key): another push took the lock\(who); nothing of this push's heads was written")
         }
     }

@@ -61,7 +61,7 @@ package enum RepositoryGC {
         // Everything named: by each channel's heads, and by each release of the history.
         var named = Set<String>()
         var heads = 0
-        for key in keys where RepositoryPush.isHead(key) || (key.hasPrefix("history/") && (key.hasSuffix("/manifest.json") || key.hasSuffix("/head.json"))) {
+        for key in keys where RepositoryPush.isHead(key) || RepositoryPush.isHistoryRelease(key) {
             guard let bytes = try place.read(key) else { continue }
             // A head that can't be read could name any archive: nothing is deleted then.
             guard RepositoryPush.fields(bytes) != nil else {

@@ -92,9 +92,11 @@ package enum RepositoryPull {
         // marks are worked out anew at every checked pull.
         var unchecked: Set<Int64>?
         if let trusted {
-            func final(_ key: String) throws -> [UInt8]? { try writes.last(where: { $0.0 == key })?.1 ?? local(repo, key) }
+            let pending = Dictionary(writes, uniquingKeysWith: { $1 })
+            func final(_ key: String) throws -> [UInt8]? { try pending[key] ?? local(repo, key) }
+            let all = Set(keys + ((try? FS.walkFiles(repo)) ?? []))
             var described = Set<String>()  // "version name digest" of every checked head
-            let heads = Set(keys.filter(RepositoryPush.isHead) + ((try? FS.walkFiles(repo)) ?? []).filter(RepositoryPush.isHead))
+            let heads = all.filter(RepositoryPush.isHead)
             for key in heads.sorted() {
                 guard let bytes = try final(key) else { continue }
                 guard !trusted.isEmpty else {
@@ -112,17 +114,11 @@ package enum RepositoryPull {
                 described.insert("\(m.version) \(parts.last ?? "") \(m.contentDigest)")
             }
             var marks = Set<Int64>()
-            let history = Set(keys + ((try? FS.walkFiles(repo)) ?? []).map { $0 }).filter {
-                $0.hasPrefix("history/") && ($0.hasSuffix("/manifest.json") || $0.hasSuffix("/head.json"))
-            }
-            for key in history.sorted() {
+            for key in all.filter(RepositoryPush.isHistoryRelease).sorted() {
                 let parts = key.split(separator: "/")
                 guard parts.count == 3, let version = Int64(parts[1]) else { continue }
-                guard let bytes = try final(key), let json = try? JSONParser.parse(bytes),
-                      described.contains("\(version) \(parts[2]) \(Manifest.contentDigest(json))") else {
-                    marks.insert(version)
-                    continue
-                }
+                let json = try final(key).flatMap { try? JSONParser.parse($0) }
+                if !described.contains("\(version) \(parts[2]) \(json.map(Manifest.contentDigest) ?? "")") { marks.insert(version) }
             }
             unchecked = marks
         } else if !trustBucket {

@@ -65,6 +65,11 @@ package enum RepositoryPush {
         }
     }
 
+    /// A release of the history: `history/N/manifest.json` or `history/N/head.json`.
+    static func isHistoryRelease(_ path: String) -> Bool {
+        path.hasPrefix("history/") && (path.hasSuffix("/manifest.json") || path.hasSuffix("/head.json"))
+    }
+
     /// Written once, never replaced: a key document, a release of the history.
     static func isWriteOnce(_ path: String) -> Bool {
         (path.hasPrefix("keys/") || path.hasPrefix("history/")) && !isMutable(path)
@@ -310,7 +315,7 @@ package enum RepositoryPush {
     /// ETag is (checked by the store against the bytes it received), and by the sha256 kept as
     /// metadata when the store keeps it.
     static func same(_ h: ObjectStore.Response, sha: String, md5: String) -> Bool {
-        let kept = h.header("x-amz-meta-sha256") ?? h.header("x-goog-meta-sha256")  // GCS answers in its own names
+        let kept = h.keptSHA256
         if let kept, kept != sha { return false }
         guard let etag = h.header("etag")?.stripping("\""), Hex.isHex(etag, length: 32), !h.etagIsNotMD5 else {
             return kept == sha  // a multipart ETag: only the metadata says

@@ -278,7 +278,11 @@ struct StatusCommand: ParsableCommand {
                                      ("time", .string(RFC3339.format(r.time)))])
                     } ?? .null),
                 ]
+                pairs.append(("named_head", store.keptNamedHead().map { k in
+                    JSON.object([("manifest_url", .string(URLs.redacted(k.manifestURL))), ("head", .string(k.reference))])
+                } ?? .null))
                 if checked {
+                    pairs.append(("read", lastOutcome?.namedHead.map { .string($0) } ?? .string("manifest_url")))
                     pairs.append(("next", next.map(previewJSON) ?? .null))
                     pairs.append(("offered_expires", lastOutcome?.manifestExpires.map { .string(RFC3339.format($0)) } ?? .null))
                     if next == nil { pairs.append(("no_update", .string(why))) }
@@ -321,9 +325,15 @@ struct StatusCommand: ParsableCommand {
             for g in activeGroups(store, s) {
                 print("group:    \(g.group.name) \(g.local ? "local" : "absent")\(g.pinned ? ", pinned" : "") (\(g.group.delivery.name), \(g.group.files) files, \(formatBytes(g.group.size)))")
             }
+            if let k = store.keptNamedHead() {
+                print("head:     \(k.reference), named by \(URLs.redacted(k.manifestURL)) (read in its place)")
+            }
             print("disk:     \(formatBytes(bytes)): releases \(formatBytes(usage.releases)), downloads \(formatBytes(usage.downloads))")
             if checked {
-                if let o = lastOutcome, o.manifestVersion > 0 { print("offered:  version \(o.manifestVersion), expires \(expiryLine(o.manifestExpires))") }
+                if let o = lastOutcome, o.manifestVersion > 0 {
+                    print("offered:  version \(o.manifestVersion), expires \(expiryLine(o.manifestExpires))"
+                          + (o.namedHead.map { " (read from \($0), the head the URL names)" } ?? ""))
+                }
                 if let next { printPreview(next) } else { print("next:     no update: \(why)") }
             }
         }

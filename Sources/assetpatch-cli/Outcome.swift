@@ -49,6 +49,8 @@ enum Outcome {
         } ?? .null))
         pairs.append(("key_document", c.keyDocumentInForce.map { .int($0.version) } ?? .null))
         pairs.append(("expires", o?.manifestExpires.map { .string(RFC3339.format($0)) } ?? .null))
+        // What was read: manifest_url, or the head the manifest there names.
+        pairs.append(("read", o?.namedHead.map { .string($0) } ?? (o?.manifestVersion ?? 0 > 0 ? .string("manifest_url") : .null)))
         if !c.lastSources.isEmpty {
             pairs.append(("sources", .array(c.lastSources.map { e in
                 .object([("url", .string(e.head.shown)), ("last", .string(e.last)), ("demoted", .bool(e.demoted != nil)),
@@ -87,6 +89,7 @@ enum Outcome {
                 print("version \(preview.version) available, \(preview.transferBytes) bytes to download"
                       + (preview.wholeArchiveReason.map { ": the whole archive (\($0))" } ?? " by range requests"))
             }
+            if !json, let head = c.lastCheck?.namedHead { writeStderr("read \(head), the head manifest_url names\n") }
             if !json { printSources(c) }
             if status == "no_update" { throw ExitCode(exitCode(c.lastCheck?.reason)) }
         } catch let e as AssetPatchError {

@@ -35,7 +35,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from conftest import CLI, FaultServer, make_tree, release_files, sha256_file, Repo  # noqa: E402
+from conftest import CLI, FaultServer, make_tree, release_files, sha256_file, Repo, without_head  # noqa: E402
 import indexpages  # noqa: E402
 import assetpatch  # noqa: E402
 
@@ -72,6 +72,7 @@ def publish(base, differential=False, chunked=False):
             shutil.copytree(os.path.join(base, "v1"), os.path.join(base, "v2"))
         subprocess.run([CLI, "publish", os.path.join(base, "src-" + name), "--repo", os.path.join(base, name),
                         "--package", "kill", "--version", str(version)], check=True, stdout=subprocess.DEVNULL)
+        without_head(os.path.join(base, name, "manifest.json"))
     return Repo(os.path.join(base, "v1"), v1, 1), Repo(os.path.join(base, "v2"), v2, 2)
 
 

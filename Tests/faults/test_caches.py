@@ -15,7 +15,7 @@ import time
 import pytest
 
 import assetpatch
-from conftest import CLI, make_tree, sha256_file
+from conftest import CLI, make_tree, sha256_file, without_head
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "e2e"))
 from nginxctl import Nginx, free_port  # noqa: E402
@@ -64,6 +64,7 @@ def publish(src_root, repo, version, files, *extra):
     make_tree(src, files)
     subprocess.run([CLI, "publish", str(src), "--repo", str(repo), "--package", "cache", "--version", str(version), *extra],
                    check=True, stdout=subprocess.DEVNULL)
+    without_head(str(repo / "manifest.json"))
 
 
 def release(version, size=20_000):

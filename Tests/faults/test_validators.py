@@ -15,7 +15,7 @@ import time
 import pytest
 
 import assetpatch
-from conftest import CLI, ROOT, make_tree
+from conftest import CLI, ROOT, make_tree, without_head
 
 sys.path.insert(0, os.path.join(ROOT, "Tests", "e2e"))
 from nginxctl import Nginx  # noqa: E402
@@ -32,6 +32,7 @@ def publish_same_size(base):
         make_tree(src, {"a.txt": f"release {version}\n".encode(), "b/c.bin": bytes([version]) * 5000})
         subprocess.run([CLI, "publish", str(src), "--repo", str(repo), "--package", "racy", "--version", str(version)],
                        check=True, stdout=subprocess.DEVNULL)
+        without_head(str(repo / "manifest.json"))
         shutil.copy(repo / "manifest.json", base / f"manifest-{version}.json")
     sizes = {os.path.getsize(base / f"manifest-{v}.json") for v in (1, 2)}
     assert len(sizes) == 1, f"manifests differ in size: {sizes}"
@@ -47,11 +48,11 @@ def place(base, repo, version, mtime):
     os.replace(tmp, repo / "manifest.json")
 
 
-def manifest_requests(workdir):
-    """(status, conditional headers sent) of every manifest request nginx logged, in order."""
+def manifest_requests(workdir, name="manifest.json"):
+    """(status, conditional headers sent) of every request for `name` nginx logged, in order."""
     lines = open(f"{workdir}/access.log").read().splitlines()
     return [(int(status), cond.strip("|-")) for uri, status, cond in (line.split(" ", 2) for line in lines)
-            if uri.endswith("manifest.json")]
+            if uri.endswith(name)]
 
 
 @pytest.mark.parametrize("etag", ["on", "off"])
@@ -112,11 +113,11 @@ def test_an_expired_manifest_kept_for_a_304_is_an_error_not_no_update(tmp_path):
     subprocess.run([CLI, "publish", str(src), "--repo", str(repo), "--package", "exp", "--version", "5", "--key", str(key),
                     "--expires", expires], check=True, stdout=subprocess.DEVNULL)
     old = int(time.time()) - 10
-    os.utime(repo / "manifest.json", (old, old))
+    os.utime(repo / "head.json", (old, old))
     work = tmp_path / "nginx"
     os.makedirs(work)
     with Nginx(str(tmp_path), str(work), http=LOG, access_log=f"{work}/access.log manifest") as n:
-        with assetpatch.Client(str(tmp_path / "data"), manifest_url=n.url("repo/manifest.json"), public_keys=[pub]) as c:
+        with assetpatch.Client(str(tmp_path / "data"), manifest_url=n.url("repo/head.json"), public_keys=[pub]) as c:
             assert c.update() is True and c.current_version == 5
             while time.time() < deadline + 1:  # past the expiry, whatever the machine's speed
                 time.sleep(0.2)
@@ -125,4 +126,4 @@ def test_an_expired_manifest_kept_for_a_304_is_an_error_not_no_update(tmp_path):
             with pytest.raises(assetpatch.ExpiredError):
                 c.update()
             assert open(c.resolve("a.txt")).read() == "release 5\n"
-    assert [s for s, _ in manifest_requests(work)] == [200, 304, 304]
+    assert [s for s, _ in manifest_requests(work, "head.json")] == [200, 304, 304]

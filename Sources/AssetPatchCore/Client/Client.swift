@@ -266,6 +266,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
         outcome.channel = e.channel
         outcome.manifestExpires = e.expires
         outcome.rollout = e.rollout
+        outcome.namedHead = e.namedHead
         outcome.source = sourceIndex ?? (e.headRead ? 0 : nil)
         lastOutcome.withLock { $0 = outcome }
     }

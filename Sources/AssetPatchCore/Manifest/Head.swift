@@ -64,3 +64,22 @@ package struct IndexLocation: Sendable, Equatable {
                 + (groups.map { [("groups", JSON.object([("sha256", .string($0.hex)), ("size", .int(Int64($0.compressedSize)))]))] } ?? []))
     }
 }
+
+/// The head a format-1 manifest names (`head`): what the reference may hold and where it may
+/// point.
+enum NamedHead {
+    /// What a manifest's `head` may hold (checked when decoded, and again when read back).
+    static func isReference(_ s: String) -> Bool {
+        !s.isEmpty && s.utf8.count <= 2048 && !s.hasLineBreak && !s.contains("#")
+    }
+
+    /// The head `reference` names beside `manifest`: nil unless it lies on the manifest's origin
+    /// (a manifest fetched over https names no head elsewhere, and no local file), and is
+    /// another URL than the manifest's.
+    static func location(_ reference: String, beside manifest: Location) -> Location? {
+        let url = URLs.resolve(reference, against: manifest.url)
+        guard let origin = URLs.origin(url), origin == URLs.origin(manifest.url), url != manifest.url,
+              let location = Location(url), location.isFile == manifest.isFile else { return nil }
+        return location
+    }
+}

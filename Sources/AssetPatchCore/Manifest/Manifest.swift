@@ -23,6 +23,9 @@ package struct Manifest: Sendable {
     package var mirrors: [String] = []
     /// The archive URL as written in the manifest (may be relative).
     package var archiveURL: String
+    /// Format 1: the channel's head (`head.json`) as written (relative to the manifest, or
+    /// absolute); a client given this manifest reads the head instead from then on.
+    package var headURL: String?
     package var archiveSize: UInt64?
     /// sha256 (format 1) or md5 (legacy) of the archive, lowercase hex.
     package var archiveDigest: String
@@ -268,6 +271,12 @@ package struct Manifest: Sendable {
         let rollout = try json["rollout"].flatMap { $0 == .null ? nil : try Rollout.decode($0, source: source) }
         let keys = try json["keys"].flatMap { $0 == .null ? nil : try KeyDocumentRef.decode($0, source: source) }
         let signing = try decodeSigning(json, source: source)
+        let headURL = try string("head", required: false)
+        if let headURL {
+            guard NamedHead.isReference(headURL) else {
+                throw fail("\(source): \"head\" must be the URL of the channel's head.json")
+            }
+        }
 
         guard let archive = json["archive"] else { throw fail("\(source): missing field \"archive\"") }
         guard archive.isObject else { throw fail("\(source): \"archive\" must be an object") }
@@ -332,6 +341,7 @@ package struct Manifest: Sendable {
         m.mandatory = mandatory
         m.mirrors = mirrors
         m.maxAppVersion = maxApp
+        m.headURL = headURL
         (m.channel, m.rollout, m.keys) = (channel, rollout, keys)
         (m.revision, m.signed) = signing
         return m
@@ -408,6 +418,7 @@ package struct Manifest: Sendable {
         if let keys { pairs.append(("keys", keys.toJSON())) }
         if revision > 0 { pairs.append(("revision", .int(revision))) }
         if let signed { pairs.append(("signed", .string(RFC3339.format(signed)))) }
+        if index == nil, let headURL { pairs.append(("head", .string(headURL))) }
         pairs.append(("archive", .object([("url", .string(archiveURL)), ("size", .int(Int64(archiveSize ?? 0))), ("sha256", .string(archiveDigest))])))
         if let index { pairs.append(("index", index.toJSON())) } else { pairs.append(("files", .array(files.map { $0.toJSON() }))) }
         if !plugins.isEmpty {

@@ -23,8 +23,9 @@ package struct ManifestOrder: Sendable, Equatable, Comparable, CustomStringConve
 
 extension Manifest {
     /// The fields a channel's signing sets: what the release is does not depend on them, so two
-    /// manifests that differ only in them describe the same release (`contentDigest`).
-    package static let signingFields = ["channel", "rollout", "keys", "revision", "signed", "expires"]
+    /// manifests that differ only in them describe the same release (`contentDigest`). `head`
+    /// names the channel's head beside its `manifest.json`.
+    package static let signingFields = ["channel", "rollout", "keys", "revision", "signed", "expires", "head"]
 
     /// The manifest's place in its channel.
     package var order: ManifestOrder { ManifestOrder(version: version, revision: revision) }

@@ -86,6 +86,9 @@ package struct CheckOutcome: Sendable, Equatable {
     package var rollout: (basisPoints: Int32, bucket: Int)?
     /// When the manifest expires (Unix seconds); nil when it never does or none was read.
     package var manifestExpires: Int64?
+    /// The head read in place of `manifest_url` because the manifest there names it (format.md,
+    /// "The head"), as shown; nil when `manifest_url` itself was read.
+    package var namedHead: String?
 
     package static func == (a: CheckOutcome, b: CheckOutcome) -> Bool {
         a.status == b.status && a.reason == b.reason && a.manifestVersion == b.manifestVersion && a.acceptedVersion == b.acceptedVersion

@@ -137,7 +137,7 @@ package enum ChannelManifests {
         let expires = try expiry.time(now: now, current: current?.manifest)
         let revision = (current?.manifest["revision"]?.int64 ?? 0) + 1
         let prefix = Channel.relativeToChannel(channel, "")
-        let out = release.map { json in
+        var out = release.map { json in
             var j = Manifest.signingFields.reduce(json) { $0.removing($1) }
             if let url = j["archive"]?["url"]?.string, URLs.scheme(url) == nil {
                 j = j.setting("archive", j["archive"]!.setting("url", .string(prefix + url)))
@@ -149,6 +149,9 @@ package enum ChannelManifests {
             if let expires { j = j.setting("expires", .string(RFC3339.format(expires))) }
             return j
         }
+        // A client given manifest.json reads the head beside it from then on (format.md, "The
+        // head"): its chunks and paged index, without the host changing its URL.
+        if out.head != nil { out.manifest = out.manifest.setting("head", .string("head.json")) }
         if dryRun { return out }
         let dir = directory(repo: repo, channel: channel)
         try FS.makeDirectories(dir)

@@ -24,6 +24,7 @@ import Glibc
 ///     key-documents/<anchor>.json      the newest key document followed from each trust anchor
 ///     rollout-id                       this data directory's id in staged rollouts (0600)
 ///     mirrors                          the mirrors the newest verified head listed (KeptMirrors)
+///     named-head                       the head a manifest.json names, read in its place (NamedHead)
 ///
 /// `<id>` is `<version>-<first 16 hex digits of the archive digest>`. Everything the library
 /// writes lives here.

@@ -9,6 +9,11 @@ struct Evaluation {
     var offered: Int64 = 0
     /// A head was read and decoded (legacy manifests too).
     var headRead = false
+    /// The order of what was read (not for a legacy manifest), and the head a format-1
+    /// manifest names when the check stopped there to read it (`Updater.evaluate`).
+    var read: (order: ManifestOrder, head: String?)?
+    /// The head read in place of `manifest_url`, which named it (its URL as shown).
+    var namedHead: String?
     var channel: String?
     var expires: Int64?
     /// The downgrade mark in force for the manifest's channel before it was accepted.

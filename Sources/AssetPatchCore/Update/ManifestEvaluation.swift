@@ -9,6 +9,9 @@ struct ManifestJudge {
     let context: FetchContext
     /// A look that changes nothing in the data directory.
     let readOnly: Bool
+    /// A format-1 manifest that names a head is judged up to what reading the head changes,
+    /// then left for the head (`Updater.evaluate`).
+    var namesHead = false
     var cancel: CancelToken { context.cancel }
     var log: (LogLevel, String) -> Void { context.log }
     var http: HTTPClient { context.http }
@@ -126,6 +129,13 @@ extension ManifestJudge {
         e.expires = manifest.expires
         if let expires = manifest.expires, expires <= now {
             throw AssetPatchError(.expired, "\(source): version \(v) expired at \(RFC3339.format(expires))")
+        }
+        e.read = (order, nil)
+        if namesHead, manifest.kind == .format1, let head = manifest.headURL {
+            // Judged as far as the head will be (signature, package, channel, expiry): nothing
+            // is accepted from it, the head is.
+            e.read = (order, head)
+            return nil
         }
         if let expires = manifest.expires, expires - now < ManifestJudge.expiryWarning {
             log(.warning, "\(source): version \(v) expires at \(RFC3339.format(expires)), in \((expires - now) / 3600) hours; once it has, this client refuses it until the publisher signs the channel again")

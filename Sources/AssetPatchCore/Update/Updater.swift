@@ -20,7 +20,11 @@ enum UpdateOutcome {
 /// result. Every step reports progress and checks for cancellation.
 final class Updater {
     let store: Store
-    let config: ClientConfig
+    /// The options; `manifest` is the head read in place of `manifest_url` when that names one
+    /// (`follow`).
+    private(set) var config: ClientConfig
+    /// `manifest_url` and the mirrors as given (the host's, then those a verified head listed).
+    let given: (manifest: Location?, mirrors: [Location])
     /// HTTP, cancel, progress, log and the retry policy: what every transfer of this update uses.
     var context: FetchContext
     var cancel: CancelToken { context.cancel }
@@ -62,20 +66,30 @@ final class Updater {
         // `header` options go to the primary's origin only.
         var mirrors = config.mirrors
         if config.headMirrors && config.verifies { mirrors += store.keptMirrors().compactMap(Location.init) }
+        given = (config.manifest, mirrors)
         var settings = config.http
         if let primary = config.manifest, !mirrors.isEmpty { settings.headersOrigin = URLs.origin(primary.url) }
         context = FetchContext(http: HTTPClient(settings: settings, cancel: cancel), cancel: cancel,
                                   progress: ProgressReporter(progress, cancel: cancel, held: config.http.control.map { control in
                                       { [background = config.http.background] in control.mustHold(background: background) }
                                   }), log: log, retry: RetryPolicy())
-        if let primary = config.manifest, !mirrors.isEmpty {
-            context.sources = Sources(primary: primary, mirrors: mirrors, hedgeMs: config.hedgeMs, log: log)
-        }
+        follow(nil)
     }
 
-    /// Fetches and judges the manifest (`ManifestJudge`). nil: nothing to do.
-    func evaluate(_ state: inout StoreState, _ e: inout Evaluation) throws -> Candidate? {
-        try ManifestJudge(store: store, config: config, context: context, readOnly: readOnly).evaluate(&state, &e)
+    /// Reads the head `reference` names beside `manifest_url` (and beside each mirror) from now
+    /// on; nil: `manifest_url` itself. Returns the head's location, nil when it reads
+    /// `manifest_url` (or the reference points off its origin).
+    @discardableResult
+    func follow(_ reference: String?) -> Location? {
+        guard let primary = given.manifest else { return nil }
+        let head = reference.flatMap { NamedHead.location($0, beside: primary) }
+        config.manifest = head ?? primary
+        context.sources = nil
+        if !given.mirrors.isEmpty {
+            let mirrors = given.mirrors.map { m in head.flatMap { _ in reference.flatMap { NamedHead.location($0, beside: m) } } ?? m }
+            context.sources = Sources(primary: config.manifest!, mirrors: mirrors, hedgeMs: config.hedgeMs, log: log)
+        }
+        return head
     }
 
     // MARK: The sequence

@@ -83,6 +83,29 @@ import Testing
         #expect(statusOf { _ = try Manifest.decode(manifest(#", "plugins": [{"name": "p", "path": "missing.so", "entry": "e"}]"#)) } == .manifest)
     }
 
+    /// `head` names the channel's head beside a format-1 manifest: on its origin, never the
+    /// manifest itself, never a local file for a remote manifest; not part of what the release is.
+    @Test func namesAHeadOnItsOwnOrigin() throws {
+        #expect(try Manifest.decode(manifest(#", "head": "head.json""#)).headURL == "head.json")
+        #expect(statusOf { _ = try Manifest.decode(manifest(#", "head": """#)) } == .manifest)
+        #expect(statusOf { _ = try Manifest.decode(manifest(#", "head": "a\nb""#)) } == .manifest)
+        #expect(statusOf { _ = try Manifest.decode(manifest(#", "head": 3"#)) } == .manifest)
+        let base = Location("https://cdn.example/app/manifest.json")!
+        #expect(NamedHead.location("head.json", beside: base)?.url == "https://cdn.example/app/head.json")
+        #expect(NamedHead.location("channels/beta/head.json", beside: base)?.url == "https://cdn.example/app/channels/beta/head.json")
+        #expect(NamedHead.location("https://CDN.example:443/x/head.json", beside: base) != nil)
+        #expect(NamedHead.location("https://other.example/head.json", beside: base) == nil)
+        #expect(NamedHead.location("http://cdn.example/app/head.json", beside: base) == nil)
+        #expect(NamedHead.location("https://cdn.example:8443/app/head.json", beside: base) == nil)
+        #expect(NamedHead.location("file:///etc/head.json", beside: base) == nil)
+        #expect(NamedHead.location("manifest.json", beside: base) == nil)
+        #expect(NamedHead.location("head.json", beside: Location("file:///srv/repo/manifest.json")!)?.url == "file:///srv/repo/head.json")
+        let plain = try Manifest.decode(manifest())
+        let named = try Manifest.decode(manifest(#", "head": "head.json""#))
+        #expect(Manifest.contentDigest(try JSONParser.parse(manifest())) == Manifest.contentDigest(try JSONParser.parse(manifest(#", "head": "head.json""#))))
+        #expect(plain.headURL == nil && named.toJSON()["head"]?.string == "head.json")
+    }
+
     func envelope(_ payload: [UInt8], seed: [UInt8], type: String = DSSE.payloadType, keyid: String? = nil, flip: Bool = false) throws -> [UInt8] {
         var sig = try Ed25519.sign(DSSE.pae(payloadType: type, payload: payload), seed: seed)
         if flip { sig[0] ^= 1 }

@@ -348,6 +348,10 @@ typedef struct assetpatch_progress {
     uint64_t files_total;
     int32_t  paused;         /* 1 while transfers hold (assetpatch_pause, or background work behind
                                 foreground work); 0 otherwise. Since 0.5 */
+    uint64_t files_reused;   /* INSTALL: of files_done, those taken from disk (an installed release,
+                                the bundle) rather than from bytes this update fetched. Since 0.5 */
+    uint64_t bytes_reused;   /* INSTALL: their bytes, and a chunked file's chunks found on disk. The
+                                bytes fetched are DOWNLOAD's bytes_total. Since 0.5 */
 } assetpatch_progress;
 
 /* Progress callback. Runs on the updating thread, at most every 50 ms and at each phase change,

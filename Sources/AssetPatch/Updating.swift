@@ -9,7 +9,8 @@ func progressHandler(_ fn: assetpatch_progress_fn?, _ userdata: UnsafeMutableRaw
     let user = UnsafeMutableRawPointer(userdata)
     return { p in
         var cp = assetpatch_progress(phase: p.phase.rawValue, bytes_done: p.bytesDone, bytes_total: p.bytesTotal,
-                                     files_done: p.filesDone, files_total: p.filesTotal, paused: p.paused ? 1 : 0)
+                                     files_done: p.filesDone, files_total: p.filesTotal, paused: p.paused ? 1 : 0,
+                                     files_reused: p.filesReused, bytes_reused: p.bytesReused)
         return fn(&cp, user) != 0
     }
 }

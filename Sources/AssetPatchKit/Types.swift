@@ -126,6 +126,11 @@ public struct UpdateProgress: Sendable, Equatable {
     public var filesTotal: UInt64
     /// Transfers hold: the client is paused, or this background work yields to foreground work.
     public var paused: Bool
+    /// Install: of the files done, those taken from disk (an installed release, the bundle)
+    /// rather than from bytes this update fetched.
+    public var filesReused: UInt64
+    /// Install: their bytes, and a chunked file's chunks found on disk.
+    public var bytesReused: UInt64
 
     /// `bytesDone / bytesTotal` between 0 and 1, or nil when the total is unknown.
     public var fraction: Double? { bytesTotal == 0 ? nil : min(1, Double(bytesDone) / Double(bytesTotal)) }
@@ -137,6 +142,8 @@ public struct UpdateProgress: Sendable, Equatable {
         filesDone = p.filesDone
         filesTotal = p.filesTotal
         paused = p.paused
+        filesReused = p.filesReused
+        bytesReused = p.bytesReused
     }
 }
 

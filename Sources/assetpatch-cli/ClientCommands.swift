@@ -99,7 +99,7 @@ final class ProgressPrinter {
             } else if p.bytesDone > 0 {
                 line += " \(formatBytes(p.bytesDone))"
             }
-            if p.filesTotal > 0 { line += " \(p.filesDone)/\(p.filesTotal) files" }
+            if p.filesTotal > 0 { line += " \(p.filesDone)/\(p.filesTotal) files" + reusedText(p) }
             if p.paused { line += " (paused)" }
             writeStderr(line + "\u{1B}[K")
             if p.phase == .done { writeStderr("\n") }
@@ -115,8 +115,13 @@ final class ProgressPrinter {
     private func printPhaseEnd(_ phase: Phase) {
         var line = "\(phaseNames[phase] ?? "?")"
         if last.bytesDone > 0 || last.bytesTotal > 0 { line += " \(formatBytes(last.bytesDone))" }
-        if last.filesTotal > 0 { line += " \(last.filesDone)/\(last.filesTotal) files" }
+        if last.filesTotal > 0 { line += " \(last.filesDone)/\(last.filesTotal) files" + reusedText(last) }
         writeStderr(line + "\n")
+    }
+
+    /// Install: what came from disk, apart from what this update fetched.
+    private func reusedText(_ p: Progress) -> String {
+        p.filesReused > 0 || p.bytesReused > 0 ? " (\(p.filesReused) files, \(formatBytes(p.bytesReused)) from disk)" : ""
     }
 }
 

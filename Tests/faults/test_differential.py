@@ -98,8 +98,9 @@ def test_only_the_changed_entries_are_asked_for(tmp_path, fault, delta):
     with start(tmp_path, fault, delta) as c:
         version, planned = c.check()
         assert version == 2 and planned == needed_bytes(delta), (planned, needed_bytes(delta))
-        phases = []
-        assert c.update(progress=lambda p: phases.append((p.phase, p.bytes_done, p.bytes_total, p.files_done, p.files_total)))
+        phases, seen = [], []
+        assert c.update(progress=lambda p: (phases.append((p.phase, p.bytes_done, p.bytes_total, p.files_done, p.files_total)),
+                                            seen.append(p)) and None)
         assert_serves(c, delta["v2"])
     log = archive_log(fault)
     assert all(e["status"] == 206 for e in log), log
@@ -114,6 +115,15 @@ def test_only_the_changed_entries_are_asked_for(tmp_path, fault, delta):
     assert all(p[2] == planned and p[4] == len(delta["needed"]) for p in download)
     assert [p[1] for p in download] == sorted(p[1] for p in download), "progress never goes back"
     assert download[-1][1] == planned and download[-1][3] == len(delta["needed"])
+    # The install tells what came from disk apart: every file whose content release 1 has
+    # (copy.bin among them), and nothing else.
+    installed = {f["sha256"] for f in delta["v1"].manifest["files"]}
+    on_disk = [f for f in delta["v2"].manifest["files"] if f["sha256"] in installed]
+    last = [p for p in seen if p.phase == assetpatch.Phase.INSTALL][-1]
+    assert (last.files_done, last.files_total) == (len(delta["v2"].manifest["files"]),) * 2
+    assert last.files_reused == len(on_disk) == len(delta["v2"].manifest["files"]) - 5, last
+    assert last.bytes_reused == sum(f["size"] for f in on_disk), last
+    assert all(p.files_reused == 0 and p.bytes_reused == 0 for p in seen if p.phase != assetpatch.Phase.INSTALL)
 
 
 @pytest.mark.parametrize("mode", ["ignore-range", "wrong-range", "416", "gzip"])

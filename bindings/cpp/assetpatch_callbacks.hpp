@@ -26,6 +26,9 @@ struct progress {
     enum phase phase;
     std::uint64_t bytes_done, bytes_total, files_done, files_total;
     bool paused;  ///< transfers hold: the client is paused, or background work yields to foreground
+    /// install: of files_done, those taken from disk (an installed release, the bundle), and
+    /// their bytes with a chunked file's chunks found on disk
+    std::uint64_t files_reused, bytes_reused;
 };
 
 /// Return true to cancel the update.
@@ -46,7 +49,7 @@ struct update_context {
     static int trampoline(const assetpatch_progress* p, void* userdata) noexcept {
         auto* self = static_cast<update_context*>(userdata);
         const progress now{static_cast<enum phase>(p->phase), p->bytes_done, p->bytes_total, p->files_done, p->files_total,
-                            p->paused != 0};
+                            p->paused != 0, p->files_reused, p->bytes_reused};
 #if ASSETPATCH_HPP_EXCEPTIONS
         if (self->failed()) return 1;
         try {

@@ -9,6 +9,14 @@ enum FileOrigin: Equatable {
     case bundle(String)
     /// Fetched now from the archive with a range request.
     case archive
+
+    /// Taken from an installed release or the bundle, not from bytes an update fetched.
+    var isOnDisk: Bool {
+        switch self {
+        case .installed, .bundle: true
+        case .fetched, .archive: false
+        }
+    }
 }
 
 /// One range request: the archive bytes `start..<end`, which hold the local headers and data of

@@ -37,7 +37,12 @@ struct Installer {
         var madeDirs = Set<String>()
         var durable = Set<String>()
         let buffers = ZipBuffers()
-        progress.report(Progress(phase: .install, bytesDone: 0, bytesTotal: totalBytes, filesDone: 0, filesTotal: UInt64(entries.count)))
+        var reused = (files: UInt64(0), bytes: UInt64(0))
+        func report(_ bytes: UInt64, files: Int, final: Bool = false) {
+            progress.report(Progress(phase: .install, bytesDone: bytes, bytesTotal: totalBytes, filesDone: UInt64(files),
+                                     filesTotal: UInt64(entries.count), reused: reused), final: final)
+        }
+        report(0, files: 0)
         for (i, e) in entries.enumerated() {
             try cancel.check()
             if let dir = e.name.beforeLastSlash, !madeDirs.contains(dir) {
@@ -47,9 +52,10 @@ struct Installer {
             if let f = expected[e.name], let source = reusable[f.sha256], link(source, to: filesDir + "/" + e.name, size: f.size) {
                 durable.insert(e.name)
                 bytesDone += f.size
+                reused.files += 1
+                reused.bytes += f.size
                 files.append(f)
-                progress.report(Progress(phase: .install, bytesDone: bytesDone, bytesTotal: totalBytes,
-                                         filesDone: UInt64(i + 1), filesTotal: UInt64(entries.count)))
+                report(bytesDone, files: i + 1)
                 continue
             }
             // O_EXCL|O_NOFOLLOW: never write through something already there.
@@ -60,8 +66,7 @@ struct Installer {
                 try out.write(chunk)
                 digest.update(chunk)
                 written += UInt64(chunk.count)
-                progress.report(Progress(phase: .install, bytesDone: bytesDone + written, bytesTotal: totalBytes,
-                                         filesDone: UInt64(i), filesTotal: UInt64(entries.count)))
+                report(bytesDone + written, files: i)
             }
             out.startWriteback()
             let sha = digest.finalHex()
@@ -71,8 +76,7 @@ struct Installer {
             bytesDone += written
             files.append(ManifestFile(path: e.name, size: written, sha256: sha))
         }
-        progress.report(Progress(phase: .install, bytesDone: bytesDone, bytesTotal: totalBytes,
-                                 filesDone: UInt64(entries.count), filesTotal: UInt64(entries.count)), final: true)
+        report(bytesDone, files: entries.count, final: true)
 
         let info = ReleaseRecord(c, files: !c.manifest.isLegacy ? c.manifest.files : files)
         try store.sealStaging(c.releaseID, info, durable: durable)
@@ -106,7 +110,12 @@ struct Installer {
         var durable = Set<String>()
         /// Fetched files moved into the release: their paths in it, by sha256 (`moveFetched`).
         var moved: [String: String] = [:]
-        progress.report(Progress(phase: .install, bytesDone: 0, bytesTotal: totalBytes, filesDone: 0, filesTotal: filesTotal))
+        var reused = (files: UInt64(0), bytes: UInt64(0))
+        func report(_ bytes: UInt64, files: Int, final: Bool = false) {
+            progress.report(Progress(phase: .install, bytesDone: bytes, bytesTotal: totalBytes, filesDone: UInt64(files),
+                                     filesTotal: filesTotal, reused: reused), final: final)
+        }
+        report(0, files: 0)
         for (i, (f, origin)) in plan.files.enumerated() {
             try cancel.check()
             let target = target(f)
@@ -132,9 +141,12 @@ struct Installer {
             case let .bundle(path):
                 try copyVerified(path, to: target, f)
             }
+            if origin.isOnDisk {
+                reused.files += 1
+                reused.bytes += f.size
+            }
             bytesDone += f.size
-            progress.report(Progress(phase: .install, bytesDone: bytesDone, bytesTotal: totalBytes,
-                                     filesDone: UInt64(i + 1), filesTotal: filesTotal))
+            report(bytesDone, files: i + 1)
         }
         for (i, chunked) in plan.chunked.enumerated() {
             try cancel.check()
@@ -145,13 +157,15 @@ struct Installer {
             }
             let base = bytesDone
             try rebuild(chunked, to: target, chunks: chunks) { done in
-                progress.report(Progress(phase: .install, bytesDone: base + done, bytesTotal: totalBytes,
-                                         filesDone: UInt64(plan.files.count + i), filesTotal: filesTotal))
+                report(base + done, files: plan.files.count + i)
+            }
+            reused.bytes += chunked.chunks.reduce(UInt64(0)) { sum, c in
+                if case .local = c.1 { return sum + UInt64(c.0.size) }
+                return sum
             }
             bytesDone += chunked.file.size
         }
-        progress.report(Progress(phase: .install, bytesDone: bytesDone, bytesTotal: totalBytes,
-                                 filesDone: filesTotal, filesTotal: filesTotal), final: true)
+        report(bytesDone, files: Int(filesTotal), final: true)
         return durable
     }
 

@@ -9,6 +9,11 @@ package struct Progress: Sendable, Equatable {
     package var bytesTotal: UInt64 = 0
     package var filesDone: UInt64 = 0
     package var filesTotal: UInt64 = 0
+    /// Install: of the files done, those taken from disk (an installed release or the bundle)
+    /// rather than from bytes this update fetched, and their bytes (with a chunked file, the
+    /// bytes of its chunks found on disk).
+    package var filesReused: UInt64 = 0
+    package var bytesReused: UInt64 = 0
     /// Transfers are held: the client is paused, or this background work yields to foreground
     /// work (set by the reporter, not by those who count).
     package var paused = false
@@ -19,6 +24,13 @@ package struct Progress: Sendable, Equatable {
         self.bytesTotal = bytesTotal
         self.filesDone = filesDone
         self.filesTotal = filesTotal
+    }
+
+    /// Install counts, with the files and bytes of them taken from disk.
+    init(phase: Phase, bytesDone: UInt64, bytesTotal: UInt64, filesDone: UInt64, filesTotal: UInt64,
+         reused: (files: UInt64, bytes: UInt64)) {
+        self.init(phase: phase, bytesDone: bytesDone, bytesTotal: bytesTotal, filesDone: filesDone, filesTotal: filesTotal)
+        (filesReused, bytesReused) = reused
     }
 }
 

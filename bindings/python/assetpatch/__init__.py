@@ -82,7 +82,8 @@ class _ProgressTrampoline:
             return 1
         try:
             q = p.contents
-            result = self.fn(Progress(Phase(q.phase), q.bytes_done, q.bytes_total, q.files_done, q.files_total, bool(q.paused)))  # type: ignore[misc]
+            result = self.fn(Progress(Phase(q.phase), q.bytes_done, q.bytes_total, q.files_done, q.files_total, bool(q.paused),
+                                      q.files_reused, q.bytes_reused))  # type: ignore[misc]
             return 1 if result is True else 0
         except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
             self.error = e

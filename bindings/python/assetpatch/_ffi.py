@@ -18,6 +18,8 @@ class Progress(ctypes.Structure):
         ("files_done", ctypes.c_uint64),
         ("files_total", ctypes.c_uint64),
         ("paused", ctypes.c_int32),
+        ("files_reused", ctypes.c_uint64),
+        ("bytes_reused", ctypes.c_uint64),
     ]
 
 

@@ -126,6 +126,11 @@ class Progress:
     files_total: int
     paused: bool = False
     """Transfers hold: the client is paused, or this background work yields to foreground work."""
+    files_reused: int = 0
+    """INSTALL: of files_done, those taken from disk (an installed release, the bundle) rather
+    than from bytes this update fetched."""
+    bytes_reused: int = 0
+    """INSTALL: their bytes, and a chunked file's chunks found on disk."""
 
 
 @dataclass(frozen=True)

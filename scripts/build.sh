@@ -22,7 +22,10 @@ run() {  # run STEP COMMAND...: quiet when it works, the whole output when it fa
 }
 
 echo "== swift build ($config): assetpatch CLI"
-run "swift build" swift build --package-path "$root" -c "$config" --product assetpatch-cli
+# The Swift runtime linked in, as the packages ship it (scripts/package.sh): the same flags
+# there make its build a no-op instead of a second build from scratch.
+static=$([[ $config == release ]] && echo --static-swift-stdlib || true)
+run "swift build" swift build --package-path "$root" -c "$config" --product assetpatch-cli $static
 
 echo "== cmake: libassetpatch.so"
 cmake_type=$([[ $config == release ]] && echo Release || echo Debug)

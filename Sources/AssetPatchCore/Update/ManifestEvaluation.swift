@@ -10,8 +10,12 @@ struct ManifestJudge {
     /// A look that changes nothing in the data directory.
     let readOnly: Bool
     /// A format-1 manifest that names a head is judged up to what reading the head changes,
-    /// then left for the head (`Updater.evaluate`).
+    /// then left for the head (`Updater.evaluate`), unless it is of the order given here (its
+    /// head was declined).
     var namesHead = false
+    var declined: ManifestOrder? = nil
+    /// The manifest's bytes as already fetched (`Evaluation.naming`): judged without a fetch.
+    var served: (bytes: [UInt8], finalURL: String)? = nil
     var cancel: CancelToken { context.cancel }
     var log: (LogLevel, String) -> Void { context.log }
     var http: HTTPClient { context.http }
@@ -66,7 +70,7 @@ extension ManifestJudge {
     /// Accepting it pins the package and channel and moves the downgrade mark in `state`; with
     /// keys, what the keys in force no longer vouch for stops counting (`StoreState.judge`).
     func evaluate(_ state: inout StoreState, _ e: inout Evaluation) throws -> Candidate? {
-        let (bytes, finalURL) = try fetchManifest(state)
+        let (bytes, finalURL) = try served ?? fetchManifest(state)
         let source = URLs.redacted(finalURL)
         e = Evaluation()
         var chain: KeyChainFollowed?
@@ -131,10 +135,11 @@ extension ManifestJudge {
             throw AssetPatchError(.expired, "\(source): version \(v) expired at \(RFC3339.format(expires))")
         }
         e.read = (order, nil)
-        if namesHead, manifest.kind == .format1, let head = manifest.headURL {
+        if namesHead, manifest.kind == .format1, let head = manifest.headURL, order != declined {
             // Judged as far as the head will be (signature, package, channel, expiry): nothing
-            // is accepted from it, the head is.
+            // is accepted from it, the head is; or, when the head fails, these bytes are.
             e.read = (order, head)
+            e.naming = (bytes, finalURL)
             return nil
         }
         if let expires = manifest.expires, expires - now < ManifestJudge.expiryWarning {

@@ -3,7 +3,8 @@
 
     bench/run.sh [--runs 3] [--quick]        (groups alone: python3 bench/groups_bench.py; transfer
                                              control alone: python3 bench/transfer_bench.py;
-                                             mirrors alone: python3 bench/mirror_bench.py)
+                                             mirrors alone: python3 bench/mirror_bench.py; every edit
+                                             pattern alone: python3 bench/pairs_bench.py)
 
 Generates deterministic asset sets (seeded), publishes them with the CLI, serves them with
 nginx on 127.0.0.1, measures and writes bench/RESULTS.md."""
@@ -472,6 +473,11 @@ def rollout_section(r):
     return rollout_sim.section(r)
 
 
+def pairs_section(p):
+    import pairs_bench
+    return pairs_bench.section(p)
+
+
 def write_results(path, r, args):
     fu, rs, lib, idx = r["full_update"], r["resume"], r["library"], r["index"]
     mk = lambda ok: "yes" if ok else "**no**"
@@ -575,6 +581,7 @@ def write_results(path, r, args):
         *(transfers_section(r["transfers"]) if "transfers" in r else []),
         *(mirrors_section(r["mirrors"]) if "mirrors" in r else []),
         *(rollout_section(r["rollout"]) if "rollout" in r else []),
+        *(pairs_section(r["pairs"]) if "pairs" in r else []),
         "## Targets",
         "",
         "| target | measured | met |",
@@ -697,6 +704,9 @@ def main():
         log("rollout health: 10,000 simulated clients and the gate")
         import rollout_sim  # here: it reads this module's paths
         r["rollout"] = rollout_sim.run_all(work, args.runs, args.quick)
+        log("every edit pattern: real release pairs and synthetic packs against zsync, zchunk and casync")
+        import pairs_bench  # here: it reads this module's paths
+        r["pairs"] = pairs_bench.run_all(work, args.runs, args.quick)
         with open(os.path.join(ROOT, "build", "bench-results.json"), "w") as f:
             json.dump(r, f, indent=1, default=str)
         write_results(args.out, r, args)

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -44,7 +45,8 @@ def site(tmp_path_factory):
     www = os.path.join(base, "www")
     os.makedirs(www)
     http = "log_format sent '$request $status $bytes_sent';"
-    with Nginx(www, os.path.join(base, "nginx"), http=http, access_log=f"{base}/access.log sent") as n:
+    busy = "location = /busy/head.json {{ return 503; }}"
+    with Nginx(www, os.path.join(base, "nginx"), http=http, locations=busy, access_log=f"{base}/access.log sent") as n:
         yield {"base": base, "www": www, "r1": r1, "r2": r2, "v1": v1, "v2": v2, "new_bytes": new_bytes,
                "key": key, "public": public, "port": n.port, "log": f"{base}/access.log"}
 
@@ -96,6 +98,11 @@ def named_head(data):
     return open(path).read().split("\n")[:3] if os.path.exists(path) else None
 
 
+def update(data, url, site):
+    with assetpatch.Client(data, manifest_url=url, public_keys=[site["public"]]) as c:
+        return c.update()
+
+
 def test_the_publisher_names_the_head_in_every_manifest_json(site):
     for repo in (site["r1"], site["r2"]):
         assert payload(os.path.join(repo, "manifest.json"))["head"] == "head.json"
@@ -117,8 +124,9 @@ def test_a_client_given_manifest_json_sends_the_bytes_of_one_given_head_json(tmp
         with assetpatch.Client(given_manifest, manifest_url=f"{url}/manifest.json", public_keys=[site["public"]]) as c:
             assert c.update() is True
             assert_serves(c, site["v1"], 1)
-    # The first check read the manifest once, then the head it names.
-    assert len(first.asked("/same/manifest.json")) == 1 and len(first.asked("/same/head.json")) == 1, first.lines
+    # The first check read the manifest once, then the head it names (and watched the manifest).
+    assert [line.split()[0] for line in first.asked("/same/manifest.json")] == ["GET", "HEAD"], first.lines
+    assert len(first.asked("/same/head.json")) == 1, first.lines
     assert named_head(given_manifest) == [f"{url}/manifest.json", "head.json", ""]
     with assetpatch.Client(given_head, manifest_url=f"{url}/head.json", public_keys=[site["public"]]) as c:
         assert c.update() is True
@@ -132,8 +140,14 @@ def test_a_client_given_manifest_json_sends_the_bytes_of_one_given_head_json(tmp
         with assetpatch.Client(given_head, manifest_url=f"{url}/head.json", public_keys=[site["public"]]) as c:
             assert c.update() is True
             assert_serves(c, site["v2"], 2)
-    assert via_manifest.asked("/same/manifest.json") == [], via_manifest.lines
+    assert [line.split()[0] for line in via_manifest.asked("/same/manifest.json")] == ["HEAD"], via_manifest.lines
     assert abs(via_manifest.bytes - via_head.bytes) <= 0.01 * via_head.bytes, (via_manifest.lines, via_head.lines)
+    # A check that then finds nothing: the head's 304, and the manifest watched by a HEAD.
+    with Sent(site) as nothing:
+        assert update(given_manifest, f"{url}/manifest.json", site) is False
+    assert sorted((line.split()[0], line.split()[1].rsplit("/", 1)[1], line.split()[-2]) for line in nothing.lines) == \
+        [("GET", "head.json", "304"), ("HEAD", "manifest.json", "200")], nothing.lines
+    assert nothing.bytes < 1024, nothing.lines
     # What the manifest alone would have cost: the whole pack again.
     assert via_manifest.bytes * 4 < os.path.getsize(os.path.join(site["r2"], "manifest.json")) + len(site["v2"]["data/pack.bin"]) // 2
 
@@ -173,6 +187,54 @@ def test_a_head_that_is_gone_sends_the_client_back_to_manifest_json(tmp_path, si
     assert [line.split()[-2] for line in sent.asked("/gone/head.json")] == ["404"]
     assert len(sent.asked("/gone/manifest.json")) == 1
     assert named_head(data) is None
+
+
+def test_a_head_left_behind_does_not_freeze_the_client(tmp_path, site):
+    """The client follows the head since release 1. Then only manifest.json moves to release 2
+    (a publisher back on a tool that writes no heads, or a cache that keeps head.json longer):
+    the kept head offers nothing new, the watched manifest changed, so the client reads it,
+    finds the head behind it, installs release 2 and declines that head."""
+    url = serve(site, "behind", site["r1"])
+    data = str(tmp_path / "d")
+    assert update(data, f"{url}/manifest.json", site) is True
+    assert named_head(data)[1] == "head.json"
+    assert update(data, f"{url}/manifest.json", site) is False  # nothing new: the head, the manifest's HEAD
+    time.sleep(1.1)  # a new modification time whatever the file system's granularity
+    shutil.copy(os.path.join(site["r2"], "manifest.json"), os.path.join(site["www"], "behind", "manifest.json"))
+    for archive in os.listdir(os.path.join(site["r2"], "archives")):
+        shutil.copy(os.path.join(site["r2"], "archives", archive), os.path.join(site["www"], "behind", "archives"))
+    with assetpatch.Client(data, manifest_url=f"{url}/manifest.json", public_keys=[site["public"]]) as c:
+        assert c.update() is True
+        assert_serves(c, site["v2"], 2)
+    assert named_head(data) == [f"{url}/manifest.json", "", declined(site["r2"])]
+
+
+def test_a_busy_head_leaves_the_manifest_to_install_and_is_tried_again(tmp_path, site):
+    """The head answers 503 (past the retries) the first time the manifest names it: the check
+    installs from the manifest's bytes and keeps nothing, so a later check tries the head."""
+    url = serve(site, "busy", site["r2"])
+    data = str(tmp_path / "d")
+    with Sent(site) as sent:
+        with assetpatch.Client(data, manifest_url=f"{url}/manifest.json", public_keys=[site["public"]]) as c:
+            assert c.update() is True
+            assert_serves(c, site["v2"], 2)
+    assert {line.split()[-2] for line in sent.asked("/busy/head.json")} == {"503"}, sent.lines
+    assert len(sent.asked("/busy/manifest.json")) == 1, sent.lines
+    assert named_head(data) is None
+
+
+def test_a_head_the_server_refuses_is_declined(tmp_path, site):
+    """A bucket answers 403 for a missing object: the head is declined for this manifest, which
+    the check installs from; the next check reads the manifest alone."""
+    url = serve(site, "refused", site["r2"])
+    os.unlink(os.path.join(site["www"], "refused", "head.json"))
+    os.makedirs(os.path.join(site["www"], "refused", "head.json"))  # a directory without an index: 403
+    data = str(tmp_path / "d")
+    assert update(data, f"{url}/manifest.json", site) is True
+    assert named_head(data) == [f"{url}/manifest.json", "", declined(site["r2"])]
+    with Sent(site) as again:
+        assert update(data, f"{url}/manifest.json", site) is False
+    assert again.asked("/refused/head.json") == [] and len(again.asked("/refused/manifest.json")) == 1, again.lines
 
 
 def test_a_head_older_than_the_manifest_is_not_followed(tmp_path, site):
@@ -221,8 +283,9 @@ def test_an_edge_cannot_point_a_client_at_a_head_of_its_choosing(tmp_path, site)
             c.update()
     assert named_head(data) is None
 
-    # Signed by the publisher's key, naming a head elsewhere: judged, not followed.
-    body["head"] = "http://127.0.0.2:1/head.json"
+    # Signed by the publisher's key, naming a head elsewhere (a valid head, on another origin
+    # of the same server): judged, not followed, never asked for.
+    body["head"] = f"http://localhost:{site['port']}/same/head.json"
     with open(target, "w") as f:
         json.dump(sign(site["key"], json.dumps(body).encode()), f)
     with Sent(site) as sent:
@@ -231,6 +294,7 @@ def test_an_edge_cannot_point_a_client_at_a_head_of_its_choosing(tmp_path, site)
             assert_serves(c, site["v2"], 2)
     assert named_head(data) is None
     assert len(sent.asked("/edge/manifest.json")) == 1, sent.lines  # judged once, its bytes then read as the manifest
+    assert sent.asked("/same/head.json") == [], sent.lines
 
 
 def test_an_unsigned_head_is_not_taken_in_place_of_a_signed_manifest(tmp_path, site):

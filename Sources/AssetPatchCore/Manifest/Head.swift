@@ -73,10 +73,13 @@ enum NamedHead {
         !s.isEmpty && s.utf8.count <= 2048 && !s.hasLineBreak && !s.contains("#")
     }
 
-    /// The head `reference` names beside `manifest`: nil unless it lies on the manifest's origin
-    /// (a manifest fetched over https names no head elsewhere, and no local file), and is
-    /// another URL than the manifest's.
+    /// The head `reference` names beside `manifest`: nil unless it is a file of the manifest's
+    /// own directory (a name without "/", "\\", "?" or "%", not "." or ".."): on a shared
+    /// origin (a path-style bucket, a code host) a reference elsewhere could name another
+    /// tenant's file, and the client keeps it. Another file than the manifest itself.
     static func location(_ reference: String, beside manifest: Location) -> Location? {
+        guard !reference.contains("/"), !reference.contains("\\"), !reference.contains("?"), !reference.contains("%"),
+              !reference.contains(":"), reference != ".", reference != ".." else { return nil }
         let url = URLs.resolve(reference, against: manifest.url)
         guard let origin = URLs.origin(url), origin == URLs.origin(manifest.url), url != manifest.url,
               let location = Location(url), location.isFile == manifest.isFile else { return nil }

@@ -92,8 +92,13 @@ import Testing
         #expect(statusOf { _ = try Manifest.decode(manifest(#", "head": 3"#)) } == .manifest)
         let base = Location("https://cdn.example/app/manifest.json")!
         #expect(NamedHead.location("head.json", beside: base)?.url == "https://cdn.example/app/head.json")
-        #expect(NamedHead.location("channels/beta/head.json", beside: base)?.url == "https://cdn.example/app/channels/beta/head.json")
-        #expect(NamedHead.location("https://CDN.example:443/x/head.json", beside: base) != nil)
+        // Only a file beside the manifest: on a shared origin anything else may be another tenant's.
+        #expect(NamedHead.location("channels/beta/head.json", beside: base) == nil)
+        #expect(NamedHead.location("../other-app/head.json", beside: base) == nil)
+        #expect(NamedHead.location("..", beside: base) == nil)
+        #expect(NamedHead.location("head.json?x=1", beside: base) == nil)
+        #expect(NamedHead.location("%2e%2e", beside: base) == nil)
+        #expect(NamedHead.location("https://cdn.example/app/head.json", beside: base) == nil)
         #expect(NamedHead.location("https://other.example/head.json", beside: base) == nil)
         #expect(NamedHead.location("http://cdn.example/app/head.json", beside: base) == nil)
         #expect(NamedHead.location("https://cdn.example:8443/app/head.json", beside: base) == nil)

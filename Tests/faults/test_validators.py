@@ -127,3 +127,65 @@ def test_an_expired_manifest_kept_for_a_304_is_an_error_not_no_update(tmp_path):
                 c.update()
             assert open(c.resolve("a.txt")).read() == "release 5\n"
     assert [s for s, _ in manifest_requests(work, "head.json")] == [200, 304, 304]
+
+
+def test_a_304_naming_no_kept_copy_is_asked_again_once_also_by_a_look_that_changes_nothing(tmp_path):
+    """The client keeps two copies of the head (releases 1 and 2, each with its ETag); then the
+    server (or an edge) answers every conditional request with a 304 whose ETag names neither.
+    The client asks once more without conditions and takes the 200. `status --url` keeps the
+    copies (it changes nothing), so it must not ask the same again and again (it recursed until
+    the stack ran out)."""
+    import http.server
+    import threading
+    repo = tmp_path / "repo"
+    heads = []
+    for version in (1, 2):
+        make_tree(tmp_path / f"src{version}", {"a.txt": f"release {version}\n".encode()})
+        subprocess.run([CLI, "publish", str(tmp_path / f"src{version}"), "--repo", str(repo), "--package", "odd",
+                        "--version", str(version)], check=True, stdout=subprocess.DEVNULL)
+        heads.append((repo / "head.json").read_bytes())
+    served = {"head": heads[0], "etag": '"one"', "odd": False}
+    asked = []
+
+    class Odd(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            conditional = "If-None-Match" in self.headers
+            asked.append((self.path, conditional))
+            if self.path != "/head.json":
+                data = (repo / self.path.lstrip("/")).read_bytes()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
+            if conditional and (served["odd"] or served["etag"] in self.headers["If-None-Match"]):
+                self.send_response(304)
+                self.send_header("ETag", '"other"' if served["odd"] else served["etag"])
+                self.end_headers()
+                return
+            self.send_response(200)
+            self.send_header("ETag", served["etag"])
+            self.send_header("Content-Length", str(len(served["head"])))
+            self.end_headers()
+            self.wfile.write(served["head"])
+
+        def log_message(self, *a):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Odd)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/head.json"
+        data = str(tmp_path / "data")
+        for head, etag in ((heads[0], '"one"'), (heads[1], '"two"')):
+            served.update(head=head, etag=etag)
+            r = subprocess.run([CLI, "update", "--data-dir", data, "--url", url], capture_output=True, text=True)
+            assert r.returncode == 0, r.stderr
+        served["odd"] = True
+        for command in (["status", "--data-dir", data, "--url", url], ["check", "--data-dir", data, "--url", url]):
+            del asked[:]
+            r = subprocess.run([CLI, *command], capture_output=True, text=True, timeout=60)
+            assert r.returncode in (0, 2), (command, r.returncode, r.stderr[-2000:])
+            assert [a for a in asked if a[0] == "/head.json"] == [("/head.json", True), ("/head.json", False)], (command, asked)
+    finally:
+        server.shutdown()

@@ -25,7 +25,8 @@ struct ManifestJudge {
 }
 
 extension ManifestJudge {
-    func fetchManifest(_ state: StoreState) throws -> (bytes: [UInt8], finalURL: String) {
+    /// `conditional`: false after a 304 that named no kept copy (asked again plainly).
+    func fetchManifest(_ state: StoreState, conditional: Bool = true) throws -> (bytes: [UInt8], finalURL: String) {
         guard let location = config.manifest else { throw AssetPatchError(.state, "no manifest_url set") }
         // Through a transport of the host's own, the head comes from manifest_url alone.
         if let sources = context.sources, http.settings.transport == nil {
@@ -43,18 +44,20 @@ extension ManifestJudge {
             // `Validators`).
             let cache = ManifestCache.load(from: store, url: url)
             let r = try context.retrying(location) {
-                try http.fetch(url, limit: config.maxManifestBytes, limitStatus: .manifest, conditions: cache?.conditionalHeaders ?? [])
+                try http.fetch(url, limit: config.maxManifestBytes, limitStatus: .manifest,
+                               conditions: conditional ? cache?.conditionalHeaders ?? [] : [])
             }
             guard let body = r.body else {
-                guard let cache else { throw AssetPatchError(.http, "GET \(URLs.redacted(url)): HTTP 304 to an unconditional request") }
+                guard let cache, conditional else { throw AssetPatchError(.http, "GET \(URLs.redacted(url)): HTTP 304 to an unconditional request") }
                 if let kept = cache.match(r.head) {
                     log(.debug, "GET \(URLs.redacted(url)): 304 Not Modified; using the manifest fetched before")
                     return (kept.bytes, kept.finalURL)
                 }
-                // A 304 that does not say which of several copies it means: ask again, plainly.
+                // A 304 that does not say which of several copies it means: ask again, plainly
+                // (once: a look that changes nothing keeps the copies, and would ask the same).
                 log(.info, "GET \(URLs.redacted(url)): 304 without an ETag naming a kept copy; fetching the manifest")
                 if !readOnly { ManifestCache.drop(from: store) }
-                return try fetchManifest(state)
+                return try fetchManifest(state, conditional: false)
             }
             keepForRevalidation(url: url, r.head, body, cache: cache)
             if !readOnly && Validators.reusable(r.head) == nil && r.head.header("Last-Modified") != nil {

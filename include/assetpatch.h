@@ -532,7 +532,8 @@ typedef struct assetpatch_source_info {
     uint64_t requests;       /* requests sent to it */
     uint64_t bytes;          /* body bytes it delivered */
     char     url[512];       /* its head's URL without credentials or query (NUL-terminated; a
-                                longer one is cut at a character boundary) */
+                                longer one is cut at a character boundary); the head a manifest.json
+                                names when that was read in its place */
     char     last[256];      /* its last result: "served the head (HTTP 200)", "served N bytes",
                                 "not asked", or its failure's message (cut the same way) */
 } assetpatch_source_info;

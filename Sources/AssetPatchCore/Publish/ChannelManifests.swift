@@ -124,7 +124,7 @@ package enum ChannelManifests {
     /// `ManifestOrder`), sets when it was signed and when it expires (`expiry`), writes URLs
     /// relative to the channel's directory, signs with `seeds` (a threshold of the newest key
     /// document's signing keys when the repository has key documents), records in the history
-    /// that the channel offered the version, and writes `manifest.json`, then `head.json`, each
+    /// that the channel offered the version, and writes `head.json`, then `manifest.json`, each
     /// with a modification time after the one it replaces (`MutableFile`).
     /// `dryRun`: everything is checked and computed, nothing written; returns what would be.
     @discardableResult
@@ -155,7 +155,9 @@ package enum ChannelManifests {
         if dryRun { return out }
         let dir = directory(repo: repo, channel: channel)
         try FS.makeDirectories(dir)
-        for (name, json) in [("manifest.json", out.manifest), ("head.json", out.head)] {
+        // The head first: a client reading manifest.json in between finds the head it names
+        // not older, and follows it (format.md, "A host that gives manifest.json").
+        for (name, json) in [("head.json", out.head), ("manifest.json", out.manifest)] {
             guard let json else { continue }
             let payload = Array((json.serialized(indent: 2) + "\n").utf8)
             let bytes = seeds.isEmpty ? payload : Array((try DSSE.seal(payload, seeds: seeds).serialized(indent: 2) + "\n").utf8)

@@ -8,7 +8,7 @@ import Glibc
 ///    and the history's releases are created only (`If-None-Match: *`): another publisher's
 ///    version N is a conflict, never replaced.
 /// 2. The files that change (the history's offer lists, the signing log).
-/// 3. The heads last (`manifest.json` then `head.json`, per channel), read once at the start
+/// 3. The heads last (`head.json` then `manifest.json`, per channel), read once at the start
 ///    and sent as read. Before each, everything it names must be in the bucket. Each is
 ///    written only if the bucket still holds a head this repository made: the one it last
 ///    pushed (its ETag, kept in `.assetpatch-remote.json`), or one whose version and archive
@@ -257,11 +257,11 @@ package enum RepositoryPush {
     }
 
     /// Archives, then key documents, then the history's releases, then what changes, then the
-    /// heads (per channel, manifest.json before head.json).
+    /// heads (per channel, head.json before the manifest.json that names it).
     static func order(_ path: String) -> (Int, String) {
         if isHead(path) {
             let dir = String(path.dropLast(path.hasSuffix("head.json") ? "head.json".count : "manifest.json".count))
-            return (4, dir + (path.hasSuffix("head.json") ? "1" : "0"))
+            return (4, dir + (path.hasSuffix("head.json") ? "0" : "1"))
         }
         if isMutable(path) { return (3, path) }
         if path.hasPrefix("archives/") { return (0, path) }

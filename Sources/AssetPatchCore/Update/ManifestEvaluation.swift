@@ -138,7 +138,8 @@ extension ManifestJudge {
             throw AssetPatchError(.expired, "\(source): version \(v) expired at \(RFC3339.format(expires))")
         }
         e.read = (order, nil)
-        if namesHead, manifest.kind == .format1, let head = manifest.headURL, order != declined {
+        if namesHead, manifest.kind == .format1, let head = manifest.headURL, order != declined, let given = config.manifest,
+           NamedHead.location(head, beside: given) != nil {
             // Judged as far as the head will be (signature, package, channel, expiry): nothing
             // is accepted from it, the head is; or, when the head fails, these bytes are.
             e.read = (order, head)

@@ -12,8 +12,9 @@ import Glibc
 ///
 /// The head must not freeze the client where the manifest moves on (a tool that rewrites only
 /// `manifest.json`, a cache that keeps `head.json` longer): when the kept head offers nothing
-/// new, the manifest is watched with a HEAD request (a local one by its size and time), and
-/// read again when it changed since the head last moved. A kept head that fails for what the
+/// new, the manifest's first KiB is asked for (conditionally: a 304 when it is the copy looked
+/// at before) and the version it offers read from it, unverified; when that is newer than the
+/// head's, the manifest is read and judged in full. A kept head that fails for what the
 /// head is (gone, refused) is forgotten and the manifest read in its place; a head that fails,
 /// or is older, when a manifest names it is declined for that manifest's order, and the bytes
 /// already fetched are judged instead: a repository whose head is broken costs what it cost
@@ -36,23 +37,22 @@ extension Updater {
             e.namedHead = head.shown
             do {
                 let found = try judge(&tried, &e)
-                let order = e.read?.order
-                if found != nil || order != record.watchedHead || record.watch == nil {
-                    // The head moved (or is read the first time since kept): what the manifest
-                    // is now goes with it.
-                    record.watch = manifestWatch(given) ?? record.watch
-                    record.watchedHead = order
-                    if !readOnly { store.keep(record) }
+                var offered = record.hinted
+                if found == nil, let order = e.read?.order {
+                    if case let .offers(version, watch) = manifestHint(given, since: record.watch) {
+                        (record.watch, record.hinted, offered) = (watch, version, version)
+                        if !readOnly { store.keep(record) }
+                    }
+                    offered = offered.flatMap { $0 > order.version ? $0 : nil }
+                } else {
+                    offered = nil
+                }
+                guard let offered else {
                     state = tried
                     e.namedHead = head.shown
                     return found
                 }
-                guard let now = manifestWatch(given), now != record.watch else {
-                    state = tried
-                    e.namedHead = head.shown
-                    return found
-                }
-                log(.info, "\(given.shown) changed while \(head.shown), which it names, did not: reading the manifest")
+                log(.info, "\(given.shown) offers version \(offered), \(head.shown), which it names, \(e.read.map { "\($0.order)" } ?? "less"): reading the manifest")
                 restart()
             } catch let error as AssetPatchError where headFailed(error) {
                 log(.warning, "\(error.message); reading \(given.shown), which named this head, instead")
@@ -72,9 +72,8 @@ extension Updater {
             restart()
             return try judge(&state, &e, served: served)
         }
-        guard let head = follow(reference) else {
-            return try instead("\(given.shown): names head \"\(reference)\", not a file beside it; not read", decline: false)
-        }
+        // The judge stops only for a reference it can follow (`NamedHead.location`).
+        guard let head = follow(reference) else { return try instead("\(given.shown): head \"\(reference)\" can't be read", decline: false) }
         var tried = state
         var headEvaluation = Evaluation()
         do {
@@ -84,9 +83,7 @@ extension Updater {
                 return try instead("\(head.shown): \(headEvaluation.read.map { "\($0.order)" } ?? "a legacy manifest"), older than \(named.order) in \(given.shown); reading the manifest",
                                    decline: true)
             }
-            if !readOnly {
-                store.keep(Store.NamedHeadRecord(manifestURL: given.url, reference: reference, watch: manifestWatch(given), watchedHead: order))
-            }
+            if !readOnly { store.keep(Store.NamedHeadRecord(manifestURL: given.url, reference: reference)) }
             log(.info, "\(given.shown) names \(head.shown): reading the head from now on")
             state = tried
             e = headEvaluation
@@ -105,20 +102,53 @@ extension Updater {
                           declined: declined, served: served).evaluate(&state, &e)
     }
 
-    /// What identifies `manifest_url`'s manifest now without reading it: a HEAD's ETag and
-    /// Last-Modified, or a local file's size, modification time and inode. nil when it can't be
-    /// told (no validators, a failed request): the head is then trusted as it is.
-    private func manifestWatch(_ location: Location) -> String? {
+    /// What `manifest_url`'s manifest offers, from its first KiB: an unverified hint, which only
+    /// decides whether the manifest is read and judged in full.
+    enum ManifestHint {
+        /// The copy looked at before (a 304; a local file of the same size, time and inode).
+        case same
+        /// The version its first bytes name, and what identifies this copy (nil: nothing does).
+        case offers(version: Int64, watch: String?)
+        /// It can't be told (a failed request, a manifest that does not start as publish writes it).
+        case unknown
+    }
+
+    static let hintBytes = 1024
+
+    /// Ends a read that has the bytes it wanted.
+    private struct EnoughRead: Error {}
+
+    private func manifestHint(_ location: Location, since watch: String?) -> ManifestHint {
         switch location {
         case let .file(path, _):
             var st = stat()
-            guard stat(path, &st) == 0 else { return nil }
-            return "file \(st.st_size) \(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec) \(st.st_ino)"
+            guard stat(path, &st) == 0 else { return .unknown }
+            let id = "file \(st.st_size) \(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec) \(st.st_ino)"
+            if id == watch { return .same }
+            guard let file = try? File.openRead(path) else { return .unknown }
+            var prefix = [UInt8](repeating: 0, count: Updater.hintBytes)
+            let n = (try? prefix.withUnsafeMutableBytes { try file.pread(into: $0, at: 0) }) ?? 0
+            return ManifestHints.version(Array(prefix.prefix(n))).map { .offers(version: $0, watch: id) } ?? .unknown
         case let .http(url):
-            guard let h = try? http.head(url), h.status == 200, h.header("ETag") != nil || h.header("Last-Modified") != nil else {
-                return nil
+            var conditions = ["Range: bytes=0-\(Updater.hintBytes - 1)"]
+            if let watch, watch.hasPrefix("etag ") { conditions.append("If-None-Match: " + watch.dropFirst(5)) }
+            var prefix: [UInt8] = []
+            var answer: ResponseHead?
+            do {
+                answer = try http.get(url, extraHeaders: conditions, onHead: { answer = $0 }, sink: { chunk in
+                    prefix.append(contentsOf: chunk.prefix(Updater.hintBytes - prefix.count))
+                    // A server that ignores the range: enough is read.
+                    if prefix.count >= Updater.hintBytes { throw EnoughRead() }
+                })
+            } catch is EnoughRead {
+            } catch {
+                return .unknown
             }
-            return "http \(h.header("ETag") ?? "")\t\(h.header("Last-Modified") ?? "")"
+            guard let answer else { return .unknown }
+            if answer.status == 304 { return watch == nil ? .unknown : .same }
+            guard answer.status == 206 || answer.status == 200 else { return .unknown }
+            let id = answer.header("ETag").map { "etag " + $0 }
+            return ManifestHints.version(prefix).map { .offers(version: $0, watch: id) } ?? .unknown
         }
     }
 

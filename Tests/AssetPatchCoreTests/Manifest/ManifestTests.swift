@@ -111,6 +111,23 @@ import Testing
         #expect(plain.headURL == nil && named.toJSON()["head"]?.string == "head.json")
     }
 
+    /// A manifest's first bytes name its version, plain or in an envelope's base64 payload, as
+    /// far as they go; a number the prefix cuts is no hint.
+    @Test func hintsTheVersionFromTheFirstBytes() throws {
+        let plain = Array("{\n  \"format\": 1,\n  \"package\": \"game\",\n  \"version\": 1234,\n  \"files\": []}".utf8)
+        #expect(ManifestHints.version(plain) == 1234)
+        #expect(ManifestHints.version(Array(plain.prefix(plain.count - 15))) == 1234)
+        #expect(ManifestHints.version(Array(plain.prefix(plain.count - 16))) == nil, "cut right after the digits")
+        #expect(ManifestHints.version(Array(plain.prefix(plain.count - 17))) == nil, "cut after \"123\"")
+        #expect(ManifestHints.version(Array(#"{"format": 1, "package": "g"}"#.utf8)) == nil)
+        let wrapped = try envelope(plain, seed: [UInt8](repeating: 7, count: 32))
+        #expect(ManifestHints.version(wrapped) == 1234)
+        #expect(ManifestHints.version(Array(wrapped.prefix(200))) == 1234)
+        #expect(ManifestHints.version(Array(wrapped.prefix(60))) == nil)
+        // A package name that holds the word is not the key (its quotes are escaped).
+        #expect(ManifestHints.version(Array(#"{"package": "a\"version\": 9", "version": 3, "x": 1}"#.utf8)) == 3)
+    }
+
     func envelope(_ payload: [UInt8], seed: [UInt8], type: String = DSSE.payloadType, keyid: String? = nil, flip: Bool = false) throws -> [UInt8] {
         var sig = try Ed25519.sign(DSSE.pae(payloadType: type, payload: payload), seed: seed)
         if flip { sig[0] ^= 1 }

@@ -26,7 +26,7 @@ def test_push_then_clients_update_from_the_bucket(s3, tmp_path):
     files = {f"levels/{i}.bin": os.urandom(40_000) for i in range(8)}
     publish(tmp_path, repo, 1, files)
     first = json.loads(push(repo, s3).stdout)
-    assert first["heads"] == ["manifest.json", "head.json"] and first["skipped"] == 0
+    assert first["heads"] == ["head.json", "manifest.json"] and first["skipped"] == 0
     assert any(k.startswith("archives/") for k in first["uploaded"])
     url = s3.url("game/head.json")
     with assetpatch.Client(tmp_path / "data", manifest_url=url) as c:
@@ -74,7 +74,7 @@ def test_a_listing_of_more_than_a_page(tmp_path):
         make_tree(os.path.join(server.root, server.bucket, "game", "old"), {f"{i:04}.bin": b"x" for i in range(1100)})
         repo = tmp_path / "repo"
         publish(tmp_path, repo, 1, {"a.txt": b"one"})
-        assert json.loads(push(repo, server).stdout)["heads"] == ["manifest.json", "head.json"]
+        assert json.loads(push(repo, server).stdout)["heads"] == ["head.json", "manifest.json"]
     finally:
         server.close()
 
@@ -242,7 +242,7 @@ def test_a_head_written_between_the_read_and_the_write_is_not_replaced(s3, tmp_p
     publish(tmp_path, b, 3, {"x.txt": b"B" * 1000})
     relay = Relay(s3.port)
     try:
-        relay.hold_key = "/game/manifest.json"
+        relay.hold_key = "/game/head.json"  # the first head a push writes
         args = [CLI, "push", str(a), f"s3://{s3.bucket}/game", "--endpoint", relay.endpoint] + (["--acl", "public-read"] if s3.kind == "moto" else [])
         held = subprocess.Popen(args, env={**os.environ, **KEYS}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert relay.held.wait(120), "A's push never reached its heads"

@@ -105,7 +105,7 @@ def test_without_conditional_writes_a_lock_object_keeps_pushes_apart(s3, tmp_pat
     with assetpatch.Client(tmp_path / "data1", manifest_url=s3.url("game/head.json")) as c:
         assert c.update() is True and c.current_version == 1
     broken = json.loads(push(repo, s3, "game", "--break-lock").stdout)
-    assert broken["heads"] == ["manifest.json", "head.json"] and ".assetpatch-lock" not in s3_keys(s3, "game/")
+    assert broken["heads"] == ["head.json", "manifest.json"] and ".assetpatch-lock" not in s3_keys(s3, "game/")
     # A killed push's lock lapses.
     publish(tmp_path, repo, 3, {"x.txt": b"three"})
     plant("2020-01-01T00:00:00Z")
@@ -145,7 +145,7 @@ def test_what_someone_else_plants_in_the_bucket_is_not_signed_again(s3, tmp_path
     assert refused.returncode == 3 and "history/99 came from the bucket unchecked" in refused.stderr, refused.stderr
     # Then as the heads (their own push, forced).
     forced = push(theirs, s3, "planted", "--force")
-    assert json.loads(forced.stdout)["heads"] == ["manifest.json", "head.json"]
+    assert json.loads(forced.stdout)["heads"] == ["head.json", "manifest.json"]
     refused = run("rollout", "--percent", "50")
     assert refused.returncode == 3 and "not signed by a key this command trusts" in refused.stderr, refused.stderr
 

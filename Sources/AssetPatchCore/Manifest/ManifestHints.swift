@@ -6,7 +6,7 @@ package enum ManifestHints {
     /// The top-level `"version": N` among the first bytes; nil when they do not name one.
     package static func version(_ prefix: [UInt8]) -> Int64? {
         var text = prefix
-        if let at = index(of: Array(#""payload""#.utf8), in: prefix) {
+        if let at = prefix.firstIndex(of: Array(#""payload""#.utf8)) {
             // The envelope's payload: its base64 as far as the prefix goes, whole quads only.
             var i = skipping(at + 9, in: prefix, [0x20, 0x0A, 0x0D, 0x09, 0x3A])
             guard i < prefix.count, prefix[i] == UInt8(ascii: "\"") else { return nil }
@@ -20,7 +20,7 @@ package enum ManifestHints {
             guard let decoded = Base64.decode(String(decoding: b64, as: UTF8.self)) else { return nil }
             text = decoded
         }
-        guard let at = index(of: Array(#""version""#.utf8), in: text) else { return nil }
+        guard let at = text.firstIndex(of: Array(#""version""#.utf8)) else { return nil }
         var i = skipping(at + 9, in: text, [0x20, 0x0A, 0x0D, 0x09])
         guard i < text.count, text[i] == UInt8(ascii: ":") else { return nil }
         i = skipping(i + 1, in: text, [0x20, 0x0A, 0x0D, 0x09])
@@ -40,13 +40,5 @@ package enum ManifestHints {
         var i = start
         while i < bytes.count, set.contains(bytes[i]) { i += 1 }
         return i
-    }
-
-    private static func index(of needle: [UInt8], in bytes: [UInt8]) -> Int? {
-        guard needle.count <= bytes.count else { return nil }
-        for i in 0...(bytes.count - needle.count) where bytes[i] == needle[0] && Array(bytes[i..<i + needle.count]) == needle {
-            return i
-        }
-        return nil
     }
 }

@@ -6,7 +6,7 @@ enum XMLText {
         let open = Array("<\(name)>".utf8), close = Array("</\(name)>".utf8)
         var out: [ArraySlice<UInt8>] = []
         var i = 0
-        while let s = find(open, in: bytes, from: i), let e = find(close, in: bytes, from: s + open.count) {
+        while let s = bytes.firstIndex(of: open, from: i), let e = bytes.firstIndex(of: close, from: s + open.count) {
             out.append(bytes[(s + open.count)..<e])
             i = e + close.count
         }
@@ -52,16 +52,6 @@ enum XMLText {
             i = end + 1
         }
         return String(decoding: out, as: UTF8.self)
-    }
-
-    private static func find(_ needle: [UInt8], in hay: [UInt8], from: Int) -> Int? {
-        guard needle.count <= hay.count else { return nil }
-        var i = from
-        while i + needle.count <= hay.count {
-            if hay[i] == needle[0] && hay[i..<(i + needle.count)].elementsEqual(needle) { return i }
-            i += 1
-        }
-        return nil
     }
 }
 

@@ -37,12 +37,8 @@ struct Installer {
         var madeDirs = Set<String>()
         var durable = Set<String>()
         let buffers = ZipBuffers()
-        var reused = (files: UInt64(0), bytes: UInt64(0))
-        func report(_ bytes: UInt64, files: Int, final: Bool = false) {
-            progress.report(Progress(phase: .install, bytesDone: bytes, bytesTotal: totalBytes, filesDone: UInt64(files),
-                                     filesTotal: UInt64(entries.count), reused: reused), final: final)
-        }
-        report(0, files: 0)
+        var counts = InstallCounts(progress: progress, bytesTotal: totalBytes, filesTotal: UInt64(entries.count))
+        counts.report(0, files: 0)
         for (i, e) in entries.enumerated() {
             try cancel.check()
             if let dir = e.name.beforeLastSlash, !madeDirs.contains(dir) {
@@ -52,10 +48,9 @@ struct Installer {
             if let f = expected[e.name], let source = reusable[f.sha256], link(source, to: filesDir + "/" + e.name, size: f.size) {
                 durable.insert(e.name)
                 bytesDone += f.size
-                reused.files += 1
-                reused.bytes += f.size
+                counts.reuse(f.size)
                 files.append(f)
-                report(bytesDone, files: i + 1)
+                counts.report(bytesDone, files: i + 1)
                 continue
             }
             // O_EXCL|O_NOFOLLOW: never write through something already there.
@@ -66,7 +61,7 @@ struct Installer {
                 try out.write(chunk)
                 digest.update(chunk)
                 written += UInt64(chunk.count)
-                report(bytesDone + written, files: i)
+                counts.report(bytesDone + written, files: i)
             }
             out.startWriteback()
             let sha = digest.finalHex()
@@ -76,7 +71,7 @@ struct Installer {
             bytesDone += written
             files.append(ManifestFile(path: e.name, size: written, sha256: sha))
         }
-        report(bytesDone, files: entries.count, final: true)
+        counts.report(bytesDone, files: entries.count, final: true)
 
         let info = ReleaseRecord(c, files: !c.manifest.isLegacy ? c.manifest.files : files)
         try store.sealStaging(c.releaseID, info, durable: durable)
@@ -110,12 +105,8 @@ struct Installer {
         var durable = Set<String>()
         /// Fetched files moved into the release: their paths in it, by sha256 (`moveFetched`).
         var moved: [String: String] = [:]
-        var reused = (files: UInt64(0), bytes: UInt64(0))
-        func report(_ bytes: UInt64, files: Int, final: Bool = false) {
-            progress.report(Progress(phase: .install, bytesDone: bytes, bytesTotal: totalBytes, filesDone: UInt64(files),
-                                     filesTotal: filesTotal, reused: reused), final: final)
-        }
-        report(0, files: 0)
+        var counts = InstallCounts(progress: progress, bytesTotal: totalBytes, filesTotal: filesTotal)
+        counts.report(0, files: 0)
         for (i, (f, origin)) in plan.files.enumerated() {
             try cancel.check()
             let target = target(f)
@@ -141,12 +132,9 @@ struct Installer {
             case let .bundle(path):
                 try copyVerified(path, to: target, f)
             }
-            if origin.isOnDisk {
-                reused.files += 1
-                reused.bytes += f.size
-            }
+            if origin.isOnDisk { counts.reuse(f.size) }
             bytesDone += f.size
-            report(bytesDone, files: i + 1)
+            counts.report(bytesDone, files: i + 1)
         }
         for (i, chunked) in plan.chunked.enumerated() {
             try cancel.check()
@@ -156,16 +144,16 @@ struct Installer {
                 madeDirs.insert(dir)
             }
             let base = bytesDone
-            try rebuild(chunked, to: target, chunks: chunks) { done in
-                report(base + done, files: plan.files.count + i)
+            try rebuild(chunked, to: target, chunks: chunks) { [counts] done in
+                counts.report(base + done, files: plan.files.count + i)
             }
-            reused.bytes += chunked.chunks.reduce(UInt64(0)) { sum, c in
+            counts.reused.bytes += chunked.chunks.reduce(UInt64(0)) { sum, c in
                 if case .local = c.1 { return sum + UInt64(c.0.size) }
                 return sum
             }
             bytesDone += chunked.file.size
         }
-        report(bytesDone, files: Int(filesTotal), final: true)
+        counts.report(bytesDone, files: Int(filesTotal), final: true)
         return durable
     }
 
@@ -235,6 +223,24 @@ struct Installer {
             throw AssetPatchError(.archive, "\(c.archive.shown): \"\(conflict)\" is both a file and a directory")
         }
         return entries
+    }
+}
+
+/// An install's counts as progress reports them: what is done, and of it what came from disk.
+private struct InstallCounts {
+    let progress: ProgressReporter
+    let bytesTotal: UInt64
+    let filesTotal: UInt64
+    var reused = (files: UInt64(0), bytes: UInt64(0))
+
+    mutating func reuse(_ size: UInt64) {
+        reused.files += 1
+        reused.bytes += size
+    }
+
+    func report(_ bytes: UInt64, files: Int, final: Bool = false) {
+        progress.report(Progress(phase: .install, bytesDone: bytes, bytesTotal: bytesTotal, filesDone: UInt64(files),
+                                 filesTotal: filesTotal, reused: reused), final: final)
     }
 }
 

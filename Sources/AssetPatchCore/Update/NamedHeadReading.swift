@@ -37,22 +37,12 @@ extension Updater {
             e.namedHead = head.shown
             do {
                 let found = try judge(&tried, &e)
-                var offered = record.hinted
-                if found == nil, let order = e.read?.order {
-                    if case let .offers(version, watch) = manifestHint(given, since: record.watch) {
-                        (record.watch, record.hinted, offered) = (watch, version, version)
-                        if !readOnly { store.keep(record) }
-                    }
-                    offered = offered.flatMap { $0 > order.version ? $0 : nil }
-                } else {
-                    offered = nil
-                }
-                guard let offered else {
+                guard found == nil, let order = e.read?.order, let offered = manifestVersion(given, &record), offered > order.version else {
                     state = tried
-                    e.namedHead = head.shown
+                    e.namedHead = head.shown  // the judge started `e` afresh
                     return found
                 }
-                log(.info, "\(given.shown) offers version \(offered), \(head.shown), which it names, \(e.read.map { "\($0.order)" } ?? "less"): reading the manifest")
+                log(.info, "\(given.shown) offers version \(offered), \(head.shown), which it names, \(order): reading the manifest")
                 restart()
             } catch let error as AssetPatchError where headFailed(error) {
                 log(.warning, "\(error.message); reading \(given.shown), which named this head, instead")
@@ -102,33 +92,35 @@ extension Updater {
                           declined: declined, served: served).evaluate(&state, &e)
     }
 
-    /// What `manifest_url`'s manifest offers, from its first KiB: an unverified hint, which only
-    /// decides whether the manifest is read and judged in full.
-    enum ManifestHint {
-        /// The copy looked at before (a 304; a local file of the same size, time and inode).
-        case same
-        /// The version its first bytes name, and what identifies this copy (nil: nothing does).
-        case offers(version: Int64, watch: String?)
-        /// It can't be told (a failed request, a manifest that does not start as publish writes it).
-        case unknown
-    }
-
     static let hintBytes = 1024
 
     /// Ends a read that has the bytes it wanted.
     private struct EnoughRead: Error {}
 
-    private func manifestHint(_ location: Location, since watch: String?) -> ManifestHint {
+    /// The version `manifest_url`'s manifest offers, from its first KiB: an unverified hint,
+    /// which only decides whether the manifest is read and judged in full. A copy looked at
+    /// before (a 304; a local file of the same size, time and inode) offers what `record` kept;
+    /// a new one's is kept. nil: it can't be told.
+    private func manifestVersion(_ location: Location, _ record: inout Store.NamedHeadRecord) -> Int64? {
+        guard let (version, watch) = manifestHint(location, since: record.watch) else { return record.hinted }
+        (record.watch, record.hinted) = (watch, version)
+        if !readOnly { store.keep(record) }
+        return version
+    }
+
+    /// The version a copy of the manifest other than `watch` names, and what identifies that
+    /// copy (nil: nothing does); nil when it is that copy, or can't be told (a failed request, a
+    /// manifest that does not start as publish writes it).
+    private func manifestHint(_ location: Location, since watch: String?) -> (version: Int64, watch: String?)? {
         switch location {
         case let .file(path, _):
             var st = stat()
-            guard stat(path, &st) == 0 else { return .unknown }
+            guard stat(path, &st) == 0 else { return nil }
             let id = "file \(st.st_size) \(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec) \(st.st_ino)"
-            if id == watch { return .same }
-            guard let file = try? File.openRead(path) else { return .unknown }
+            guard id != watch, let file = try? File.openRead(path) else { return nil }
             var prefix = [UInt8](repeating: 0, count: Updater.hintBytes)
             let n = (try? prefix.withUnsafeMutableBytes { try file.pread(into: $0, at: 0) }) ?? 0
-            return ManifestHints.version(Array(prefix.prefix(n))).map { .offers(version: $0, watch: id) } ?? .unknown
+            return ManifestHints.version(Array(prefix.prefix(n))).map { ($0, id) }
         case let .http(url):
             var conditions = ["Range: bytes=0-\(Updater.hintBytes - 1)"]
             if let watch, watch.hasPrefix("etag ") { conditions.append("If-None-Match: " + watch.dropFirst(5)) }
@@ -142,13 +134,10 @@ extension Updater {
                 })
             } catch is EnoughRead {
             } catch {
-                return .unknown
+                return nil
             }
-            guard let answer else { return .unknown }
-            if answer.status == 304 { return watch == nil ? .unknown : .same }
-            guard answer.status == 206 || answer.status == 200 else { return .unknown }
-            let id = answer.header("ETag").map { "etag " + $0 }
-            return ManifestHints.version(prefix).map { .offers(version: $0, watch: id) } ?? .unknown
+            guard let answer, answer.status == 206 || answer.status == 200 else { return nil }
+            return ManifestHints.version(prefix).map { ($0, answer.header("ETag").map { "etag " + $0 }) }
         }
     }
 

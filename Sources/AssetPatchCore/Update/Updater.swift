@@ -86,8 +86,9 @@ final class Updater {
         config.manifest = head ?? primary
         context.sources = nil
         if !given.mirrors.isEmpty {
-            let mirrors = given.mirrors.map { m in head.flatMap { _ in reference.flatMap { NamedHead.location($0, beside: m) } } ?? m }
-            context.sources = Sources(primary: config.manifest!, mirrors: mirrors, hedgeMs: config.hedgeMs, log: log)
+            // Each mirror's head beside it, as the primary's.
+            let mirrors = head == nil ? given.mirrors : given.mirrors.map { m in reference.flatMap { NamedHead.location($0, beside: m) } ?? m }
+            context.sources = Sources(primary: head ?? primary, mirrors: mirrors, hedgeMs: config.hedgeMs, log: log)
         }
         return head
     }

@@ -62,6 +62,9 @@ struct Publish: ParsableCommand {
     @Option(name: .customLong("chunk-threshold"),
             help: "Cut files of at least this many bytes into chunks that update on their own (default 4194304; 0: none).")
     var chunkThreshold: UInt64 = Publisher.defaultChunkThreshold
+    @Option(name: .customLong("link-threshold"),
+            help: "Cut smaller files of at least this many bytes into chunks that share history: clients since 0.5 fetch the chunks that changed, earlier ones the whole file (default 65536; 0: none).")
+    var linkThreshold: UInt64 = Publisher.defaultLinkThreshold
     @Option(name: .customLong("chunk-size"), help: "Average chunk size: a power of two from 4096 to 1048576 (default 8192).")
     var chunkSize: Int = Publisher.defaultChunkSize
     @Option(name: .long, help: "Threads compressing files (default: one per processor). The archive is the same whatever the number.")
@@ -104,6 +107,7 @@ struct Publish: ParsableCommand {
                 r.jobs = jobs
             }
             r.chunkThreshold = chunkThreshold
+            r.linkThreshold = linkThreshold
             r.chunkSize = chunkSize
             r.seeds = try signing.seeds()
             r.dryRun = dryRun

@@ -40,11 +40,15 @@ package struct ChunkID: Hashable, Sendable {
     var leading16: UInt16 { UInt16(truncatingIfNeeded: w0 >> 48) }
 }
 
-/// Decodes one chunk of a chunked entry on its own: its compressed bytes (a range of the entry's
-/// data, starting right after a full flush or at the entry's start) inflate to exactly `size`
-/// bytes, which must hash to the chunk's sha256. A middle chunk's deflate data does not end the
-/// stream (the next chunk continues it), so "exactly `size` bytes from exactly these bytes" is
-/// the end; the last chunk's data ends the stream. Anything else is the archive's fault.
+/// Decodes one chunk of a chunked entry: its compressed bytes (a range of the entry's data,
+/// starting right after a flush or at the entry's start) inflate to exactly `size` bytes, which
+/// must hash to the chunk's sha256. A middle chunk's deflate data does not end the stream (the
+/// next chunk continues it), so "exactly `size` bytes from exactly these bytes" is the end; the
+/// last chunk's data ends the stream. Anything else is the archive's fault.
+///
+/// A chunk of an entry whose chunks share history (`linked`: a sync flush, not a full flush,
+/// after each) may refer back to the 32 KiB before it: `history` is the file's bytes before
+/// the chunk (the last 32 KiB of them count; empty for the first chunk).
 package enum ChunkDecoder {
     package enum Failure: Error, Equatable {
         case corrupt(String)
@@ -52,7 +56,11 @@ package enum ChunkDecoder {
         case wrongHash
     }
 
-    package static func decode(_ compressed: UnsafeRawBufferPointer, method: UInt16, chunk: ChunkRecord) throws(Failure) -> [UInt8] {
+    /// Most history a chunk of a linked entry may refer back to: deflate's window.
+    package static let historyBytes = 32 << 10
+
+    package static func decode(_ compressed: UnsafeRawBufferPointer, method: UInt16, chunk: ChunkRecord,
+                               history: UnsafeRawBufferPointer? = nil) throws(Failure) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(Int(chunk.size))
         if method == 0 {
@@ -60,6 +68,10 @@ package enum ChunkDecoder {
             out.append(contentsOf: compressed)
         } else {
             guard let inflater = try? Inflater(.raw, outputBytes: max(Int(chunk.size) + 1, 1)) else { throw .corrupt("inflateInit2 failed") }
+            if let history, history.count > 0 {
+                let window = UnsafeRawBufferPointer(rebasing: history[max(0, history.count - historyBytes)...])
+                do { try inflater.setDictionary(window) } catch { throw .corrupt("\(error)") }
+            }
             do {
                 try inflater.push(compressed, limit: UInt64(chunk.size)) { out.append(contentsOf: $0) }
             } catch let f as InflateFailure {

@@ -25,6 +25,11 @@ struct CompressedEntry {
 /// aligned to a byte, so each chunk's compressed bytes inflate on their own, and a client fetches
 /// a chunk with one range and decodes it without the bytes before it. A stored chunked entry's
 /// chunks are plain ranges of it.
+///
+/// A linked entry (`EntrySource.linked`) is cut the same way with a sync flush after each chunk
+/// instead: the output is aligned to a byte but the history is kept, so the entry compresses
+/// nearly as well as one unflushed stream, and a chunk decodes given the 32 KiB of the file
+/// before it (`ChunkDecoder`), which a client rebuilding the file in order has written already.
 final class EntryCompressor {
     let level: Int32
     private let buffers = ZipBuffers(size: 1 << 20)
@@ -38,7 +43,8 @@ final class EntryCompressor {
     }
 
     /// Compresses `path` (expected to be `size` bytes) into `out`, chunked when `chunker` is given.
-    func compress(_ path: String, size: UInt64, chunker: Chunker?, into out: EntryOutput) throws -> CompressedEntry {
+    /// `linked`: a chunked entry's chunks share history (sync flushes).
+    func compress(_ path: String, size: UInt64, chunker: Chunker?, linked: Bool = false, into out: EntryOutput) throws -> CompressedEntry {
         let src = try File.openRead(path)
         src.adviseSequential()
         let sha = try Digest(.sha256)
@@ -46,7 +52,7 @@ final class EntryCompressor {
         var entry: CompressedEntry
         if let chunker {
             entry = incompressible ? try storeChunked(src, size: size, chunker: chunker, sha: sha, into: out)
-                                   : try deflateChunked(src, size: size, chunker: chunker, sha: sha, into: out)
+                                   : try deflateChunked(src, size: size, chunker: chunker, linked: linked, sha: sha, into: out)
         } else if incompressible {
             entry = try store(src, sha: sha, into: out)
         } else {
@@ -144,9 +150,10 @@ final class EntryCompressor {
         return (UInt32(truncatingIfNeeded: crc), total)
     }
 
-    /// The file cut into chunks, each deflated and followed by a full flush (the last one ends
-    /// the stream).
-    private func deflateChunked(_ src: File, size: UInt64, chunker: Chunker, sha: Digest, into out: EntryOutput) throws -> CompressedEntry {
+    /// The file cut into chunks, each deflated and followed by a full flush, or a sync flush when
+    /// `linked` (the last one ends the stream).
+    private func deflateChunked(_ src: File, size: UInt64, chunker: Chunker, linked: Bool, sha: Digest, into out: EntryOutput) throws -> CompressedEntry {
+        let between = linked ? Z_SYNC_FLUSH : Z_FULL_FLUSH
         let z = try startDeflate()
         defer { deflateEnd(z) }
         var written: UInt64 = 0
@@ -154,11 +161,11 @@ final class EntryCompressor {
             let before = written
             z.pointee.next_in = UnsafeMutablePointer(mutating: chunk.baseAddress!.assumingMemoryBound(to: Bytef.self))
             z.pointee.avail_in = UInt32(chunk.count)
-            let flush = last ? Z_FINISH : Z_FULL_FLUSH
+            let flush = last ? Z_FINISH : between
             while true {
                 if try deflateStep(flush, into: out, written: &written) == Z_STREAM_END { break }
                 // Done with this chunk once all input is taken and the flush fits the buffer.
-                if z.pointee.avail_in == 0 && z.pointee.avail_out > 0 && flush == Z_FULL_FLUSH { break }
+                if z.pointee.avail_in == 0 && z.pointee.avail_out > 0 && flush == between { break }
             }
             return UInt32(written - before)
         }

@@ -1,16 +1,18 @@
 import Glibc
 
-/// A file to add to an archive: its name there, where it is, and its chunker when the entry is
-/// chunked.
+/// A file to add to an archive: its name there, where it is, its chunker when the entry is
+/// chunked, and whether its chunks share history (`EntryCompressor`).
 package struct EntrySource: Sendable {
     package var name: String
     package var path: String
     package var chunker: Chunker?
+    package var linked: Bool
 
-    package init(name: String, path: String, chunker: Chunker? = nil) {
+    package init(name: String, path: String, chunker: Chunker? = nil, linked: Bool = false) {
         self.name = name
         self.path = path
         self.chunker = chunker
+        self.linked = linked
     }
 }
 
@@ -57,7 +59,7 @@ extension ZipWriter {
         let zip64 = size >= 0xFFFF_0000  // deflate may grow a little: decide before writing
         let out = EntryOutput(writer: self, order: order, index: index, headerLength: ZipWriter.localHeaderLength(name, zip64: zip64))
         try out.begin()
-        let entry = try compressor.compress(source.path, size: size, chunker: source.chunker, into: out)
+        let entry = try compressor.compress(source.path, size: size, chunker: source.chunker, linked: source.linked, into: out)
         try out.finish(name: name, zip64: zip64, entry: entry, results: results)
     }
 

@@ -44,6 +44,15 @@ final class Inflater {
         produced = 0
     }
 
+    /// Sets the history a raw stream's first bytes may refer back to (at most its last 32 KiB
+    /// count): the bytes decoded before a chunk of an entry whose chunks share history.
+    func setDictionary(_ bytes: UnsafeRawBufferPointer) throws {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+        guard inflateSetDictionary(stream, base.assumingMemoryBound(to: Bytef.self), UInt32(bytes.count)) == Z_OK else {
+            throw AssetPatchError(.internal, "inflateSetDictionary failed")
+        }
+    }
+
     deinit {
         inflateEnd(stream)
         stream.deallocate()

@@ -14,13 +14,17 @@ package struct IndexLocation: Sendable, Equatable {
     package var chunkSize: Int
     /// The group page (`GroupTable`), last in the index entry; nil: the release has no groups.
     package var groups: PageRef?
+    /// The linked index (`LinkedIndex`): where its root lies in the archive, nil when no file's
+    /// chunks share history.
+    package var linked: LinkedIndex?
 
-    package init(offset: UInt64, size: UInt64, root: PageRef, chunkSize: Int, groups: PageRef? = nil) {
+    package init(offset: UInt64, size: UInt64, root: PageRef, chunkSize: Int, groups: PageRef? = nil, linked: LinkedIndex? = nil) {
         self.offset = offset
         self.size = size
         self.root = root
         self.chunkSize = chunkSize
         self.groups = groups
+        self.linked = linked
     }
 
     /// Where the group page's stored bytes lie in the archive: the index entry's last bytes.
@@ -54,14 +58,42 @@ package struct IndexLocation: Sendable, Equatable {
             }
             groups = PageRef(sha256: sha, compressedSize: UInt32(n))
         }
+        var linked: LinkedIndex?
+        if let l = v["linked"], l != .null {
+            guard l.isObject, let hex = l["sha256"]?.string, Hex.isHex(hex, length: 64), let sha = Hex.decode(hex),
+                  let n = l["size"]?.int64, n > 0, n <= Int64(IndexPage.maxBytes), let at = l["offset"]?.int64, at >= 0,
+                  UInt64(at) >= offset + rootSize, UInt64(at) <= offset + size, UInt64(n) <= offset + size - UInt64(at) else {
+                throw fail("linked must be {\"offset\": its archive offset, \"sha256\": 64 hex digits, \"size\": its stored length, inside the index after the root}")
+            }
+            linked = LinkedIndex(offset: UInt64(at), root: PageRef(sha256: sha, compressedSize: UInt32(n)))
+        }
         return IndexLocation(offset: offset, size: size, root: PageRef(sha256: root, compressedSize: UInt32(rootSize)), chunkSize: chunkSize,
-                             groups: groups)
+                             groups: groups, linked: linked)
     }
 
     func toJSON() -> JSON {
         .object([("offset", .int(Int64(offset))), ("size", .int(Int64(size))), ("root", .string(root.hex)),
                  ("root_size", .int(Int64(root.compressedSize))), ("chunk_size", .int(Int64(chunkSize)))]
-                + (groups.map { [("groups", JSON.object([("sha256", .string($0.hex)), ("size", .int(Int64($0.compressedSize)))]))] } ?? []))
+                + (groups.map { [("groups", JSON.object([("sha256", .string($0.hex)), ("size", .int(Int64($0.compressedSize)))]))] } ?? [])
+                + (linked.map { [("linked", JSON.object([("offset", .int(Int64($0.offset))), ("sha256", .string($0.root.hex)),
+                                                         ("size", .int(Int64($0.root.compressedSize)))]))] } ?? []))
+    }
+}
+
+/// The second tree of a release index, for files whose chunks share history (sync flushes:
+/// `EntryCompressor`). Its root (a root page, at `offset` in the archive) lists file-table pages
+/// of those files alone, with their chunk pages; the main tree lists the same files whole, with
+/// the same locations, so clients before 0.5 (which read the main tree only) fetch them whole,
+/// while 0.5 clients rebuild them chunk by chunk, each chunk decoded after the bytes before it.
+/// Its pages follow the main tree's chunk pages in the index entry: the root, its file-table
+/// pages in root order, then each file's chunk pages in path order.
+package struct LinkedIndex: Sendable, Equatable {
+    package var offset: UInt64
+    package var root: PageRef
+
+    package init(offset: UInt64, root: PageRef) {
+        self.offset = offset
+        self.root = root
     }
 }
 

@@ -32,10 +32,14 @@ package struct FileTableRef: Sendable, Hashable {
 package struct IndexedFile: Sendable, Equatable {
     package var file: ManifestFile
     package var chunkPages: [PageRef]
+    /// Its chunks share history (`IndexLocation.linked`): a chunk decodes given the 32 KiB of
+    /// the file before it. Not in the page's bytes: the index the file is listed in says it.
+    package var linked: Bool
 
-    package init(file: ManifestFile, chunkPages: [PageRef] = []) {
+    package init(file: ManifestFile, chunkPages: [PageRef] = [], linked: Bool = false) {
         self.file = file
         self.chunkPages = chunkPages
+        self.linked = linked
     }
 }
 

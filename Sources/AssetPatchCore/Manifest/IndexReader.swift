@@ -11,7 +11,8 @@ package enum IndexReader {
     package typealias Loader = ([(PageRef, UInt64)]) throws -> [[UInt8]]
 
     /// Walks the index the head locates, in its canonical order: the root (first in the index
-    /// entry), the file-table pages in root order, then each chunked file's chunk pages. Checks
+    /// entry), the file-table pages in root order, then each chunked file's chunk pages; then
+    /// the linked tree (`LinkedIndex`) the same way, its files marked `linked`. Checks
     /// that the pages lie inside the entry, that the file tables follow each other in path
     /// order, and that each chunked file's chunks add up to its size and stored size.
     /// `prefetch` is told every chunk page before they are loaded (to fetch the missing ones
@@ -22,45 +23,54 @@ package enum IndexReader {
                              chunksWanted: ([IndexedFile]) throws -> (Int) -> Bool = { _ in { _ in true } },
                              load: Loader) throws -> (files: [IndexedFile], chunks: [String: [ChunkRecord]]) {
         let end = index.offset + index.size
-        // The root, first in the index entry; the file-table pages after it, in root order.
-        let rootBytes = try load([(index.root, index.offset)])[0]
-        guard case let .root(fileRefs) = try IndexPage.decode(rootBytes, source: shown) else {
-            throw AssetPatchError(.manifest, "\(shown): the index's root page is not a root page")
-        }
-        var at = index.offset + UInt64(index.root.compressedSize)
-        var located: [(PageRef, UInt64)] = []
-        for r in fileRefs {
-            located.append((r.page, at))
-            at += UInt64(r.page.compressedSize)
+        var (files, at) = try table(index.root, at: index.offset, end: end, source: shown, load: load)
+        // Each chunked file's chunk pages, where they lie: the main tree's after its file-table
+        // pages, file by file in order; the linked tree's after its own.
+        var pagesAt: [UInt64?] = Array(repeating: nil, count: files.count)
+        for (i, f) in files.enumerated() where !f.chunkPages.isEmpty {
+            pagesAt[i] = at
+            for r in f.chunkPages { at += UInt64(r.compressedSize) }
         }
         guard at <= end else {
-            throw AssetPatchError(.manifest, "\(shown): the index's file-table pages run past its entry (\(at - index.offset) of \(index.size) bytes)")
+            throw AssetPatchError(.manifest, "\(shown): the index's pages run past its entry (\(at - index.offset) of \(index.size) bytes)")
         }
-        var files: [IndexedFile] = []
-        for (bytes, table) in zip(try load(located), fileRefs) {
-            guard case let .files(list) = try IndexPage.decode(bytes, source: shown, base: table.base) else {
-                throw AssetPatchError(.manifest, "\(shown): the root lists a page that is not a file table")
+        if let linked = index.linked {
+            // The linked tree lies after the main tree's pages and lists files the main tree
+            // lists whole, with the same size, hash and location.
+            guard linked.offset >= at else {
+                throw AssetPatchError(.manifest, "\(shown): the linked index overlaps the index's other pages")
             }
-            if let last = files.last?.file.path, let first = list.first?.file.path, !last.utf8.lexicographicallyPrecedes(first.utf8) {
-                throw AssetPatchError(.manifest, "\(shown): the index's file pages are out of order at \"\(first)\"")
+            let (list, tablesEnd) = try table(linked.root, at: linked.offset, end: end, source: shown, load: load)
+            var after = tablesEnd
+            var i = 0
+            for l in list {
+                while i < files.count && files[i].file.path.utf8.lexicographicallyPrecedes(l.file.path.utf8) { i += 1 }
+                guard i < files.count, files[i].file == l.file, files[i].chunkPages.isEmpty, !l.chunkPages.isEmpty,
+                      l.file.location?.method == 8 else {
+                    throw AssetPatchError(.manifest, "\(shown): the linked index lists \"\(l.file.path)\" as the main index does not (a whole deflated file)")
+                }
+                files[i].chunkPages = l.chunkPages
+                files[i].linked = true
+                pagesAt[i] = after
+                for r in l.chunkPages { after += UInt64(r.compressedSize) }
+                i += 1
             }
-            files += list
+            guard after <= end - UInt64(index.groups?.compressedSize ?? 0) else {
+                throw AssetPatchError(.manifest, "\(shown): the linked index's pages run past the index entry")
+            }
         }
-        // The chunk pages after every file-table page: file by file, in order. Every page's
-        // place counts; only the wanted files' pages are loaded.
+        // Only the wanted files' chunk pages are loaded.
         let wanted = try chunksWanted(files)
         var chunkRefs: [(PageRef, UInt64)] = []
         var loading: [Bool] = []
         for (i, f) in files.enumerated() {
             let want = wanted(i)
             loading.append(want)
+            guard want, var place = pagesAt[i] else { continue }
             for r in f.chunkPages {
-                if want { chunkRefs.append((r, at)) }
-                at += UInt64(r.compressedSize)
+                chunkRefs.append((r, place))
+                place += UInt64(r.compressedSize)
             }
-        }
-        guard at <= end else {
-            throw AssetPatchError(.manifest, "\(shown): the index's pages run past its entry (\(at - index.offset) of \(index.size) bytes)")
         }
         // Every missing chunk page in one go (neighbours share requests), then decoded a few
         // hundred at a time: the raw pages of a large file are not all held at once.
@@ -89,6 +99,35 @@ package enum IndexReader {
             chunks[f.file.path] = list
         }
         return (files, chunks)
+    }
+
+    /// A tree's root at `at` and its file-table pages after it, in root order: the files, in
+    /// path order, and where the pages after them start.
+    static func table(_ root: PageRef, at start: UInt64, end: UInt64, source shown: String, load: Loader) throws -> (files: [IndexedFile], end: UInt64) {
+        let rootBytes = try load([(root, start)])[0]
+        guard case let .root(fileRefs) = try IndexPage.decode(rootBytes, source: shown) else {
+            throw AssetPatchError(.manifest, "\(shown): the index's root page is not a root page")
+        }
+        var at = start + UInt64(root.compressedSize)
+        var located: [(PageRef, UInt64)] = []
+        for r in fileRefs {
+            located.append((r.page, at))
+            at += UInt64(r.page.compressedSize)
+        }
+        guard at <= end else {
+            throw AssetPatchError(.manifest, "\(shown): the index's file-table pages run past its entry (\(at - start) bytes from its root, \(end - start) left)")
+        }
+        var files: [IndexedFile] = []
+        for (bytes, table) in zip(try load(located), fileRefs) {
+            guard case let .files(list) = try IndexPage.decode(bytes, source: shown, base: table.base) else {
+                throw AssetPatchError(.manifest, "\(shown): the root lists a page that is not a file table")
+            }
+            if let last = files.last?.file.path, let first = list.first?.file.path, !last.utf8.lexicographicallyPrecedes(first.utf8) {
+                throw AssetPatchError(.manifest, "\(shown): the index's file pages are out of order at \"\(first)\"")
+            }
+            files += list
+        }
+        return (files, at)
     }
 
     /// The whole index of an archive on disk, each page checked against its reference.

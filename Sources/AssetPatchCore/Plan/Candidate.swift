@@ -26,6 +26,8 @@ struct Candidate {
 struct IndexContents {
     var files: [ManifestFile]
     var chunks: [String: [ChunkRecord]]
+    /// The chunked files whose chunks share history (`LinkedIndex`), by path.
+    var linked: Set<String> = []
     /// The release's groups and each file's (`files[i].group` too), nil without groups.
     var groups: GroupTable?
     /// Pages the client did not have, and the bytes their range requests transferred (0 when

@@ -11,6 +11,10 @@ enum ChunkOrigin: Equatable {
     case fetched
     /// Fetched now: the chunk's compressed bytes at this archive offset.
     case archive(offset: UInt64)
+    /// A chunk of a linked file (its chunks share history): its compressed bytes at this
+    /// archive offset, fetched now or kept by an earlier attempt (`ChunkPlanner.key`), decoded
+    /// when the file is rebuilt, after the bytes before it.
+    case linked(offset: UInt64)
 }
 
 /// Where the chunks an update can copy lie: installed releases' chunked files, each chunk by
@@ -74,6 +78,8 @@ struct ChunkedFile: Equatable {
     var file: ManifestFile
     /// The entry's compression method: how each fetched chunk decodes.
     var method: UInt16
+    /// Its chunks share history (`LinkedIndex`).
+    var linked = false
     /// The file's chunks (the index's list, shared, not copied) and where each comes from.
     var records: [ChunkRecord]
     var sources: [ChunkOrigin]
@@ -104,33 +110,60 @@ struct ChunkRange: Equatable {
 /// range requests (at most `coalesceGap` bytes between chunks, the gaps within 1/20 of what is
 /// wanted, at most `maxRequest` bytes a request). A gap never spans a chunk an earlier attempt
 /// fetched and verified: what was verified is not asked for again, not even as a gap's bytes.
+///
+/// A linked file's chunk (`linked`: chunks that share history) decodes only after the bytes
+/// before it in its own file: its compressed bytes are fetched where it lies, kept as they are
+/// (`key`), and decoded when the file is rebuilt; each place it lies is fetched on its own.
 enum ChunkPlanner {
+    /// The method a chunk range gives a linked file's chunk: kept compressed as it arrives.
+    static let linkedMethod: UInt16 = 0x8008
+
+    /// The name a fetched chunk is kept under: its sha256 (hex) once decoded; a linked chunk's
+    /// compressed bytes, its sha256 and archive offset.
+    static func key(_ c: (offset: UInt64, method: UInt16, record: ChunkRecord)) -> String {
+        c.method == linkedMethod ? linkedKey(c.record.id, c.offset) : c.record.id.hex
+    }
+
+    static func linkedKey(_ id: ChunkID, _ offset: UInt64) -> String { id.hex + "." + String(offset) }
+
+    /// `linked`: the paths of the files whose chunks share history.
     static func plan(_ files: [(file: ManifestFile, chunks: [ChunkRecord])], local: LocalChunks,
-                     fetched: [String: String], gap: UInt64 = FilePlan.coalesceGap,
+                     fetched: [String: String], linked: Set<String> = [], gap: UInt64 = FilePlan.coalesceGap,
                      maxRequest: UInt64 = FilePlan.maxRequestBytes) -> (files: [ChunkedFile], ranges: [ChunkRange]) {
         var out: [ChunkedFile] = []
-        var wanted: [ChunkID: (offset: UInt64, method: UInt16, record: ChunkRecord)] = [:]
+        var wanted: [(offset: UInt64, method: UInt16, record: ChunkRecord)] = []
+        var asked = Set<ChunkID>()
         var kept: [Range<UInt64>] = []
         for (file, chunks) in files {
             guard let location = file.location else { continue }
+            let isLinked = linked.contains(file.path) && location.method == 8
             var sources: [ChunkOrigin] = []
             sources.reserveCapacity(chunks.count)
             var offset = location.dataOffset
             for c in chunks {
+                let stored = offset..<(offset + UInt64(c.compressedSize))
                 if let l = local[c.id] {
                     sources.append(.local(file: l.file, offset: l.offset))
                 } else if fetched[c.id.hex] != nil {
                     sources.append(.fetched)
-                    kept.append(offset..<(offset + UInt64(c.compressedSize)))
+                    kept.append(stored)
+                } else if isLinked {
+                    sources.append(.linked(offset: offset))
+                    if fetched[linkedKey(c.id, offset)] != nil {
+                        kept.append(stored)
+                    } else {
+                        wanted.append((offset, linkedMethod, c))
+                    }
                 } else {
                     sources.append(.archive(offset: offset))
-                    if wanted[c.id] == nil { wanted[c.id] = (offset, location.method, c) }
+                    if asked.insert(c.id).inserted { wanted.append((offset, location.method, c)) }
                 }
                 offset += UInt64(c.compressedSize)
             }
-            out.append(ChunkedFile(file: file, method: location.method, records: chunks, sources: sources, localFiles: local.files))
+            out.append(ChunkedFile(file: file, method: location.method, linked: isLinked, records: chunks, sources: sources,
+                                   localFiles: local.files))
         }
-        return (out, coalesce(wanted.values.sorted { $0.offset < $1.offset }, gap: gap, maxRequest: maxRequest,
+        return (out, coalesce(wanted.sorted { $0.offset < $1.offset }, gap: gap, maxRequest: maxRequest,
                               avoiding: kept.sorted { $0.lowerBound < $1.lowerBound }))
     }
 

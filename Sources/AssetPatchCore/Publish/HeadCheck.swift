@@ -2,8 +2,9 @@ import Glibc
 
 /// What `assetpatch verify` checks of a format-2 head beside a repository's archive: every index
 /// page against its reference, the files it lists against the format-1 manifest's (same paths,
-/// sizes, hashes and locations), and every chunk of every chunked file decoded on its own from
-/// its stored bytes and checked against its sha256 — what a client rebuilding the file relies on.
+/// sizes, hashes and locations), and every chunk of every chunked file decoded from its stored
+/// bytes (a linked file's after the bytes before it) and checked against its sha256 — what a
+/// client rebuilding the file relies on.
 package enum HeadCheck {
     package struct Result {
         package var files: Int
@@ -46,13 +47,20 @@ package enum HeadCheck {
             }
         }
         var chunks = 0
-        for f in files {
+        for (f, linked) in zip(files, indexed.map(\.linked)) {
             guard let list = chunkLists[f.path], let l = f.location else { continue }
             var offset = l.dataOffset
+            // A linked file's chunk decodes after the 32 KiB before it.
+            var history: [UInt8] = []
             for c in list {
                 let n = Int(c.compressedSize)
                 let stored = try file.preadExactly(n, at: offset, what: "\(f.path): chunk \(chunks)")
-                do { _ = try stored.withUnsafeBytes { b throws(ChunkDecoder.Failure) in try ChunkDecoder.decode(b, method: l.method, chunk: c) } } catch {
+                do {
+                    let bytes = try stored.withUnsafeBytes { b in
+                        try history.withUnsafeBytes { h in try ChunkDecoder.decode(b, method: l.method, chunk: c, history: linked ? h : nil) }
+                    }
+                    if linked { history = Array((history + bytes).suffix(ChunkDecoder.historyBytes)) }
+                } catch {
                     throw AssetPatchError(.integrity, "\(path): \(f.path): the chunk at archive offset \(offset) does not decode to its index record (\(error))")
                 }
                 offset += UInt64(n)

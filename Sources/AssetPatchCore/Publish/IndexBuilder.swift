@@ -20,10 +20,27 @@ package enum IndexBuilder {
         /// The pages' stored forms in canonical order: the index entry's bytes.
         package var bytes: [UInt8]
         package var pages: Int
+        /// The linked tree's root and where it lies in `bytes`; nil when no file is linked.
+        package var linked: (offset: UInt64, root: PageRef)?
     }
 
-    /// `files` in path order (bytes), each with its chunks when it is chunked.
-    package static func build(_ files: [(file: ManifestFile, chunks: [ChunkRecord])]) throws -> Built {
+    /// `files` in path order (bytes), each with its chunks when it is chunked; `linked` says
+    /// which (by number) have chunks that share history. Those are listed whole in the main tree
+    /// and with their chunks in the linked tree (`LinkedIndex`), whose pages follow the main
+    /// tree's.
+    package static func build(_ files: [(file: ManifestFile, chunks: [ChunkRecord])], linked: (Int) -> Bool = { _ in false }) throws -> Built {
+        let isLinked = files.indices.map { !files[$0].chunks.isEmpty && linked($0) }
+        let main = try tree(files.enumerated().map { i, f in (f.file, isLinked[i] ? [] : f.chunks) })
+        let linkedFiles = files.indices.filter { isLinked[$0] }.map { files[$0] }
+        guard !linkedFiles.isEmpty else { return Built(root: main.root, bytes: main.bytes, pages: main.pages) }
+        let second = try tree(linkedFiles)
+        return Built(root: main.root, bytes: main.bytes + second.bytes, pages: main.pages + second.pages,
+                     linked: (UInt64(main.bytes.count), second.root))
+    }
+
+    /// One tree: the root, the file-table pages in root order, then each chunked file's chunk
+    /// pages, file by file.
+    private static func tree(_ files: [(file: ManifestFile, chunks: [ChunkRecord])]) throws -> (root: PageRef, bytes: [UInt8], pages: Int) {
         var chunkPages: [[(PageRef, [UInt8])]] = []
         var indexed: [IndexedFile] = []
         for (file, chunks) in files {
@@ -50,7 +67,7 @@ package enum IndexBuilder {
         for group in grouped {
             for i in group { for p in chunkPages[i] { bytes += p.1 } }
         }
-        return Built(root: root.ref, bytes: bytes, pages: 1 + filePages.count + chunkPages.reduce(0) { $0 + $1.count })
+        return (root.ref, bytes, 1 + filePages.count + chunkPages.reduce(0) { $0 + $1.count })
     }
 
     /// Cuts `items` after each item whose key `boundary` accepts, within the page bounds.

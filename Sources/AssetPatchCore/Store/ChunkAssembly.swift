@@ -15,7 +15,8 @@ extension Installer {
     /// installed show there and raise `DifferentialFallback` (the whole archive settles it),
     /// never a wrong file. Memory: three runs (one read and written while the others are hashed).
     func rebuild(_ f: ChunkedFile, to target: String, chunks fetched: [String: String], progress: (UInt64) -> Void) throws {
-        let out = try File.open(target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o444)
+        // Read and write: a linked chunk decodes after the bytes written before it.
+        let out = try File.open(target, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o444)
         let largest = f.records.reduce(0) { max($0, Int($1.size)) }
         // The whole file is hashed on another thread while the next run is read and written.
         let whole = try BackgroundDigest(buffers: 3, size: max(Installer.rebuildRunBytes, largest))
@@ -53,6 +54,49 @@ extension Installer {
             progress(written)
         }
 
+        /// A linked chunk: its compressed bytes (fetched now or by an earlier attempt) decoded
+        /// after the 32 KiB written before it, checked against its sha256, written, and kept
+        /// decoded (an attempt after an interruption copies it); its compressed bytes are
+        /// dropped either way. Bytes that do not decode to the chunk are the server's or the
+        /// disk's: the whole archive settles it.
+        func decodeLinked(_ record: ChunkRecord, at offset: UInt64) throws {
+            let key = ChunkPlanner.linkedKey(record.id, offset)
+            guard let path = fetched[key] else {
+                throw AssetPatchError(.internal, "a chunk of \"\(f.file.path)\" was planned but not fetched")
+            }
+            let bad = { (why: String) in
+                try? FS.unlink(path)
+                return DifferentialFallback(message: "\(path): the chunk of \"\(f.file.path)\" at archive offset \(offset) \(why)", badBytes: true)
+            }
+            guard let stored = try? FS.readFile(path, limit: Int(record.compressedSize), followLinks: false),
+                  stored.count == Int(record.compressedSize) else { throw bad("is missing or not \(record.compressedSize) bytes") }
+            let back = min(written, UInt64(ChunkDecoder.historyBytes))
+            var history = [UInt8](repeating: 0, count: Int(back))
+            if back > 0 {
+                guard try history.withUnsafeMutableBytes({ try out.pread(into: $0, at: written - back) }) == Int(back) else {
+                    throw AssetPatchError(.io, "\(target): \(back) bytes written before could not be read back")
+                }
+            }
+            let bytes: [UInt8]
+            do {
+                bytes = try stored.withUnsafeBytes { c in
+                    try history.withUnsafeBytes { h in try ChunkDecoder.decode(c, method: f.method, chunk: record, history: h) }
+                }
+            } catch {
+                throw bad("does not decode to its sha256 (\(error))")
+            }
+            let kept = (path.beforeLastSlash ?? ".") + "/" + record.id.hex
+            try? ChunkReceiver.store(bytes, at: kept)
+            try? FS.unlink(path)
+            let buffer = whole.buffer()
+            let n = bytes.count
+            bytes.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n]).copyMemory(from: $0) }
+            try out.pwrite(UnsafeRawBufferPointer(rebasing: buffer[0..<n]), at: written)
+            whole.submit(buffer, count: n)
+            written += UInt64(n)
+            progress(written)
+        }
+
         var run: (path: String, offset: UInt64, count: Int)?
         func flush() throws {
             if let r = run { try copy(r.path, r.offset, r.count, check: nil) }
@@ -71,6 +115,9 @@ extension Installer {
                     try flush()
                     run = (path, offset, size)
                 }
+            case let .linked(offset):
+                try flush()
+                try decodeLinked(record, at: offset)
             case .fetched, .archive:
                 try flush()
                 guard let path = fetched[record.id.hex] else {

@@ -15,14 +15,14 @@ extension Store {
         var releases: [String] = []
         for ref in [state.active, state.pending].compactMap({ $0 }) + state.kept {
             releases.append(filesDir(ref.id))
-            guard let record = try? loadRelease(ref.id), let root = record.indexRoot else { continue }
+            guard let record = try? loadRelease(ref.id), !record.indexRoots.isEmpty else { continue }
             // Files of on-demand groups: where they lie, and those not on disk.
             let local = state.groups.local[ref.id] ?? []
             var inGroups: [String: String?] = [:]
             for f in record.files where record.onDemandGroup(of: f) != nil {
                 inGroups[f.path] = record.isPresent(f, local: local) ? releaseDir(ref.id) + "/" + record.relativePath(of: f) : .some(nil)
             }
-            for f in pages.files(root: root) where !f.chunkPages.isEmpty {
+            for root in record.indexRoots { for f in pages.files(root: root) where !f.chunkPages.isEmpty {
                 let path: String
                 if let placed = inGroups[f.file.path] {
                     guard let placed else { continue }
@@ -32,7 +32,7 @@ extension Store {
                 }
                 out.add(path, pages: f.chunkPages) { pages.chunks(of: $0) }
                 listed.insert(path)
-            }
+            } }
         }
         if let chunker = Chunker(averageSize: chunkSize) {
             var scan = ChunkScan(store: self, chunker: chunker, cancel: cancel)

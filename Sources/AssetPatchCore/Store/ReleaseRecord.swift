@@ -16,6 +16,9 @@ package struct ReleaseRecord: Sendable {
     /// A format-2 release: its index's root page (its pages stay in the page store while the
     /// release is installed, and its chunked files' chunks can be reused).
     package var indexRoot: PageRef?
+    /// The roots of its index's trees: the main one, and the linked one (`LinkedIndex`) when
+    /// files' chunks share history.
+    var indexRoots: [PageRef] { [indexRoot, index?.linked?.root].compactMap { $0 } }
     /// The channel it came from (nil: the default channel).
     package var channel: String?
     /// Its manifest's rollout share when it was installed, in basis points (nil: no rollout).

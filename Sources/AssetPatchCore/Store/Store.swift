@@ -249,10 +249,15 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
         chunks(in: chunksDir(digest))
     }
 
-    /// The chunks kept in `dir`, by sha256 hex.
+    /// The chunks kept in `dir`, by name (`ChunkPlanner.key`): sha256 hex, and a linked
+    /// chunk's compressed bytes, sha256 hex and archive offset.
     func chunks(in dir: String) -> [String: String] {
         var out: [String: String] = [:]
-        for name in (try? FS.list(dir)) ?? [] where Hex.isHex(name, length: 64) { out[name] = dir + "/" + name }
+        for name in (try? FS.list(dir)) ?? [] {
+            let hex = String(name.prefix(64)), rest = name.dropFirst(64)
+            guard Hex.isHex(hex, length: 64), rest.isEmpty || (rest.first == "." && UInt64(rest.dropFirst()) != nil) else { continue }
+            out[name] = dir + "/" + name
+        }
         return out
     }
 
@@ -334,8 +339,7 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
         guard FS.exists(pages.dir) else { return }
         var keep = Set<String>()
         for id in ids {
-            guard let root = (try? loadRelease(id))?.indexRoot else { continue }
-            keep.formUnion(pages.reachable(root: root))
+            for root in (try? loadRelease(id))?.indexRoots ?? [] { keep.formUnion(pages.reachable(root: root)) }
         }
         pages.prune(keeping: keep)
     }

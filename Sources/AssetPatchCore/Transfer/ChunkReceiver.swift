@@ -2,7 +2,9 @@ import Glibc
 
 /// Turns one chunk range's bytes, pushed as they arrive, into verified chunks: each chunk's
 /// compressed bytes are gathered (memory: one chunk at a time), decoded on their own
-/// (`ChunkDecoder`: length and sha256 checked) and kept as `<dir>/<sha256>`, read-only. Bytes
+/// (`ChunkDecoder`: length and sha256 checked) and kept as `<dir>/<sha256>`, read-only. A linked
+/// file's chunk is kept compressed (`<dir>/<sha256>.<offset>`): it decodes only after the bytes
+/// before it, when its file is rebuilt, and is checked there. Bytes
 /// between chunks are passed over; more bytes than the range holds are refused. A chunk that
 /// does not decode to what the index says raises `DifferentialFallback`: the whole archive's
 /// own checks then decide between a lying server and a wrong index.
@@ -11,14 +13,14 @@ final class ChunkReceiver: RangeConsumer {
     let chunks: [(offset: UInt64, method: UInt16, record: ChunkRecord)]
     let dir: String
     let shown: String
-    /// Called for each chunk kept, with its path.
-    let onChunk: (ChunkRecord, String) throws -> Void
+    /// Called for each chunk kept, with its name (`ChunkPlanner.key`) and path.
+    let onChunk: (String, String) throws -> Void
 
     private var offset: UInt64
     private var index = 0
     private var pending: [UInt8] = []
 
-    init(_ r: ChunkRange, dir: String, shown: String, onChunk: @escaping (ChunkRecord, String) throws -> Void) {
+    init(_ r: ChunkRange, dir: String, shown: String, onChunk: @escaping (String, String) throws -> Void) {
         range = FetchRange(start: r.start, end: r.end, entries: [])
         chunks = r.chunks
         self.dir = dir
@@ -55,25 +57,34 @@ final class ChunkReceiver: RangeConsumer {
 
     private func keep(_ c: (offset: UInt64, method: UInt16, record: ChunkRecord)) throws {
         let bytes: [UInt8]
-        do {
-            bytes = try pending.withUnsafeBytes { try ChunkDecoder.decode($0, method: c.method, chunk: c.record) }
-        } catch {
-            throw DifferentialFallback(message: "\(shown): the chunk at \(c.offset) (\(c.record.compressedSize) bytes) does not decode to its sha256 (\(error))", badBytes: true)
-        }
-        let hex = c.record.id.hex
-        let path = dir + "/" + hex
-        if !FS.isRegularFile(path) {
-            let temp = FS.tempName(for: path)
+        if c.method == ChunkPlanner.linkedMethod {
+            bytes = pending  // decoded at the rebuild, after the bytes before it
+        } else {
             do {
-                let out = try File.open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o444)
-                try out.write(bytes)
-                try FS.rename(temp, path)
+                bytes = try pending.withUnsafeBytes { try ChunkDecoder.decode($0, method: c.method, chunk: c.record) }
             } catch {
-                try? FS.unlink(temp)
-                throw error
+                throw DifferentialFallback(message: "\(shown): the chunk at \(c.offset) (\(c.record.compressedSize) bytes) does not decode to its sha256 (\(error))", badBytes: true)
             }
         }
-        try onChunk(c.record, path)
+        let name = ChunkPlanner.key(c)
+        let path = dir + "/" + name
+        try ChunkReceiver.store(bytes, at: path)
+        try onChunk(name, path)
+    }
+
+    /// Keeps a chunk's bytes at `path` (read-only, renamed into place; not synced: a chunk lost
+    /// to a power cut is fetched again), unless a chunk is there already.
+    static func store(_ bytes: [UInt8], at path: String) throws {
+        guard !FS.isRegularFile(path) else { return }
+        let temp = FS.tempName(for: path)
+        do {
+            let out = try File.open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o444)
+            try out.write(bytes)
+            try FS.rename(temp, path)
+        } catch {
+            try? FS.unlink(temp)
+            throw error
+        }
     }
 
     func finish() throws {

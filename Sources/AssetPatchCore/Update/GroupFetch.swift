@@ -97,7 +97,7 @@ extension Updater {
     /// file that fails throws `DifferentialFallback` (the caller plans again, once).
     private func fetchAndPlace(_ c: Candidate, _ t: GroupFetchTarget, _ files: [ManifestFile], _ state: StoreState,
                                download: String, stage: String) throws -> (UInt64, Set<String>) {
-        guard let plan = try plan(files, chunkLists: c.index?.chunks ?? [:], chunkSize: c.manifest.index?.chunkSize ?? 0, state,
+        guard let plan = try plan(files, chunkLists: c.index?.chunks ?? [:], linked: c.index?.linked ?? [], chunkSize: c.manifest.index?.chunkSize ?? 0, state,
                                   fetchedChunks: store.chunks(in: download + "/chunks")) else {
             throw AssetPatchError(.manifest, "\(c.archive.shown): the index lists a file of group \(t.group.name) without its location")
         }

@@ -96,6 +96,7 @@ extension Updater {
             if known == nil { try table.check(list, source: shown) }
         }
         c.manifest.files = list
-        c.index = IndexContents(files: list, chunks: chunks, groups: table, newPages: newPages, fetchedBytes: moved)
+        c.index = IndexContents(files: list, chunks: chunks, linked: Set(files.filter(\.linked).map(\.file.path)), groups: table,
+                                newPages: newPages, fetchedBytes: moved)
     }
 }

@@ -19,8 +19,9 @@ extension Updater {
         guard config.differential else { return .wholeArchive("differential=off") }
         guard !c.manifest.isLegacy, let archiveSize = c.manifest.archiveSize else { return .wholeArchive("a legacy manifest") }
         guard c.locatesEveryFile else { return .wholeArchive("the manifest has no per-file locations") }
-        guard let delta = try plan(c.manifest.files, chunkLists: c.index?.chunks ?? [:], chunkSize: c.manifest.index?.chunkSize ?? 0,
-                                   state, fetchedChunks: store.fetchedChunks(c.manifest.archiveDigest)) else {
+        guard let delta = try plan(c.manifest.files, chunkLists: c.index?.chunks ?? [:], linked: c.index?.linked ?? [],
+                                   chunkSize: c.manifest.index?.chunkSize ?? 0, state,
+                                   fetchedChunks: store.fetchedChunks(c.manifest.archiveDigest)) else {
             return .wholeArchive("the manifest has no per-file locations")
         }
         guard delta.paysOff(archiveSize: archiveSize, maxPercent: config.differentialMaxPercent) else {
@@ -39,7 +40,7 @@ extension Updater {
     /// (hashed again unless this updater verified it), the bundle (digests cached), else the
     /// archive; a chunked file whose content is nowhere on disk gets an origin per chunk
     /// (`fetchedChunks`: the chunks earlier attempts kept). nil: a file has no location.
-    func plan(_ files: [ManifestFile], chunkLists: [String: [ChunkRecord]], chunkSize: Int, _ state: StoreState,
+    func plan(_ files: [ManifestFile], chunkLists: [String: [ChunkRecord]], linked: Set<String> = [], chunkSize: Int, _ state: StoreState,
               fetchedChunks: [String: String]) throws -> FilePlan? {
         let installed = installedFiles(state)
         let fetched = verifiedFetchedFiles()
@@ -58,7 +59,7 @@ extension Updater {
         if !rebuilt.isEmpty {
             let (chunksOnDisk, scanned) = try store.localChunks(state, for: rebuilt, chunkSize: chunkSize, bundleDir: bundleDir, cancel: cancel)
             if scanned > 0 { log(.info, "cut \(scanned) files on disk into chunks to find those the new release shares (cached for later updates)") }
-            let planned = ChunkPlanner.plan(rebuilt, local: chunksOnDisk, fetched: fetchedChunks)
+            let planned = ChunkPlanner.plan(rebuilt, local: chunksOnDisk, fetched: fetchedChunks, linked: linked)
             delta.chunked = planned.files
             delta.chunkRanges = planned.ranges
         }
@@ -122,13 +123,13 @@ extension Updater {
         let attempt = {
             let left = plan.chunkRanges.compactMap { r -> ChunkRange? in
                 var r = r
-                r.chunks.removeAll { kept[$0.record.id.hex] != nil }
+                r.chunks.removeAll { kept[ChunkPlanner.key($0)] != nil }
                 guard let first = r.chunks.first, let last = r.chunks.last else { return nil }
                 r.start = first.offset
                 r.end = last.offset + UInt64(last.record.compressedSize)
                 return r
             }
-            let receivers = left.map { ChunkReceiver($0, dir: dir, shown: c.archive.shown) { record, path in kept[record.id.hex] = path } }
+            let receivers = left.map { ChunkReceiver($0, dir: dir, shown: c.archive.shown) { name, path in kept[name] = path } }
             try fetch.drive(receivers) {}
         }
         try context.retrying(c.archive) { try attempt() }

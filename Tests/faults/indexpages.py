@@ -49,7 +49,9 @@ def unseal(stored, sha):
 
 def read(head_path, archive_path):
     """{"files": [{path, size, sha256, header_offset, data_offset, compressed_size, method,
-    chunks: [{sha256, size, compressed_size, offset}]}], "pages": [(sha, stored size)]}"""
+    chunks: [{sha256, size, compressed_size, offset}]}], "pages": [(sha, stored size)],
+    "linked": the same list of the linked tree's files (their chunks share history), or []}:
+    what the main tree alone says is what clients before 0.5 read."""
     with open(head_path) as f:
         head = json.load(f)
     if "payload" in head:  # a signed envelope
@@ -59,8 +61,8 @@ def read(head_path, archive_path):
     with open(archive_path, "rb") as f:
         f.seek(index["offset"])
         entry = f.read(index["size"])
-    at = 0
     pages = []
+    at = 0
 
     def next_page(sha, size):
         nonlocal at
@@ -69,35 +71,43 @@ def read(head_path, archive_path):
         pages.append((sha, size))
         return unseal(stored, sha)
 
-    r = next_page(index["root"], index["root_size"])
-    assert r.byte() == 1
-    tables = []
-    for _ in range(r.varint()):
-        sha, size = r.ref()
-        tables.append((sha, size, r.varint()))
-    files = []
-    for sha, size, base in tables:
-        p = next_page(sha, size)
-        assert p.byte() == 2
-        for _ in range(p.varint()):
-            path = p.take(p.varint()).decode()
-            fsize = p.varint()
-            fsha = p.take(32).hex()
-            header = base + p.varint()
-            data = header + p.varint()
-            compressed = p.varint()
-            method = p.byte()
-            refs = [p.ref() for _ in range(p.varint())]
-            files.append({"path": path, "size": fsize, "sha256": fsha, "header_offset": header, "data_offset": data,
-                          "compressed_size": compressed, "method": method, "chunk_pages": refs, "chunks": []})
-    for f in files:
-        offset = f["data_offset"]
-        for sha, size in f["chunk_pages"]:
+    def tree(root, root_size):
+        r = next_page(root, root_size)
+        assert r.byte() == 1
+        tables = []
+        for _ in range(r.varint()):
+            sha, size = r.ref()
+            tables.append((sha, size, r.varint()))
+        files = []
+        for sha, size, base in tables:
             p = next_page(sha, size)
-            assert p.byte() == 3
+            assert p.byte() == 2
             for _ in range(p.varint()):
-                csha = p.take(32).hex()
-                csize, ccomp = p.varint(), p.varint()
-                f["chunks"].append({"sha256": csha, "size": csize, "compressed_size": ccomp, "offset": offset})
-                offset += ccomp
-    return {"head": head, "files": files, "pages": pages}
+                path = p.take(p.varint()).decode()
+                fsize = p.varint()
+                fsha = p.take(32).hex()
+                header = base + p.varint()
+                data = header + p.varint()
+                compressed = p.varint()
+                method = p.byte()
+                refs = [p.ref() for _ in range(p.varint())]
+                files.append({"path": path, "size": fsize, "sha256": fsha, "header_offset": header, "data_offset": data,
+                              "compressed_size": compressed, "method": method, "chunk_pages": refs, "chunks": []})
+        for f in files:
+            offset = f["data_offset"]
+            for sha, size in f["chunk_pages"]:
+                p = next_page(sha, size)
+                assert p.byte() == 3
+                for _ in range(p.varint()):
+                    csha = p.take(32).hex()
+                    csize, ccomp = p.varint(), p.varint()
+                    f["chunks"].append({"sha256": csha, "size": csize, "compressed_size": ccomp, "offset": offset})
+                    offset += ccomp
+        return files
+
+    files = tree(index["root"], index["root_size"])
+    linked = []
+    if "linked" in index:
+        at = index["linked"]["offset"] - index["offset"]
+        linked = tree(index["linked"]["sha256"], index["linked"]["size"])
+    return {"head": head, "files": files, "pages": pages, "linked": linked}

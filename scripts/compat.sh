@@ -77,5 +77,23 @@ for v in "${!revs[@]}"; do
   assert "$v: installs the group's files too" cmp "$("$old" resolve --data-dir "$work/data-groups-$v" levels/2/pack.bin)" "$gsrc/levels/2/pack.bin"
 done
 
+# Linked chunks (0.5): files from 64 KiB to the chunk threshold share history; the main tree
+# older clients read lists them whole, so they fetch a changed one whole and rebuild nothing.
+lrepo="$work/linked-repo"; lsrc="$work/linked-assets"
+rm -rf "$lrepo" "$lsrc"; mkdir -p "$lsrc"
+seq 1 40000 | sed 's/.*/{"id": &, "name": "item &", "tags": ["a", "b"]},/' >"$lsrc/items.json"
+expect "publish a release with a linked 1.4 MB document" 0 "$cli" publish "$lsrc" --repo "$lrepo" --package compat-linked
+for v in "${!revs[@]}"; do
+  old="$work/src-$v/.build/release/assetpatch-cli"
+  expect "$v: installs it from ${urls[$v]}" 0 "$old" update --data-dir "$work/data-linked-$v" --url "file://$lrepo/${urls[$v]}"
+done
+sed -i 's/"item 20000"/"item twenty thousand"/' "$lsrc/items.json"
+expect "publish the document with one line changed" 0 "$cli" publish "$lsrc" --repo "$lrepo"
+for v in "${!revs[@]}"; do
+  old="$work/src-$v/.build/release/assetpatch-cli"
+  expect "$v: updates to it" 0 "$old" update --data-dir "$work/data-linked-$v" --url "file://$lrepo/${urls[$v]}"
+  assert "$v: serves the changed document byte for byte" cmp "$("$old" resolve --data-dir "$work/data-linked-$v" items.json)" "$lsrc/items.json"
+done
+
 echo "$passed passed, $failed failed"
 ((failed == 0))

@@ -60,7 +60,7 @@ struct Publish: ParsableCommand {
             help: "Write the archive's URL as this absolute http(s) URL followed by <sha256>.zip, for hosts where the manifest's URL redirects elsewhere (release assets, presigned URLs).")
     var archiveURLBase: String?
     @Option(name: .customLong("chunk-threshold"),
-            help: "Cut files of at least this many bytes into chunks that update on their own (default 4194304; 0: none).")
+            help: "Cut files of at least this many bytes into chunks that each decode on their own, which clients since 0.4 fetch (default 4194304; 0: none, and every file from --link-threshold up has chunks that share history).")
     var chunkThreshold: UInt64 = Publisher.defaultChunkThreshold
     @Option(name: .customLong("link-threshold"),
             help: "Cut smaller files of at least this many bytes into chunks that share history: clients since 0.5 fetch the chunks that changed, earlier ones the whole file (default 65536; 0: none).")

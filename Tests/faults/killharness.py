@@ -11,10 +11,11 @@ With --differential, v2 changes a tenth of v1's files, so updates fetch only tho
 byte ranges; then no restarted updater may ask for an entry whose file an earlier one verified
 (the files kept under downloads/<archive>.files/), and every request must be a range.
 
-With --chunked, the releases are a 12 MiB pack file (chunked) and small files, updated from
-their format-2 heads; v2 rewrites, inserts and deletes records of the pack. No restarted updater
-may ask for a chunk an earlier one verified (kept under downloads/<archive>.chunks/), and every
-request must be a range.
+With --chunked, the releases are a 12 MiB pack file (chunked), a 600 KiB document (chunks that
+share history: kept compressed until its rebuild) and small files, updated from their format-2
+heads; v2 rewrites, inserts and deletes records of the pack and edits the document in places.
+No restarted updater may ask for a chunk an earlier one kept (under
+downloads/<archive>.chunks/), and every request must be a range.
 
 With --groups, the kills hit fetches of an on-demand group instead (groupkills.py).
 
@@ -45,12 +46,17 @@ PHASES = {0: "start", 1: "check", 2: "download", 3: "install", 4: "activate", 5:
 def pack_releases():
     rnd = random.Random(5)
     records = [rnd.randbytes(rnd.choice((8192, 32768, 65536))) for _ in range(300)]
-    v1 = {"data/pack.bin": b"".join(records), "readme.txt": b"release 1\n", "levels/a.json": b"{}"}
+    words = [b"door", b"light", b"spawn", b"{", b"}", b"\"x\":", b"\"y\":", b"item", b"key", b"1", b"2", b"\n"]
+    world = b" ".join(rnd.choice(words) for _ in range(120_000))[:600 << 10]
+    v1 = {"data/pack.bin": b"".join(records), "readme.txt": b"release 1\n", "levels/a.json": b"{}", "levels/world.json": world}
     for i in range(10, 290, 35):
         records[i] = rnd.randbytes(len(records[i]))
     records.insert(100, rnd.randbytes(65536))
     del records[200]
-    v2 = dict(v1, **{"data/pack.bin": b"".join(records), "readme.txt": b"release 2\n"})
+    edited = bytearray(world)
+    for at in range(50_000, len(edited) - 100, 120_000):
+        edited[at:at + 12] = b"EDITED WORLD"
+    v2 = dict(v1, **{"data/pack.bin": b"".join(records), "readme.txt": b"release 2\n", "levels/world.json": bytes(edited)})
     return v1, v2
 
 
@@ -70,8 +76,11 @@ def publish(base, differential=False, chunked=False):
         make_tree(os.path.join(base, "src-" + name), files)
         if name == "v2":
             shutil.copytree(os.path.join(base, "v1"), os.path.join(base, "v2"))
+        # The whole-archive harness: no chunks that share history, whose chunk lists would make
+        # the index entry big enough that ranges of the rest beat resuming some kills.
+        whole = [] if differential or chunked else ["--link-threshold", "0"]
         subprocess.run([CLI, "publish", os.path.join(base, "src-" + name), "--repo", os.path.join(base, name),
-                        "--package", "kill", "--version", str(version)], check=True, stdout=subprocess.DEVNULL)
+                        "--package", "kill", "--version", str(version)] + whole, check=True, stdout=subprocess.DEVNULL)
         without_head(os.path.join(base, name, "manifest.json"))
     return Repo(os.path.join(base, "v1"), v1, 1), Repo(os.path.join(base, "v2"), v2, 2)
 
@@ -105,12 +114,16 @@ def verified_ranges(data, repo, index=None):
     downloads = os.path.join(data, "downloads")
     for d in (os.listdir(downloads) if os.path.isdir(downloads) else []):
         if d.endswith(".files") or d.endswith(".chunks"):
-            names = [n for n in os.listdir(os.path.join(downloads, d)) if len(n) == 64]
-            (have if d.endswith(".files") else chunks).update(names)
+            names = os.listdir(os.path.join(downloads, d))
+            (have if d.endswith(".files") else chunks).update(n for n in names if len(n) == 64)
+            if d.endswith(".chunks"):
+                # A linked chunk kept compressed: <sha256>.<archive offset>.
+                chunks.update(n for n in names if len(n) > 65 and n[64] == ".")
     out = [(f["zip"]["header_offset"], f["zip"]["data_offset"] + f["zip"]["compressed_size"] - 1)
            for f in repo.manifest["files"] if f["sha256"] in have]
-    for f in (index or {}).get("files", []):
-        out += [(c["offset"], c["offset"] + c["compressed_size"] - 1) for c in f["chunks"] if c["sha256"] in chunks]
+    for f in (index or {}).get("files", []) + (index or {}).get("linked", []):
+        out += [(c["offset"], c["offset"] + c["compressed_size"] - 1) for c in f["chunks"]
+                if c["sha256"] in chunks or f"{c['sha256']}.{c['offset']}" in chunks]
     return out
 
 
@@ -316,13 +329,15 @@ def main():
         sent_total = sum(s for _, s in sequences)
         # What one uninterrupted update transfers: the archive, or the changed entries' ranges.
         old = {f["sha256"] for f in r1.manifest["files"]}
-        chunked_paths = {f["path"] for f in (index2 or {}).get("files", []) if f["chunks"]}
+        trees2 = (index2 or {}).get("files", []) + (index2 or {}).get("linked", [])
+        chunked_paths = {f["path"] for f in trees2 if f["chunks"]}
         one = r2.archive_size if not ranges_only else sum(
             f["zip"]["data_offset"] + f["zip"]["compressed_size"] - f["zip"]["header_offset"]
             for f in r2.manifest["files"] if f["sha256"] not in old and f["path"] not in chunked_paths)
         if a.chunked:
-            old_chunks = {c["sha256"] for f in index1["files"] for c in f["chunks"]}
-            new_chunks = {c["sha256"]: c["compressed_size"] for f in index2["files"] for c in f["chunks"] if c["sha256"] not in old_chunks}
+            old_chunks = {c["sha256"] for f in index1["files"] + index1["linked"] for c in f["chunks"]}
+            new_chunks = {(c["sha256"], c["offset"] if f in index2["linked"] else 0): c["compressed_size"]
+                          for f in trees2 for c in f["chunks"] if c["sha256"] not in old_chunks}
             new_pages = {p for p in index2["pages"]} - {p for p in index1["pages"]}
             one += sum(new_chunks.values()) + sum(size for _, size in new_pages)
         ideal = one * len(sequences)

@@ -1,0 +1,108 @@
+import Glibc
+import Testing
+@testable import AssetPatchCore
+
+/// Files whose chunks share history (`LinkedIndex`): published as one deflate stream with a sync
+/// flush per chunk, listed whole in the main tree and chunked in the linked tree, rebuilt in
+/// order with each fetched chunk decoded after the bytes before it.
+@Suite struct LinkedChunkTests {
+    func headURL(_ repo: TempDir) -> String { URLs.fileURL(forPath: repo.path + "/head.json") }
+
+    /// Publishes `files` with chunks that share history from 16 KiB (none cut on its own).
+    @discardableResult
+    func publishLinked(_ files: [(String, [UInt8])], version: Int64, repo: TempDir) throws -> PublishResult {
+        let staging = TempDir()
+        defer { staging.cleanup() }
+        for (p, b) in files { try staging.write(p, b) }
+        var request = PublishRequest(source: staging.path, repo: repo.path)
+        request.package = "test"
+        request.version = version
+        request.chunkThreshold = 0
+        request.linkThreshold = 16 << 10
+        request.chunkSize = 4096
+        return try Publisher.publish(request)
+    }
+
+    /// Text with `edits` lines changed, spread over it.
+    func edited(_ bytes: [UInt8], edits: Int, seed: UInt64) -> [UInt8] {
+        var out = bytes
+        for i in 0..<edits {
+            let at = (out.count / (edits + 1)) * (i + 1) + Int(seed % 97)
+            out.replaceSubrange(at..<(at + 8), with: Array("CHANGED\(i % 10)".utf8))
+        }
+        return out
+    }
+
+    @Test func theSameNewChunkInTwoFilesIsFetchedForEachPlaceAndBothAreRebuilt() throws {
+        let repo = TempDir(), data = TempDir()
+        defer { repo.cleanup(); data.cleanup() }
+        let doc = Pack.text(300 << 10, seed: 3)
+        try publishLinked([("a.json", doc), ("b.json", Pack.text(200 << 10, seed: 4))], version: 1, repo: repo)
+        let c = try Client(dataDir: data.path, bundleDir: nil)
+        defer { c.close() }
+        try c.set("manifest_url", headURL(repo))
+        #expect(try c.update(progress: nil))
+        // Version 2: a.json edited, and the same edited text again under a new name: its chunks
+        // lie in two places, after different bytes in neither (the files are equal), but each
+        // place's compressed bytes decode only there.
+        let changed = edited(doc, edits: 4, seed: 1)
+        let v2 = try publishLinked([("a.json", changed), ("b.json", Pack.text(200 << 10, seed: 4)), ("c.json", changed)],
+                                   version: 2, repo: repo)
+        #expect(v2.head.index?.linked != nil)
+        let preview = try #require(try c.preview())
+        #expect(preview.transferBytes < UInt64(changed.count) / 4, "\(preview.transferBytes)")
+        #expect(try c.update(progress: nil))
+        #expect(try FS.readFile(try c.resolve("a.json")) == changed)
+        #expect(try FS.readFile(try c.resolve("c.json")) == changed)
+        let left = try FS.list(data.path + "/downloads").filter { $0.hasSuffix(".chunks") }
+        #expect(left.isEmpty, "\(left)")
+    }
+
+    @Test func verifyDecodesEveryLinkedChunkAfterItsHistoryAndFindsAChangedByte() throws {
+        let repo = TempDir()
+        defer { repo.cleanup() }
+        let r = try publishLinked([("a.json", Pack.text(200 << 10, seed: 9))], version: 1, repo: repo)
+        let archive = repo.path + "/" + r.archivePath
+        let checked = try HeadCheck.verify(r.head, archive: archive, formatOneFiles: r.manifest.files, source: "head.json")
+        #expect(checked.chunkedFiles == 1 && checked.chunks > 20, "\(checked)")
+        // One byte in the middle of the entry's data: some chunk no longer decodes to its record.
+        let location = try #require(r.manifest.files.first { $0.path == "a.json" }?.location)
+        let at = location.dataOffset + location.compressedSize / 2
+        let f = try File.open(archive, O_RDWR)
+        var byte: [UInt8] = [0]
+        _ = try byte.withUnsafeMutableBytes { try f.pread(into: $0, at: at) }
+        byte[0] ^= 0x55
+        try byte.withUnsafeBytes { try f.pwrite($0, at: at) }
+        #expect(statusOf { _ = try HeadCheck.verify(r.head, archive: archive, formatOneFiles: r.manifest.files, source: "head.json") } == .integrity)
+    }
+
+    @Test func aLinkedTreeThatDisagreesWithTheMainTreeIsRefused() throws {
+        let file = ManifestFile(path: "a.json", size: 8192, sha256: String(repeating: "ab", count: 32),
+                                location: ArchiveLocation(headerOffset: 0, dataOffset: 36, compressedSize: 100, method: 8))
+        let chunks = [ChunkRecord(sha256: Array(repeating: 1, count: 32), size: 4096, compressedSize: 60),
+                      ChunkRecord(sha256: Array(repeating: 2, count: 32), size: 4096, compressedSize: 40)]
+        let good = try IndexBuilder.build([(file, chunks)]) { _ in true }
+        let linked = try #require(good.linked)
+        func walk(_ built: IndexBuilder.Built, linkedRoot: PageRef, at: UInt64) throws -> [IndexedFile] {
+            let index = IndexLocation(offset: 1000, size: UInt64(built.bytes.count), root: built.root, chunkSize: 4096,
+                                      linked: LinkedIndex(offset: 1000 + at, root: linkedRoot))
+            return try IndexReader.walk(index, source: "test") { refs in
+                try refs.map { ref, offset in
+                    let start = Int(offset - 1000)
+                    return try IndexPage.unseal(Array(built.bytes[start..<(start + Int(ref.compressedSize))]), ref, source: "test")
+                }
+            }.files
+        }
+        let files = try walk(good, linkedRoot: linked.root, at: linked.offset)
+        #expect(files.count == 1 && files[0].linked && files[0].chunkPages.count == 1)
+        // The main tree lists the file with another size than the linked tree's: refused.
+        var other = file
+        other.size = 8193
+        let main = try IndexBuilder.build([(other, [])])
+        let second = try IndexBuilder.build([(file, chunks)]) { _ in true }
+        let mixed = IndexBuilder.Built(root: main.root, bytes: main.bytes + Array(second.bytes[Int(second.linked!.offset)...]), pages: 0)
+        #expect(statusOf { _ = try walk(mixed, linkedRoot: linked.root, at: UInt64(main.bytes.count)) } == .manifest)
+        // The linked root placed over the main tree's pages: refused.
+        #expect(statusOf { _ = try walk(good, linkedRoot: good.root, at: 0) } == .manifest)
+    }
+}

@@ -51,7 +51,10 @@ import Testing
         #expect(v2.head.index?.linked != nil)
         let preview = try #require(try c.preview())
         #expect(preview.transferBytes < UInt64(changed.count) / 4, "\(preview.transferBytes)")
+        let lines = Locked<[String]>([])
+        c.setLogger { _, line in lines.withLock { $0.append(line) } }
         #expect(try c.update(progress: nil))
+        #expect(!lines.withLock { $0 }.contains { $0.contains("whole archive") }, "\(lines.withLock { $0 })")
         #expect(try FS.readFile(try c.resolve("a.json")) == changed)
         #expect(try FS.readFile(try c.resolve("c.json")) == changed)
         let left = try FS.list(data.path + "/downloads").filter { $0.hasSuffix(".chunks") }

@@ -18,6 +18,7 @@ import pytest
 import assetpatch
 import indexpages
 from conftest import CLI, archive_log, make_tree
+from test_chunked import assert_serves
 
 CHUNK_SIZE = 4096
 WORDS = [b'"name"', b'"type"', b'"string"', b'"description"', b'"items"', b'"format"', b'"int64"', b"{", b"}",
@@ -95,13 +96,6 @@ def start(tmp_path, fault, linked, kind="l", **options):
     shutil.copytree(linked[kind], data)
     options.setdefault("stall_timeout_ms", 5000)
     return assetpatch.Client(data, manifest_url=f"{fault.base}/{kind}2/head.json", **options)
-
-
-def assert_serves(client, files, version):
-    assert client.current_version == version
-    for name, data in files.items():
-        with open(client.resolve(name), "rb") as f:
-            assert f.read() == data, name
 
 
 def asked(log):

@@ -31,10 +31,11 @@ struct Pack {
 }
 
 /// Publishes `files` as one release (format-1 manifest and format-2 head) with chunking from
-/// `threshold` bytes in chunks of `chunkSize` on average; returns the publish result.
+/// `threshold` bytes (chunks that share history from `linkThreshold` below that) in chunks of
+/// `chunkSize` on average; returns the publish result.
 @discardableResult
 func publishChunked(_ files: [(String, [UInt8])], version: Int64, repo: TempDir, threshold: UInt64 = 64 << 10,
-                    chunkSize: Int = 4096, seed: [UInt8]? = nil) throws -> PublishResult {
+                    linkThreshold: UInt64 = Publisher.defaultLinkThreshold, chunkSize: Int = 4096, seed: [UInt8]? = nil) throws -> PublishResult {
     let staging = TempDir()
     defer { staging.cleanup() }
     for (p, b) in files { try staging.write(p, b) }
@@ -42,6 +43,7 @@ func publishChunked(_ files: [(String, [UInt8])], version: Int64, repo: TempDir,
     request.package = "test"
     request.version = version
     request.chunkThreshold = threshold
+    request.linkThreshold = linkThreshold
     request.chunkSize = chunkSize
     request.seeds = seed.map { [$0] } ?? []
     return try Publisher.publish(request)

@@ -11,16 +11,7 @@ import Testing
     /// Publishes `files` with chunks that share history from 16 KiB (none cut on its own).
     @discardableResult
     func publishLinked(_ files: [(String, [UInt8])], version: Int64, repo: TempDir) throws -> PublishResult {
-        let staging = TempDir()
-        defer { staging.cleanup() }
-        for (p, b) in files { try staging.write(p, b) }
-        var request = PublishRequest(source: staging.path, repo: repo.path)
-        request.package = "test"
-        request.version = version
-        request.chunkThreshold = 0
-        request.linkThreshold = 16 << 10
-        request.chunkSize = 4096
-        return try Publisher.publish(request)
+        try publishChunked(files, version: version, repo: repo, threshold: 0, linkThreshold: 16 << 10)
     }
 
     /// Text with `edits` lines changed, spread over it.

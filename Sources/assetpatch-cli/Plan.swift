@@ -37,7 +37,7 @@ struct Plan: ParsableCommand {
             let bound = p.largeFiles > 0 ? "at most " : ""
             print("a client on \(from == 0 ? "the bundle" : "version \(from)") fetches \(p.fetchedFiles.count) files, \(bound)\(p.fetchBytes) bytes by range requests (of the \(p.archiveBytes)-byte archive), plus the head and the index pages that changed")
             if p.largeFiles > 0 {
-                print("  \(p.largeFiles) of them are files of 4 MiB or more, counted whole: chunked, they cost only their changed chunks")
+                print("  \(p.largeFiles) of them are chunked files, counted whole: they cost only their changed chunks")
             }
             for f in p.fetchedFiles.prefix(50) { print("  \(f)") }
             if p.fetchedFiles.count > 50 { print("  ... \(p.fetchedFiles.count - 50) more") }

@@ -100,7 +100,7 @@ enum ReportPage {
 
     /// Rows: the version a client runs (0: the bundle only); columns: each channel's release.
     static func costs(_ r: RepositoryReport) -> String {
-        var s = "<section id=\"costs\"><h2>Update cost</h2>\n<p class=\"note\">Bytes a client on each version fetches to reach each channel's current release, by range requests, from the releases' file lists (files it has are not fetched; the head and the index pages that changed come on top). Marked ≤: files of 4 MiB or more counted whole, which chunking makes cheaper.</p>\n"
+        var s = "<section id=\"costs\"><h2>Update cost</h2>\n<p class=\"note\">Bytes a client on each version fetches to reach each channel's current release, by range requests, from the releases' file lists (files it has are not fetched; the head and the index pages that changed come on top). Marked ≤: chunked files counted whole, which chunking makes cheaper.</p>\n"
         s += "<table><tr><th>client on</th>" + r.channels.map { "<th>\(esc($0.name)) v\($0.version)</th>" }.joined() + "</tr>\n"
         for from in [0] + r.versions {
             s += "<tr><th>\(from == 0 ? "the bundle" : "version \(from)")</th>"

@@ -6,6 +6,7 @@ them whole, as before. Every byte is checked: a chunk the server changed, or one
 interrupted attempt, never makes a wrong file."""
 import glob
 import hashlib
+import json
 import os
 import random
 import shutil
@@ -208,3 +209,14 @@ def newest_offset(linked, n):
     changed = [c for f in index["linked"] for c in f["chunks"] if c["sha256"] not in had]
     c = sorted(changed, key=lambda c: c["offset"])[n]
     return c["offset"] + c["compressed_size"]
+
+
+def test_plan_counts_linked_files_as_chunked(repos, linked):
+    # `assetpatch plan` counts changed files whole; it says which of them are chunked (an
+    # upper bound), from the release index: the five edited documents, not the readme.
+    for repo, chunked in (("l2", 5), ("u2", 0)):
+        out = subprocess.run([CLI, "plan", "--repo", os.path.join(repos["base"], repo), "--from", "1", "--json"],
+                             capture_output=True, text=True, check=True).stdout
+        plan = json.loads(out)
+        assert plan["files"] == 6, plan
+        assert plan["large_files_counted_whole"] == chunked, plan

@@ -82,9 +82,10 @@ package enum Publisher {
     /// since 0.4 fetch their chunks).
     package static let defaultChunkThreshold: UInt64 = 4 << 20
     /// Files from 64 KiB to the chunk threshold are chunked with chunks that share history
-    /// (clients since 0.5 fetch their chunks, earlier ones the whole file): sync flushes cost
-    /// about 1% of the deflated size where full flushes cost 35% on text, and below 64 KiB a
-    /// file has too few chunks for its chunk list's page to pay (docs/format.md).
+    /// (clients since 0.5 fetch their chunks, earlier ones the whole file): a sync flush and
+    /// its chunk's record cost a few dozen bytes where a full flush costs the chunk's history
+    /// (several times the bytes on text), and below 64 KiB a file has too few chunks for its
+    /// chunk list's page to pay (docs/format.md, "Chunks that share history").
     package static let defaultLinkThreshold: UInt64 = 64 << 10
     /// 8 KiB chunks: see docs/format.md ("Choosing the chunk size") for the measurements behind it.
     package static let defaultChunkSize = 8 << 10

@@ -7,18 +7,22 @@ package struct RepositoryPlan {
     /// Files the client lacks, and the bytes their ranges span in the archive.
     package var fetchedFiles: [String]
     package var fetchBytes: UInt64
-    /// Files of 4 MiB and more among them: chunked by default, so an update fetches only their
-    /// changed chunks; counted whole here (`fetchBytes` is then an upper bound).
+    /// Chunked files among them (the release index says which; without the archive, files of
+    /// the default link threshold and more): an update fetches only their changed chunks;
+    /// counted whole here (`fetchBytes` is then an upper bound).
     package var largeFiles: Int
     package var archiveBytes: UInt64
     /// With a rollout id: its bucket and the share in force, and whether it takes the release.
     package var rollout: (bucket: Int, percent: Double, takes: Bool)?
 
-    /// `from`: the client's version (0: the bundle only, every file fetched).
-    package static func make(repo: String, channel: String, from: Int64, rolloutID: String?) throws -> RepositoryPlan {
+    /// `from`: the client's version (0: the bundle only, every file fetched). `chunked`: the
+    /// release's chunked files (`chunkedFiles`), when the caller read them already.
+    package static func make(repo: String, channel: String, from: Int64, rolloutID: String?,
+                             chunked known: Set<String>? = nil) throws -> RepositoryPlan {
         guard let release = try ChannelManifests.read(repo: repo, channel: channel) else {
             throw AssetPatchError(.argument, "channel \"\(channel)\" has no manifest in \(repo)")
         }
+        let chunked = known ?? chunkedFiles(repo: repo, release)
         var have = Set<String>()
         if from > 0 {
             guard let old = try ChannelManifests.history(repo: repo, version: from) else {
@@ -36,7 +40,9 @@ package struct RepositoryPlan {
             } else {
                 plan.fetchBytes += UInt64(f["size"]?.int64 ?? 0)
             }
-            if (f["size"]?.int64 ?? 0) >= Int64(Publisher.defaultChunkThreshold) { plan.largeFiles += 1 }
+            if chunked.map({ $0.contains(path) }) ?? ((f["size"]?.int64 ?? 0) >= Int64(Publisher.defaultLinkThreshold)) {
+                plan.largeFiles += 1
+            }
         }
         if let id = rolloutID {
             let percent = release.rollout?.percent(at: unixTime()) ?? 100
@@ -44,5 +50,20 @@ package struct RepositoryPlan {
             plan.rollout = (bucket, percent, Rollout.takes(bucket: bucket, percent: percent))
         }
         return plan
+    }
+
+    /// The paths of the release's chunked files (either index tree), read from its archive in
+    /// the repository; nil without a head or the archive.
+    package static func chunkedFiles(repo: String, _ release: ChannelRelease) -> Set<String>? {
+        let archive = repo + "/archives/" + release.archiveSHA + ".zip"
+        guard let head = release.head, let size = FS.fileSize(archive),
+              let index = try? IndexLocation.decode(head["index"], archiveSize: size, source: archive),
+              let file = try? File.openRead(archive) else { return nil }
+        let walked = try? IndexReader.walk(index, source: archive, chunksWanted: { _ in { _ in false } }) { refs in
+            try refs.map { ref, offset in
+                try IndexPage.unseal(try file.preadExactly(Int(ref.compressedSize), at: offset, what: "index page"), ref, source: archive)
+            }
+        }
+        return walked.map { Set($0.files.filter { !$0.chunkPages.isEmpty }.map(\.file.path)) }
     }
 }

@@ -113,7 +113,7 @@ struct ChunkRange: Equatable {
 ///
 /// A linked file's chunk (`linked`: chunks that share history) decodes only after the bytes
 /// before it in its own file: its compressed bytes are fetched where it lies, kept as they are
-/// (`key`), and decoded when the file is rebuilt; each place it lies is fetched on its own.
+/// (`key`), and decoded when the file is rebuilt; a later place of the same chunk copies it.
 enum ChunkPlanner {
     /// The method a chunk range gives a linked file's chunk: kept compressed as it arrives.
     static let linkedMethod: UInt16 = 0x8008
@@ -133,6 +133,9 @@ enum ChunkPlanner {
         var out: [ChunkedFile] = []
         var wanted: [(offset: UInt64, method: UInt16, record: ChunkRecord)] = []
         var asked = Set<ChunkID>()
+        /// Linked chunks planned at an earlier place: decoded there by the rebuild (files are
+        /// rebuilt in this order), then copied at the later places.
+        var decodedEarlier = Set<ChunkID>()
         var kept: [Range<UInt64>] = []
         for (file, chunks) in files {
             guard let location = file.location else { continue }
@@ -147,8 +150,11 @@ enum ChunkPlanner {
                 } else if fetched[c.id.hex] != nil {
                     sources.append(.fetched)
                     kept.append(stored)
+                } else if asked.contains(c.id) || decodedEarlier.contains(c.id) {
+                    sources.append(.fetched)  // on disk by the time this file is rebuilt
                 } else if isLinked {
                     sources.append(.linked(offset: offset))
+                    decodedEarlier.insert(c.id)
                     if fetched[linkedKey(c.id, offset)] != nil {
                         kept.append(stored)
                     } else {
@@ -156,7 +162,8 @@ enum ChunkPlanner {
                     }
                 } else {
                     sources.append(.archive(offset: offset))
-                    if asked.insert(c.id).inserted { wanted.append((offset, location.method, c)) }
+                    asked.insert(c.id)
+                    wanted.append((offset, location.method, c))
                 }
                 offset += UInt64(c.compressedSize)
             }

@@ -14,7 +14,7 @@ extension Installer {
     /// as it is written and must match the index: bytes on disk that changed since they were
     /// installed show there and raise `DifferentialFallback` (the whole archive settles it),
     /// never a wrong file. Memory: three runs (one read and written while the others are hashed).
-    func rebuild(_ f: ChunkedFile, to target: String, chunks fetched: [String: String], progress: (UInt64) -> Void) throws {
+    func rebuild(_ f: ChunkedFile, to target: String, chunks fetched: inout [String: String], progress: (UInt64) -> Void) throws {
         // Read and write: a linked chunk decodes after the bytes written before it.
         let out = try File.open(target, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o444)
         let largest = f.records.reduce(0) { max($0, Int($1.size)) }
@@ -65,8 +65,12 @@ extension Installer {
                 throw AssetPatchError(.internal, "a chunk of \"\(f.file.path)\" was planned but not fetched")
             }
             let bad = { (why: String) in
+                let what = "\(path): the chunk of \"\(f.file.path)\" at archive offset \(offset) \(why)"
+                // Its history holds installed bytes copied unchecked (the whole file's hash checks
+                // them): they may be what changed. The whole archive settles it either way.
+                if usedLocal { return DifferentialFallback(message: what + "; the installed bytes before it may have changed") }
                 try? FS.unlink(path)
-                return DifferentialFallback(message: "\(path): the chunk of \"\(f.file.path)\" at archive offset \(offset) \(why)", badBytes: true)
+                return DifferentialFallback(message: what, badBytes: true)
             }
             guard let stored = try? FS.readFile(path, limit: Int(record.compressedSize), followLinks: false),
                   stored.count == Int(record.compressedSize) else { throw bad("is missing or not \(record.compressedSize) bytes") }
@@ -86,7 +90,8 @@ extension Installer {
                 throw bad("does not decode to its sha256 (\(error))")
             }
             let kept = (path.beforeLastSlash ?? ".") + "/" + record.id.hex
-            try? ChunkReceiver.store(bytes, at: kept)
+            try ChunkReceiver.store(bytes, at: kept)
+            fetched[record.id.hex] = kept  // later places of the same chunk copy it
             try? FS.unlink(path)
             let buffer = whole.buffer()
             let n = bytes.count

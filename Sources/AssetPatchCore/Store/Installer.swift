@@ -103,6 +103,7 @@ struct Installer {
         var bytesDone: UInt64 = 0
         var madeDirs = Set<String>()
         var durable = Set<String>()
+        var chunks = chunks  // linked chunks decoded by a rebuild join it for the later places
         /// Fetched files moved into the release: their paths in it, by sha256 (`moveFetched`).
         var moved: [String: String] = [:]
         var counts = InstallCounts(progress: progress, bytesTotal: totalBytes, filesTotal: filesTotal)
@@ -144,7 +145,7 @@ struct Installer {
                 madeDirs.insert(dir)
             }
             let base = bytesDone
-            try rebuild(chunked, to: target, chunks: chunks) { [counts] done in
+            try rebuild(chunked, to: target, chunks: &chunks) { [counts] done in
                 counts.report(base + done, files: plan.files.count + i)
             }
             counts.reused.bytes += chunked.chunks.reduce(UInt64(0)) { sum, c in

@@ -122,8 +122,13 @@ extension Updater {
         // The group's directory, built beside the downloads and made durable before it is named.
         try FS.removeTree(stage)
         try FS.makeDirectories(stage)
-        let durable = try Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: cancel, progress: progress)
-            .place(plan, fetched: fetch.fetched, chunks: chunks) { stage + "/" + $0.path }
-        return (plan.fetchBytes, durable)
+        do {
+            let durable = try Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: cancel, progress: progress)
+                .place(plan, fetched: fetch.fetched, chunks: chunks) { stage + "/" + $0.path }
+            return (plan.fetchBytes, durable)
+        } catch let f as DifferentialFallback where f.badBytes {
+            // A linked chunk that did not decode when its file was rebuilt: the server's bytes.
+            throw AssetPatchError(.integrity, "group \(t.group.name): \(f.message)")
+        }
     }
 }

@@ -219,9 +219,10 @@ final class Updater {
     }
 
     /// Bytes the update will write: the files it extracts, fetches or copies (files linked from
-    /// installed releases cost nothing), 4 KiB per file for block rounding, and for the whole
-    /// archive what is still to download of it. A legacy manifest lists no files: only its
-    /// archive is counted. A fallback from differential to whole is checked again then.
+    /// installed releases cost nothing), the files it rebuilds from chunks and the chunks it
+    /// keeps for them, 4 KiB per file for block rounding, and for the whole archive what is
+    /// still to download of it. A legacy manifest lists no files: only its archive is counted.
+    /// A fallback from differential to whole is checked again then.
     func spaceNeeded(_ route: Route, _ c: Candidate, _ state: StoreState) throws -> UInt64 {
         switch route {
         case let .differential(plan):
@@ -230,6 +231,18 @@ final class Updater {
                 switch origin {
                 case .installed, .fetched: break
                 case .archive, .bundle: total += f.size + 4096
+                }
+            }
+            for f in plan.chunked {
+                total += f.file.size + 4096
+                // Chunks fetched are kept until the release is activated (a linked chunk
+                // compressed, then decoded).
+                total += f.chunks.reduce(UInt64(0)) { sum, c in
+                    switch c.1 {
+                    case .local: sum
+                    case .fetched, .archive: sum + UInt64(c.0.size) + 4096
+                    case .linked: sum + UInt64(c.0.size) + UInt64(c.0.compressedSize) + 8192
+                    }
                 }
             }
             return total

@@ -24,32 +24,38 @@ import Testing
         return out
     }
 
-    @Test func theSameNewChunkInTwoFilesIsFetchedForEachPlaceAndBothAreRebuilt() throws {
-        let repo = TempDir(), data = TempDir()
-        defer { repo.cleanup(); data.cleanup() }
-        let doc = Pack.text(300 << 10, seed: 3)
-        try publishLinked([("a.json", doc), ("b.json", Pack.text(200 << 10, seed: 4))], version: 1, repo: repo)
-        let c = try Client(dataDir: data.path, bundleDir: nil)
-        defer { c.close() }
-        try c.set("manifest_url", headURL(repo))
-        #expect(try c.update(progress: nil))
-        // Version 2: a.json edited, and the same edited text again under a new name: its chunks
-        // lie in two places, after different bytes in neither (the files are equal), but each
-        // place's compressed bytes decode only there.
+    @Test func theSameNewChunkInTwoFilesIsFetchedOnceAndBothAreRebuilt() throws {
+        let doc = Pack.text(300 << 10, seed: 3), other = Pack.text(200 << 10, seed: 4)
         let changed = edited(doc, edits: 4, seed: 1)
-        let v2 = try publishLinked([("a.json", changed), ("b.json", Pack.text(200 << 10, seed: 4)), ("c.json", changed)],
-                                   version: 2, repo: repo)
-        #expect(v2.head.index?.linked != nil)
-        let preview = try #require(try c.preview())
-        #expect(preview.transferBytes < UInt64(changed.count) / 4, "\(preview.transferBytes)")
-        let lines = Locked<[String]>([])
-        c.setLogger { _, line in lines.withLock { $0.append(line) } }
-        #expect(try c.update(progress: nil))
-        #expect(!lines.withLock { $0 }.contains { $0.contains("whole archive") }, "\(lines.withLock { $0 })")
-        #expect(try FS.readFile(try c.resolve("a.json")) == changed)
-        #expect(try FS.readFile(try c.resolve("c.json")) == changed)
-        let left = try FS.list(data.path + "/downloads").filter { $0.hasSuffix(".chunks") }
-        #expect(left.isEmpty, "\(left)")
+        /// Version 1, then version 2 with a.json edited and, when `copy`, the same edited text
+        /// again as c.json: each new chunk lies in two places, and its compressed bytes there
+        /// decode only there. Returns what the update planned to fetch.
+        func update(copy: Bool) throws -> UInt64 {
+            let repo = TempDir(), data = TempDir()
+            defer { repo.cleanup(); data.cleanup() }
+            try publishLinked([("a.json", doc), ("b.json", other)], version: 1, repo: repo)
+            let c = try Client(dataDir: data.path, bundleDir: nil)
+            defer { c.close() }
+            try c.set("manifest_url", headURL(repo))
+            #expect(try c.update(progress: nil))
+            let v2 = try publishLinked([("a.json", changed), ("b.json", other)] + (copy ? [("c.json", changed)] : []),
+                                       version: 2, repo: repo)
+            #expect(v2.head.index?.linked != nil)
+            let preview = try #require(try c.preview())
+            let lines = Locked<[String]>([])
+            c.setLogger { _, line in lines.withLock { $0.append(line) } }
+            #expect(try c.update(progress: nil))
+            #expect(!lines.withLock { $0 }.contains { $0.contains("whole archive") }, "\(lines.withLock { $0 })")
+            #expect(try FS.readFile(try c.resolve("a.json")) == changed)
+            if copy { #expect(try FS.readFile(try c.resolve("c.json")) == changed) }
+            let left = try FS.list(data.path + "/downloads").filter { $0.hasSuffix(".chunks") }
+            #expect(left.isEmpty, "\(left)")
+            return preview.transferBytes
+        }
+        let once = try update(copy: false), twice = try update(copy: true)
+        #expect(once > 0 && once < UInt64(changed.count) / 4, "\(once)")
+        // The copy's chunks are decoded once, at a.json's places, and copied at c.json's.
+        #expect(twice == once, "\(once) \(twice)")
     }
 
     @Test func verifyDecodesEveryLinkedChunkAfterItsHistoryAndFindsAChangedByte() throws {

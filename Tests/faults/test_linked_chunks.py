@@ -180,14 +180,14 @@ def test_an_interrupted_update_keeps_its_linked_chunks_and_the_next_does_not_ask
         assert c.check()[0] == 2
         fault.reset()
         # Every request reaching past the fourth new chunk is cut there, four times: the update
-        # fails after its retries, keeping the chunks that arrived whole (compressed: they
-        # decode when their file is rebuilt).
+        # fails after its retries, keeping the chunks that arrived whole (decoded as they
+        # arrived: their history was on disk).
         fault.control("cut", n=newest_offset(linked, 3), times=4)
         with pytest.raises(assetpatch.NetworkError):
             c.update()
         assert_serves(c, linked["v1"], 1)
     kept = [n for d in glob.glob(str(tmp_path / "data" / "downloads" / "*.chunks")) for n in os.listdir(d)]
-    assert kept and all("." in n for n in kept), kept
+    assert kept, "the chunks that arrived whole are kept"
     first = [(e["start"], e["end"]) for e in archive_log(fault)]
     fault.reset()
     out = subprocess.run([CLI, "update", "--data-dir", str(tmp_path / "data"), "--url", f"{fault.base}/l2/head.json"],
@@ -220,3 +220,27 @@ def test_plan_counts_linked_files_as_chunked(repos, linked):
         plan = json.loads(out)
         assert plan["files"] == 6, plan
         assert plan["large_files_counted_whole"] == chunked, plan
+
+
+def test_a_source_changing_a_linked_chunk_is_passed_over_for_the_mirror(tmp_path, fault, linked, repos):
+    # A linked chunk whose history is on disk is decoded and checked as it arrives: the source
+    # that changed its bytes is passed over for the next one, and nobody downloads the whole
+    # archive. The primary (the fault server) flips the last byte of its first chunk range.
+    from conftest import FaultServer
+    os.makedirs(tmp_path / "mirror")
+    mirror = FaultServer(repos["base"], str(tmp_path / "mirror"))
+    try:
+        with start(tmp_path, fault, linked, parallel_downloads=1, mirrors=f"{mirror.base}/l2/head.json") as c:
+            assert c.check()[0] == 2
+            mirror.reset()
+            fault.reset()
+            fault.control("corrupt", times=1)
+            assert c.update() is True
+            assert_serves(c, linked["v2"], 2)
+        size = os.path.getsize(newest_archive(os.path.join(repos["base"], "l2")))
+        bad, good = archive_log(fault), archive_log(mirror)
+        assert len(bad) == 1, f"the corrupting source got requests after its bad range: {bad}"
+        assert good and all(e["status"] == 206 for e in good), good
+        assert not any(e["start"] == 0 and e["end"] == size - 1 for e in bad + good), (bad, good)
+    finally:
+        mirror.stop()

@@ -122,7 +122,11 @@ extension Installer {
                 }
             case let .linked(offset):
                 try flush()
-                try decodeLinked(record, at: offset)
+                if fetched[ChunkPlanner.linkedKey(record.id, offset)] == nil, let decoded = fetched[record.id.hex] {
+                    try copy(decoded, 0, size, check: record)  // decoded and checked as it arrived
+                } else {
+                    try decodeLinked(record, at: offset)
+                }
             case .fetched, .archive:
                 try flush()
                 guard let path = fetched[record.id.hex] else {

@@ -3,8 +3,9 @@ import Glibc
 /// Turns one chunk range's bytes, pushed as they arrive, into verified chunks: each chunk's
 /// compressed bytes are gathered (memory: one chunk at a time), decoded on their own
 /// (`ChunkDecoder`: length and sha256 checked) and kept as `<dir>/<sha256>`, read-only. A linked
-/// file's chunk is kept compressed (`<dir>/<sha256>.<offset>`): it decodes only after the bytes
-/// before it, when its file is rebuilt, and is checked there. Bytes
+/// file's chunk decodes only after the bytes before it: when those are on disk
+/// (`LinkedHistory`) it is decoded and checked the same way; otherwise it is kept compressed
+/// (`<dir>/<sha256>.<offset>`) and decoded and checked when its file is rebuilt. Bytes
 /// between chunks are passed over; more bytes than the range holds are refused. A chunk that
 /// does not decode to what the index says raises `DifferentialFallback`: the whole archive's
 /// own checks then decide between a lying server and a wrong index.
@@ -15,16 +16,21 @@ final class ChunkReceiver: RangeConsumer {
     let shown: String
     /// Called for each chunk kept, with its name (`ChunkPlanner.key`) and path.
     let onChunk: (String, String) throws -> Void
+    /// The bytes before a linked chunk (by archive offset) when they are on disk
+    /// (`LinkedHistory`): the chunk is then decoded and checked as it arrives.
+    let history: (UInt64) -> [UInt8]?
 
     private var offset: UInt64
     private var index = 0
     private var pending: [UInt8] = []
 
-    init(_ r: ChunkRange, dir: String, shown: String, onChunk: @escaping (String, String) throws -> Void) {
+    init(_ r: ChunkRange, dir: String, shown: String, history: @escaping (UInt64) -> [UInt8]? = { _ in nil },
+         onChunk: @escaping (String, String) throws -> Void) {
         range = FetchRange(start: r.start, end: r.end, entries: [])
         chunks = r.chunks
         self.dir = dir
         self.shown = shown
+        self.history = history
         self.onChunk = onChunk
         offset = r.start
     }
@@ -57,23 +63,31 @@ final class ChunkReceiver: RangeConsumer {
 
     private func keep(_ c: (offset: UInt64, method: UInt16, record: ChunkRecord)) throws {
         let bytes: [UInt8]
-        if c.method == ChunkPlanner.linkedMethod {
-            bytes = pending  // decoded at the rebuild, after the bytes before it
-        } else {
+        var name = ChunkPlanner.key(c)
+        let before = c.method == ChunkPlanner.linkedMethod ? history(c.offset) : []
+        if let before {
             do {
-                bytes = try pending.withUnsafeBytes { try ChunkDecoder.decode($0, method: c.method, chunk: c.record) }
+                bytes = try pending.withUnsafeBytes { chunk in
+                    try before.withUnsafeBytes { h in
+                        try ChunkDecoder.decode(chunk, method: c.method == ChunkPlanner.linkedMethod ? 8 : c.method, chunk: c.record,
+                                                history: c.method == ChunkPlanner.linkedMethod ? h : nil)
+                    }
+                }
             } catch {
                 throw DifferentialFallback(message: "\(shown): the chunk at \(c.offset) (\(c.record.compressedSize) bytes) does not decode to its sha256 (\(error))", badBytes: true)
             }
+            name = c.record.id.hex
+        } else {
+            bytes = pending  // a linked chunk whose history is not on disk: decoded at the rebuild
         }
-        let name = ChunkPlanner.key(c)
         let path = dir + "/" + name
         try ChunkReceiver.store(bytes, at: path)
         try onChunk(name, path)
     }
 
-    /// Keeps a chunk's bytes at `path` (read-only, renamed into place; not synced: a chunk lost
-    /// to a power cut is fetched again), unless a chunk is there already.
+    /// Keeps a chunk's bytes at `path` (read-only, renamed into place; not synced: a chunk a
+    /// power cut damaged fails its check where it is used, and the update then downloads the
+    /// whole archive), unless a chunk is there already.
     static func store(_ bytes: [UInt8], at path: String) throws {
         guard !FS.isRegularFile(path) else { return }
         let temp = FS.tempName(for: path)
@@ -98,6 +112,6 @@ final class ChunkReceiver: RangeConsumer {
     func rest() -> (any RangeConsumer)? {
         guard index < chunks.count else { return nil }
         return ChunkReceiver(ChunkRange(start: chunks[index].offset, end: range.end, chunks: Array(chunks[index...])), dir: dir, shown: shown,
-                             onChunk: onChunk)
+                             history: history, onChunk: onChunk)
     }
 }

@@ -76,6 +76,59 @@ import Testing
         #expect(statusOf { _ = try HeadCheck.verify(r.head, archive: archive, formatOneFiles: r.manifest.files, source: "head.json") } == .integrity)
     }
 
+    /// The rebuild's own path: linked chunks kept compressed (their history was not on disk
+    /// when they arrived, as with ranges fetched in parallel) are decoded in order after the
+    /// bytes written before them; one that does not decode is dropped and blamed on its source.
+    @Test func chunksKeptCompressedAreDecodedByTheRebuildAndABadOneIsBlamedOnItsSource() throws {
+        let repo = TempDir(), data = TempDir(), dir = TempDir()
+        defer { repo.cleanup(); data.cleanup(); dir.cleanup() }
+        let doc = Pack.text(150 << 10, seed: 5)
+        let r = try publishLinked([("a.json", doc)], version: 1, repo: repo)
+        let archive = repo.path + "/" + r.archivePath
+        let index = try #require(r.head.index)
+        let (files, lists) = try IndexReader.read(archive: archive, index, source: "test")
+        let file = try #require(files.first { $0.file.path == "a.json" })
+        let records = try #require(lists["a.json"])
+        #expect(file.linked && records.count > 10)
+        let location = try #require(file.file.location)
+        let bytes = try FS.readFile(archive, limit: 64 << 20)
+        func stage() throws -> (ChunkedFile, [String: String]) {
+            var offset = location.dataOffset, sources: [ChunkOrigin] = [], kept: [String: String] = [:]
+            for c in records {
+                let key = ChunkPlanner.linkedKey(c.id, offset)
+                try dir.write(key, Array(bytes[Int(offset)..<Int(offset + UInt64(c.compressedSize))]))
+                kept[key] = dir.path + "/" + key
+                sources.append(.linked(offset: offset))
+                offset += UInt64(c.compressedSize)
+            }
+            return (ChunkedFile(file: file.file, method: 8, linked: true, records: records, sources: sources, localFiles: []), kept)
+        }
+        let store = try Store(root: data.path)
+        let installer = Installer(store: store, maxReleaseBytes: 1 << 30, cancel: CancelToken(),
+                                  progress: ProgressReporter(nil, cancel: CancelToken()))
+        var (f, kept) = try stage()
+        try installer.rebuild(f, to: data.path + "/a.json", chunks: &kept) { _ in }
+        #expect(try FS.readFile(data.path + "/a.json", limit: 1 << 20) == doc)
+        #expect(try FS.list(dir.path).filter { $0.contains(".") }.isEmpty, "the compressed chunks are dropped once decoded")
+        #expect(try FS.list(dir.path).count == records.count, "each kept decoded")
+        // Again with the eighth chunk's compressed bytes changed (and no decoded copies).
+        for name in try FS.list(dir.path) { try FS.unlink(dir.path + "/" + name) }
+        (f, kept) = try stage()
+        guard case let .linked(eighth) = f.sources[7] else { Issue.record("not a linked chunk"); return }
+        let key = ChunkPlanner.linkedKey(records[7].id, eighth)
+        var changed = try FS.readFile(dir.path + "/" + key)
+        changed[changed.count / 2] ^= 0x20
+        try FS.unlink(dir.path + "/" + key)
+        try dir.write(key, changed)
+        do {
+            try installer.rebuild(f, to: data.path + "/b.json", chunks: &kept) { _ in }
+            Issue.record("a changed chunk was decoded")
+        } catch let e as DifferentialFallback {
+            #expect(e.badBytes, "\(e.message)")
+        }
+        #expect(!FS.exists(dir.path + "/" + key), "the bad chunk is dropped")
+    }
+
     @Test func aLinkedTreeThatDisagreesWithTheMainTreeIsRefused() throws {
         let file = ManifestFile(path: "a.json", size: 8192, sha256: String(repeating: "ab", count: 32),
                                 location: ArchiveLocation(headerOffset: 0, dataOffset: 36, compressedSize: 100, method: 8))

@@ -1,0 +1,61 @@
+import Glibc
+
+/// The bytes of a new file before one of its linked chunks (chunks that share history: each
+/// decodes after the 32 KiB before it), when they are on disk already: the installed bytes the
+/// plan copies, and chunks kept under the update's chunk directory (fetched and checked, or
+/// decoded). With them a linked chunk is decoded and checked against its sha256 as it arrives,
+/// like a chunk that decodes on its own, so a source that sends other bytes is known at once
+/// (and the next source asked); without them its compressed bytes are kept and decoded by the
+/// rebuild. Every piece is checked against its chunk's sha256 before it is used: history that
+/// does not match is no history, never a reason to blame the server.
+struct LinkedHistory {
+    private let files: [ChunkedFile]
+    private let dir: String
+    /// Each linked chunk to fetch, by archive offset: its file and its place in it.
+    private let places: [UInt64: (file: Int, chunk: Int)]
+
+    init(_ files: [ChunkedFile], dir: String) {
+        self.files = files
+        self.dir = dir
+        var places: [UInt64: (file: Int, chunk: Int)] = [:]
+        for (i, f) in files.enumerated() where f.linked {
+            for (j, source) in f.sources.enumerated() {
+                if case let .linked(offset) = source { places[offset] = (i, j) }
+            }
+        }
+        self.places = places
+    }
+
+    /// The last 32 KiB (or fewer, near the file's start) before the linked chunk at archive
+    /// `offset`; nil when a piece of them is not on disk or does not match its chunk.
+    func before(_ offset: UInt64) -> [UInt8]? {
+        guard let (i, j) = places[offset] else { return nil }
+        let f = files[i]
+        var pieces: [[UInt8]] = []
+        var have = 0
+        var k = j
+        while k > 0 && have < ChunkDecoder.historyBytes {
+            k -= 1
+            let record = f.records[k]
+            guard let bytes = piece(f, record, f.sources[k]) else { return nil }
+            pieces.append(bytes)
+            have += bytes.count
+        }
+        return Array(pieces.reversed().joined().suffix(ChunkDecoder.historyBytes))
+    }
+
+    /// One chunk's bytes, checked against its sha256.
+    private func piece(_ f: ChunkedFile, _ record: ChunkRecord, _ source: ChunkOrigin) -> [UInt8]? {
+        var bytes = [UInt8](repeating: 0, count: Int(record.size))
+        let path: String, at: UInt64
+        switch source {
+        case let .local(file, offset): (path, at) = (f.localFiles[Int(file)], offset)
+        case .fetched, .archive, .linked: (path, at) = (dir + "/" + record.id.hex, 0)
+        }
+        guard let file = try? File.openRead(path),
+              (try? bytes.withUnsafeMutableBytes { try file.pread(into: $0, at: at) }) == bytes.count,
+              let d = try? Digest(.sha256) else { return nil }
+        d.update(bytes)
+        return ChunkID(d.finalBytes()) == record.id ? bytes : nil
+    }
+}

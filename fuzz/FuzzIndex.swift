@@ -3,7 +3,8 @@
 // Invariants: never crash; a decoded page encodes back to bytes that decode to the same page
 // (file tables at their base); a file table holds only safe paths in strictly increasing byte
 // order with locations whose data follows their header; a chunk list only chunks of 1 byte to
-// the largest chunk size; unseal returns only bytes whose sha256 is the reference's.
+// the largest chunk size; unseal returns only bytes whose sha256 is the reference's; a head's
+// linked tree lies inside its index, after the root.
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzIndex(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
@@ -50,6 +51,10 @@ public func fuzzIndex(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         precondition(m.kind == .format2 && m.files.isEmpty, "a head with files")
         precondition(index.offset + index.size <= (m.archiveSize ?? 0), "index past the archive")
         precondition(UInt64(index.root.compressedSize) <= index.size, "root larger than the index")
+        if let linked = index.linked {
+            precondition(linked.offset >= index.offset + UInt64(index.root.compressedSize), "linked tree before the end of the root")
+            precondition(linked.offset + UInt64(linked.root.compressedSize) <= index.offset + index.size, "linked tree past the index")
+        }
     }
     return 0
 }

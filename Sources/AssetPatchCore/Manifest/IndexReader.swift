@@ -19,8 +19,14 @@ package enum IndexReader {
     /// together).
     /// `chunksWanted` is given the files once their tables are read, and says which files'
     /// chunk lists to load (by number in path order; the default: all).
+    ///
+    /// A linked tree that contradicts itself or the main tree (`ERR_MANIFEST`), or a linked
+    /// file whose chunks do not add up, costs only its chunks: the main tree is complete
+    /// without it, so its files are read whole and `refused` is told why. With `strict`
+    /// (`assetpatch verify`) it is an error like any other.
     package static func walk(_ index: IndexLocation, source shown: String, prefetch: ([(PageRef, UInt64)]) throws -> Void = { _ in },
                              chunksWanted: ([IndexedFile]) throws -> (Int) -> Bool = { _ in { _ in true } },
+                             strict: Bool = false, refused: (String) -> Void = { _ in },
                              load: Loader) throws -> (files: [IndexedFile], chunks: [String: [ChunkRecord]]) {
         let end = index.offset + index.size
         var (files, at) = try table(index.root, at: index.offset, end: end, source: shown, load: load)
@@ -35,28 +41,11 @@ package enum IndexReader {
             throw AssetPatchError(.manifest, "\(shown): the index's pages run past its entry (\(at - index.offset) of \(index.size) bytes)")
         }
         if let linked = index.linked {
-            // The linked tree lies after the main tree's pages and lists files the main tree
-            // lists whole, with the same size, hash and location.
-            guard linked.offset >= at else {
-                throw AssetPatchError(.manifest, "\(shown): the linked index overlaps the index's other pages")
-            }
-            let (list, tablesEnd) = try table(linked.root, at: linked.offset, end: end, source: shown, load: load)
-            var after = tablesEnd
-            var i = 0
-            for l in list {
-                while i < files.count && files[i].file.path.utf8.lexicographicallyPrecedes(l.file.path.utf8) { i += 1 }
-                guard i < files.count, files[i].file == l.file, files[i].chunkPages.isEmpty, !l.chunkPages.isEmpty,
-                      l.file.location?.method == 8 else {
-                    throw AssetPatchError(.manifest, "\(shown): the linked index lists \"\(l.file.path)\" as the main index does not (a whole deflated file)")
-                }
-                files[i].chunkPages = l.chunkPages
-                files[i].linked = true
-                pagesAt[i] = after
-                for r in l.chunkPages { after += UInt64(r.compressedSize) }
-                i += 1
-            }
-            guard after <= end - UInt64(index.groups?.compressedSize ?? 0) else {
-                throw AssetPatchError(.manifest, "\(shown): the linked index's pages run past the index entry")
+            do {
+                (files, pagesAt) = try merge(linked, into: files, pagesAt, after: at, end: end - UInt64(index.groups?.compressedSize ?? 0),
+                                             source: shown, load: load)
+            } catch let e as AssetPatchError where e.status == .manifest && !strict {
+                refused("\(e.message); its files are fetched whole")
             }
         }
         // Only the wanted files' chunk pages are loaded.
@@ -94,11 +83,46 @@ package enum IndexReader {
             let size = list.reduce(UInt64(0)) { $0 + UInt64($1.size) }
             let compressed = list.reduce(UInt64(0)) { $0 + UInt64($1.compressedSize) }
             guard size == f.file.size, compressed == f.file.location?.compressedSize else {
-                throw AssetPatchError(.manifest, "\(shown): the chunks of \"\(f.file.path)\" add up to \(size) bytes (\(compressed) stored), the file is \(f.file.size) (\(f.file.location?.compressedSize ?? 0) stored)")
+                let what = "\(shown): the chunks of \"\(f.file.path)\" add up to \(size) bytes (\(compressed) stored), the file is \(f.file.size) (\(f.file.location?.compressedSize ?? 0) stored)"
+                if f.linked && !strict {
+                    refused(what + "; it is fetched whole")
+                    continue
+                }
+                throw AssetPatchError(.manifest, what)
             }
             chunks[f.file.path] = list
         }
         return (files, chunks)
+    }
+
+    /// The linked tree (at or after `after`, the end of the main tree's pages) read and merged
+    /// into `files`: each file it lists must be a file the main tree lists whole, deflated, with
+    /// the same size, hash and location; its chunk pages lie after the linked tree's tables.
+    private static func merge(_ linked: LinkedIndex, into main: [IndexedFile], _ mainPagesAt: [UInt64?], after: UInt64, end: UInt64,
+                              source shown: String, load: Loader) throws -> ([IndexedFile], [UInt64?]) {
+        var files = main, pagesAt = mainPagesAt
+        guard linked.offset >= after else {
+            throw AssetPatchError(.manifest, "\(shown): the linked index overlaps the index's other pages")
+        }
+        let (list, tablesEnd) = try table(linked.root, at: linked.offset, end: end, source: shown, load: load)
+        var at = tablesEnd
+        var i = 0
+        for l in list {
+            while i < files.count && files[i].file.path.utf8.lexicographicallyPrecedes(l.file.path.utf8) { i += 1 }
+            guard i < files.count, files[i].file == l.file, files[i].chunkPages.isEmpty, !l.chunkPages.isEmpty,
+                  l.file.location?.method == 8 else {
+                throw AssetPatchError(.manifest, "\(shown): the linked index lists \"\(l.file.path)\" as the main index does not (a whole deflated file)")
+            }
+            files[i].chunkPages = l.chunkPages
+            files[i].linked = true
+            pagesAt[i] = at
+            for r in l.chunkPages { at += UInt64(r.compressedSize) }
+            i += 1
+        }
+        guard at <= end else {
+            throw AssetPatchError(.manifest, "\(shown): the linked index's pages run past the index entry")
+        }
+        return (files, pagesAt)
     }
 
     /// A tree's root at `at` and its file-table pages after it, in root order: the files, in

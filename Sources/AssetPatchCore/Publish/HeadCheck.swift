@@ -27,7 +27,7 @@ package enum HeadCheck {
                 return try IndexPage.unseal(try file.preadExactly(Int(ref.compressedSize), at: offset, what: "index page"), ref, source: path)
             }
         }
-        let (indexed, chunkLists) = try IndexReader.walk(index, source: source, load: load)
+        let (indexed, chunkLists) = try IndexReader.walk(index, source: source, strict: true, load: load)
         let files = indexed.map(\.file)
         try Manifest.checkIndexedFiles(files, head, source: source)
         // The group page: decoded, its runs covering the files, its counts what they add up to.

@@ -90,7 +90,7 @@ extension Installer {
                 throw bad("does not decode to its sha256 (\(error))")
             }
             let kept = (path.beforeLastSlash ?? ".") + "/" + record.id.hex
-            try ChunkReceiver.store(bytes, at: kept)
+            try KeptChunk.write(bytes, at: kept)
             fetched[record.id.hex] = kept  // later places of the same chunk copy it
             try? FS.unlink(path)
             let buffer = whole.buffer()
@@ -144,6 +144,26 @@ extension Installer {
             let what = "\(target): rebuilt from its chunks, \"\(f.file.path)\" has sha256 \(sha) (\(written) bytes), the index says \(f.file.sha256) (\(f.file.size))"
             if usedLocal { throw DifferentialFallback(message: what + "; the installed bytes it copied changed") }
             throw AssetPatchError(.integrity, what)
+        }
+    }
+}
+
+/// A chunk kept in an update's chunk directory (`<sha256>`, or a linked chunk's compressed
+/// bytes, `<sha256>.<offset>`).
+enum KeptChunk {
+    /// Keeps a chunk's bytes at `path` (read-only, renamed into place; not synced: a chunk a
+    /// power cut damaged fails its check where it is used, and the update then downloads the
+    /// whole archive), unless a chunk is there already.
+    static func write(_ bytes: [UInt8], at path: String) throws {
+        guard !FS.isRegularFile(path) else { return }
+        let temp = FS.tempName(for: path)
+        do {
+            let out = try File.open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o444)
+            try out.write(bytes)
+            try FS.rename(temp, path)
+        } catch {
+            try? FS.unlink(temp)
+            throw error
         }
     }
 }

@@ -12,6 +12,9 @@ extension Store {
         var scanned = 0
         let pages = PageStore(self)
         var listed = Set<String>()
+        /// Contents already added, by sha256: releases share unchanged files, and a content's
+        /// chunks need one place (`LocalChunks` holds 65,536 files).
+        var added = Set<String>()
         var releases: [String] = []
         for ref in [state.active, state.pending].compactMap({ $0 }) + state.kept {
             releases.append(filesDir(ref.id))
@@ -30,8 +33,9 @@ extension Store {
                 } else {
                     path = filesDir(ref.id) + "/" + f.file.path
                 }
-                out.add(path, pages: f.chunkPages) { pages.chunks(of: $0) }
                 listed.insert(path)
+                guard added.insert(f.file.sha256).inserted else { continue }
+                out.add(path, pages: f.chunkPages) { pages.chunks(of: $0) }
             } }
         }
         if let chunker = Chunker(averageSize: chunkSize) {

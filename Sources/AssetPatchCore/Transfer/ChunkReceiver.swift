@@ -81,24 +81,8 @@ final class ChunkReceiver: RangeConsumer {
             bytes = pending  // a linked chunk whose history is not on disk: decoded at the rebuild
         }
         let path = dir + "/" + name
-        try ChunkReceiver.store(bytes, at: path)
+        try KeptChunk.write(bytes, at: path)
         try onChunk(name, path)
-    }
-
-    /// Keeps a chunk's bytes at `path` (read-only, renamed into place; not synced: a chunk a
-    /// power cut damaged fails its check where it is used, and the update then downloads the
-    /// whole archive), unless a chunk is there already.
-    static func store(_ bytes: [UInt8], at path: String) throws {
-        guard !FS.isRegularFile(path) else { return }
-        let temp = FS.tempName(for: path)
-        do {
-            let out = try File.open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o444)
-            try out.write(bytes)
-            try FS.rename(temp, path)
-        } catch {
-            try? FS.unlink(temp)
-            throw error
-        }
     }
 
     func finish() throws {

@@ -88,7 +88,7 @@ extension Updater {
             }
             guard let t = table else { return { _ in true } }
             return chunksOf(t, files.map(\.file))
-        }, load: load)
+        }, refused: { log(.warning, $0) }, load: load)
         var list = files.map(\.file)
         try Manifest.checkIndexedFiles(list, c.manifest, source: shown)
         if let table {

@@ -129,17 +129,18 @@ import Testing
         #expect(!FS.exists(dir.path + "/" + key), "the bad chunk is dropped")
     }
 
-    @Test func aLinkedTreeThatDisagreesWithTheMainTreeIsRefused() throws {
+    @Test func aLinkedTreeThatDisagreesWithTheMainTreeIsRefusedAndItsFilesReadWhole() throws {
         let file = ManifestFile(path: "a.json", size: 8192, sha256: String(repeating: "ab", count: 32),
                                 location: ArchiveLocation(headerOffset: 0, dataOffset: 36, compressedSize: 100, method: 8))
         let chunks = [ChunkRecord(sha256: Array(repeating: 1, count: 32), size: 4096, compressedSize: 60),
                       ChunkRecord(sha256: Array(repeating: 2, count: 32), size: 4096, compressedSize: 40)]
         let good = try IndexBuilder.build([(file, chunks)]) { _ in true }
         let linked = try #require(good.linked)
-        func walk(_ built: IndexBuilder.Built, linkedRoot: PageRef, at: UInt64) throws -> [IndexedFile] {
+        var refusals: [String] = []
+        func walk(_ built: IndexBuilder.Built, linkedRoot: PageRef, at: UInt64, strict: Bool = true) throws -> [IndexedFile] {
             let index = IndexLocation(offset: 1000, size: UInt64(built.bytes.count), root: built.root, chunkSize: 4096,
                                       linked: LinkedIndex(offset: 1000 + at, root: linkedRoot))
-            return try IndexReader.walk(index, source: "test") { refs in
+            return try IndexReader.walk(index, source: "test", strict: strict, refused: { refusals.append($0) }) { refs in
                 try refs.map { ref, offset in
                     let start = Int(offset - 1000)
                     return try IndexPage.unseal(Array(built.bytes[start..<(start + Int(ref.compressedSize))]), ref, source: "test")
@@ -157,5 +158,9 @@ import Testing
         #expect(statusOf { _ = try walk(mixed, linkedRoot: linked.root, at: UInt64(main.bytes.count)) } == .manifest)
         // The linked root placed over the main tree's pages: refused.
         #expect(statusOf { _ = try walk(good, linkedRoot: good.root, at: 0) } == .manifest)
+        // A client (not strict) reads such a release's files whole: the main tree is complete.
+        let whole = try walk(mixed, linkedRoot: linked.root, at: UInt64(main.bytes.count), strict: false)
+        #expect(whole.count == 1 && !whole[0].linked && whole[0].chunkPages.isEmpty && whole[0].file.size == 8193)
+        #expect(refusals.count == 1 && refusals[0].contains("fetched whole"), "\(refusals)")
     }
 }

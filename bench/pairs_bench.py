@@ -119,6 +119,7 @@ def one_pair(tools, nginx, work, name, v1, v2):
     # share history (--chunk-threshold 0: none cut on its own, which clients since 0.4 fetch).
     out["assetpatch"], out["assetpatch_requests"], out["archive"] = ours("")
     out["linked"], _, out["linked_archive"] = ours("-linked", "--chunk-threshold", "0")
+    out["linked4"], _, out["linked4_archive"] = ours("-linked4", "--chunk-threshold", "0", "--chunk-size", "4096")
 
     tdir = os.path.join(root, name + "-tools")
     shutil.rmtree(tdir, ignore_errors=True)
@@ -154,10 +155,11 @@ def one_pair(tools, nginx, work, name, v1, v2):
     shutil.rmtree(run, ignore_errors=True)
     best = min(("zsync", "zchunk", "casync"), key=lambda k: out[k])
     out["best"], out["ratio"], out["linked_ratio"] = best, out["assetpatch"] / out[best], out["linked"] / out[best]
+    out["linked4_ratio"] = out["linked4"] / out[best]
     log(f"  {name}: assetpatch {out['assetpatch']:,} bytes ({out['linked']:,} all linked), zsync {out['zsync']:,}, "
         f"zchunk {out['zchunk']:,}, casync {out['casync']:,}: {out['ratio']:.2f}x the best ({best}), "
-        f"{out['linked_ratio']:.2f}x all linked; archive {out['archive'] / out['zip']:.3f}x zip -6 "
-        f"({out['linked_archive'] / out['zip']:.3f}x all linked)")
+        f"{out['linked_ratio']:.2f}x all linked, {out['linked4_ratio']:.2f}x at 4 KiB; archive {out['archive'] / out['zip']:.3f}x zip -6 "
+        f"({out['linked_archive'] / out['zip']:.3f}x all linked, {out['linked4_archive'] / out['zip']:.3f}x at 4 KiB)")
     return out
 
 
@@ -250,16 +252,17 @@ def section(r):
              "(files of 4 MiB and more cut into chunks that decode on their own, which clients since 0.4 fetch; "
              "from 64 KiB, chunks that share history, which clients since 0.5 fetch), and *all linked* "
              "(`--chunk-threshold 0`: every file from 64 KiB with chunks that share history, for fleets of 0.5 "
-             "clients).", "",
-             "| pair | v2 unpacked | assetpatch | all linked | zsync | zchunk | casync | x best | all linked, x best "
-             "| archive / zip -6 | all linked |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "clients), and all linked with 4 KiB chunks (`--chunk-size 4096`).", "",
+             "| pair | v2 unpacked | assetpatch | all linked | 4 KiB | zsync | zchunk | casync | x best | all linked, x best "
+             "| 4 KiB, x best | archive / zip -6 | all linked | 4 KiB |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     rows = list(r["pairs"].items()) + list(r["patterns"].items())
     for name, p in rows:
         label = f"{name}: {p['from']} -> {p['to'].split('==')[1]}" if "from" in p else f"{name} ({p['what']})"
-        lines.append(f"| {label} | {p['tree_bytes']:,} | {p['assetpatch']:,} | {p['linked']:,} | {p['zsync']:,} | "
+        lines.append(f"| {label} | {p['tree_bytes']:,} | {p['assetpatch']:,} | {p['linked']:,} | {p['linked4']:,} | {p['zsync']:,} | "
                      f"{p['zchunk']:,} | {p['casync']:,} | {p['ratio']:.2f}x ({p['best']}) | {p['linked_ratio']:.2f}x | "
-                     f"{p['archive'] / p['zip']:.3f}x | {p['linked_archive'] / p['zip']:.3f}x |")
+                     f"{p['linked4_ratio']:.2f}x | {p['archive'] / p['zip']:.3f}x | {p['linked_archive'] / p['zip']:.3f}x | "
+                     f"{p['linked4_archive'] / p['zip']:.3f}x |")
     # New bytes say what an update must move where the edit brings them (in place, inserted,
     # appended); deletions, re-ordering and 40-byte edits bring next to none, and are judged
     # against the tools alone.
@@ -270,12 +273,16 @@ def section(r):
               f"{sum(p['ratio'] <= 1 for _, p in rows)} of {len(rows)} | {mk(all(p['ratio'] <= 1 for _, p in rows))} |",
               f"| ... all linked | {sum(p['linked_ratio'] <= 1 for _, p in rows)} of {len(rows)} | "
               f"{mk(all(p['linked_ratio'] <= 1 for _, p in rows))} |",
+              f"| ... all linked, 4 KiB chunks | {sum(p['linked4_ratio'] <= 1 for _, p in rows)} of {len(rows)} | "
+              f"{mk(all(p['linked4_ratio'] <= 1 for _, p in rows))} |",
               f"| large-file patterns: <= 1.05x the new bytes on average (in place, insertions, append: "
               f"{', '.join('%.2fx' % (p['assetpatch'] / p['new']) for p in large)}) | {mean:.3f}x | {mk(mean <= 1.05)} |",
               f"| a fresh install's archive <= 1.05x zip -r -6 | {max(p['archive'] / p['zip'] for _, p in rows):.3f}x at most | "
               f"{mk(all(p['archive'] / p['zip'] <= 1.05 for _, p in rows))} |",
               f"| ... all linked | {max(p['linked_archive'] / p['zip'] for _, p in rows):.3f}x at most | "
-              f"{mk(all(p['linked_archive'] / p['zip'] <= 1.05 for _, p in rows))} |", ""]
+              f"{mk(all(p['linked_archive'] / p['zip'] <= 1.05 for _, p in rows))} |",
+              f"| ... all linked, 4 KiB chunks | {max(p['linked4_archive'] / p['zip'] for _, p in rows):.3f}x at most | "
+              f"{mk(all(p['linked4_archive'] / p['zip'] <= 1.05 for _, p in rows))} |", ""]
     return lines
 
 

@@ -9,6 +9,10 @@
 //   zlib wrapper is the reference, and must give back the content.
 // - bit 7 set: the rest of the input is raw deflate data taken as it is, with a declared size
 //   from bytes 1-3; the reference is one `inflate` call with room for one byte past that size.
+//   With bit 6 set too, the first bytes of it (as many as bytes 4-5 say) are the history of a
+//   chunk of a linked entry (the 32 KiB before it, given as inflate's dictionary) and the rest
+//   the chunk: `ChunkDecoder` must decode exactly what zlib does, as a middle chunk (not ending
+//   the stream) or a last one, and refuse a record of another sha256.
 //
 // Invariants: the zip reader (whole entries from a file), the entry decoder fed in chunks of an
 // input-chosen size (the differential receivers' path) and, in the first mode, the HTTP content
@@ -90,6 +94,35 @@ private func referenceInflate(_ stored: [UInt8], size: Int) -> [UInt8]? {
     return Array(out.prefix(size))
 }
 
+/// zlib's inflate of a chunk of a linked entry after `history`: the bytes when exactly these
+/// compressed bytes give exactly `size` bytes (the stream may go on after them; if it ends, it
+/// ends at their end).
+private func referenceChunk(_ stored: [UInt8], history: [UInt8], size: Int) -> [UInt8]? {
+    let z = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
+    z.initialize(to: z_stream())
+    defer { inflateEnd(z); z.deallocate() }
+    guard czlib_inflate_init_raw(z) == Z_OK else { return nil }
+    let window = Array(history.suffix(32 << 10))
+    if !window.isEmpty {
+        let rc = window.withUnsafeBytes { inflateSetDictionary(z, $0.baseAddress!.assumingMemoryBound(to: Bytef.self), UInt32($0.count)) }
+        guard rc == Z_OK else { return nil }
+    }
+    var out = [UInt8](repeating: 0, count: size + 1)
+    var input = stored
+    let (rc, produced, left): (Int32, Int, UInt32) = input.withUnsafeMutableBytes { inp in
+        out.withUnsafeMutableBytes { o in
+            z.pointee.next_in = inp.baseAddress?.assumingMemoryBound(to: Bytef.self)
+            z.pointee.avail_in = UInt32(inp.count)
+            z.pointee.next_out = o.baseAddress!.assumingMemoryBound(to: Bytef.self)
+            z.pointee.avail_out = UInt32(o.count)
+            let rc = inflate(z, Z_SYNC_FLUSH)
+            return (rc, o.count - Int(z.pointee.avail_out), z.pointee.avail_in)
+        }
+    }
+    guard rc == Z_OK || rc == Z_STREAM_END || rc == Z_BUF_ERROR, left == 0, produced == size else { return nil }
+    return Array(out.prefix(size))
+}
+
 private func crc(_ data: [UInt8]) -> UInt32 {
     UInt32(truncatingIfNeeded: data.withUnsafeBytes { crc32(0, $0.baseAddress?.assumingMemoryBound(to: Bytef.self), UInt32($0.count)) })
 }
@@ -113,6 +146,35 @@ public func fuzzInflate(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     if mode & 0x80 != 0 {
         // Arbitrary raw deflate data against zlib's verdict.
         let declared = (Int(input[1]) | Int(input[2]) << 8 | Int(input[3] & 0x1F) << 16)  // < 2 MiB
+        if mode & 0x40 != 0 && input.count >= 6 {
+            // A chunk of a linked entry after its history.
+            let rest = Array(input[6...])
+            let split = min(rest.count, Int(input[4]) | Int(input[5]) << 8)
+            let history = Array(rest[..<split]), stored = Array(rest[split...])
+            let want = referenceChunk(stored, history: history, size: declared)
+            var sha = [UInt8](repeating: 0, count: 32)
+            if let want, let d = try? Digest(.sha256) {
+                d.update(want)
+                sha = d.finalBytes()
+            }
+            let record = ChunkRecord(sha256: sha, size: UInt32(declared), compressedSize: UInt32(stored.count))
+            let got = stored.withUnsafeBytes { c in
+                history.withUnsafeBytes { h in try? ChunkDecoder.decode(c, method: 8, chunk: record, history: h) }
+            }
+            check("a linked chunk after \(history.count) bytes of history", got, want)
+            if want != nil {
+                var wrong = sha
+                wrong[0] ^= 1
+                let refused = stored.withUnsafeBytes { c in
+                    history.withUnsafeBytes { h in
+                        try? ChunkDecoder.decode(c, method: 8, chunk: ChunkRecord(sha256: wrong, size: UInt32(declared),
+                                                                                 compressedSize: UInt32(stored.count)), history: h)
+                    }
+                }
+                precondition(refused == nil, "a chunk that does not hash to its record was accepted")
+            }
+            return 0
+        }
         let stored = Array(input[4...])
         let want = referenceInflate(stored, size: declared)
         let chunk = chunks[Int(mode) % chunks.count]

@@ -45,7 +45,12 @@ extension Installer {
                 d.update(UnsafeRawBufferPointer(chunk))
                 guard ChunkID(d.finalBytes()) == check.id else { throw failing }
             }
-            try out.pwrite(UnsafeRawBufferPointer(chunk), at: written)
+            try append(buffer, count)
+        }
+        /// Writes the first `count` bytes of `buffer` (one of `whole`'s) at the output's end and
+        /// hands them to the whole file's hash.
+        func append(_ buffer: UnsafeMutableRawBufferPointer, _ count: Int) throws {
+            try out.pwrite(UnsafeRawBufferPointer(rebasing: buffer[0..<count]), at: written)
             whole.submit(buffer, count: count)
             written += UInt64(count)
             if written / Installer.writebackBytes != (written - UInt64(count)) / Installer.writebackBytes {
@@ -54,13 +59,16 @@ extension Installer {
             progress(written)
         }
 
-        /// A linked chunk: its compressed bytes (fetched now or by an earlier attempt) decoded
-        /// after the 32 KiB written before it, checked against its sha256, written, and kept
-        /// decoded (an attempt after an interruption copies it); its compressed bytes are
-        /// dropped either way. Bytes that do not decode to the chunk are the server's or the
-        /// disk's: the whole archive settles it.
-        func decodeLinked(_ record: ChunkRecord, at offset: UInt64) throws {
+        /// A linked chunk: copied when it was decoded as it arrived; otherwise its compressed
+        /// bytes (fetched now or by an earlier attempt) decoded after the 32 KiB written before
+        /// it, checked against its sha256, written, and kept decoded (an attempt after an
+        /// interruption copies it), its compressed bytes dropped either way. Bytes that do not
+        /// decode to the chunk are the server's or the disk's: the whole archive settles it.
+        func linked(_ record: ChunkRecord, at offset: UInt64) throws {
             let key = ChunkPlanner.linkedKey(record.id, offset)
+            if fetched[key] == nil, let decoded = fetched[record.id.hex] {
+                return try copy(decoded, 0, Int(record.size), check: record)
+            }
             guard let path = fetched[key] else {
                 throw AssetPatchError(.internal, "a chunk of \"\(f.file.path)\" was planned but not fetched")
             }
@@ -94,12 +102,8 @@ extension Installer {
             fetched[record.id.hex] = kept  // later places of the same chunk copy it
             try? FS.unlink(path)
             let buffer = whole.buffer()
-            let n = bytes.count
-            bytes.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n]).copyMemory(from: $0) }
-            try out.pwrite(UnsafeRawBufferPointer(rebasing: buffer[0..<n]), at: written)
-            whole.submit(buffer, count: n)
-            written += UInt64(n)
-            progress(written)
+            bytes.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: buffer[0..<bytes.count]).copyMemory(from: $0) }
+            try append(buffer, bytes.count)
         }
 
         var run: (path: String, offset: UInt64, count: Int)?
@@ -122,11 +126,7 @@ extension Installer {
                 }
             case let .linked(offset):
                 try flush()
-                if fetched[ChunkPlanner.linkedKey(record.id, offset)] == nil, let decoded = fetched[record.id.hex] {
-                    try copy(decoded, 0, size, check: record)  // decoded and checked as it arrived
-                } else {
-                    try decodeLinked(record, at: offset)
-                }
+                try linked(record, at: offset)
             case .fetched, .archive:
                 try flush()
                 guard let path = fetched[record.id.hex] else {

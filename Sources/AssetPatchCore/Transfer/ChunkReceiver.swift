@@ -23,6 +23,10 @@ final class ChunkReceiver: RangeConsumer {
     private var offset: UInt64
     private var index = 0
     private var pending: [UInt8] = []
+    /// The history after the linked chunk decoded last, and where its bytes ended: the next
+    /// chunk of its file, when it follows in this range, decodes after it without asking
+    /// `history` to read and hash the same bytes again.
+    private var carried: (end: UInt64, history: [UInt8])?
 
     init(_ r: ChunkRange, dir: String, shown: String, history: @escaping (UInt64) -> [UInt8]? = { _ in nil },
          onChunk: @escaping (String, String) throws -> Void) {
@@ -64,18 +68,26 @@ final class ChunkReceiver: RangeConsumer {
     private func keep(_ c: (offset: UInt64, method: UInt16, record: ChunkRecord)) throws {
         let bytes: [UInt8]
         var name = ChunkPlanner.key(c)
-        let before = c.method == ChunkPlanner.linkedMethod ? history(c.offset) : []
+        let linked = c.method == ChunkPlanner.linkedMethod
+        let before: [UInt8]?
+        if !linked {
+            before = []
+        } else if let carried, carried.end == c.offset {
+            before = carried.history
+        } else {
+            before = history(c.offset)
+        }
         if let before {
             do {
                 bytes = try pending.withUnsafeBytes { chunk in
                     try before.withUnsafeBytes { h in
-                        try ChunkDecoder.decode(chunk, method: c.method == ChunkPlanner.linkedMethod ? 8 : c.method, chunk: c.record,
-                                                history: c.method == ChunkPlanner.linkedMethod ? h : nil)
+                        try ChunkDecoder.decode(chunk, method: linked ? 8 : c.method, chunk: c.record, history: linked ? h : nil)
                     }
                 }
             } catch {
                 throw DifferentialFallback(message: "\(shown): the chunk at \(c.offset) (\(c.record.compressedSize) bytes) does not decode to its sha256 (\(error))", badBytes: true)
             }
+            if linked { carried = (c.offset + UInt64(c.record.compressedSize), Array((before + bytes).suffix(ChunkDecoder.historyBytes))) }
             name = c.record.id.hex
         } else {
             bytes = pending  // a linked chunk whose history is not on disk: decoded at the rebuild

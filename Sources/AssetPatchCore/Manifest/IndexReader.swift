@@ -154,12 +154,14 @@ package enum IndexReader {
         return (files, at)
     }
 
-    /// The whole index of an archive on disk, each page checked against its reference.
-    package static func read(archive path: String, _ index: IndexLocation, source: String) throws
+    /// The index of an archive on disk, each page checked against its reference; the chunk
+    /// lists of the files `chunksWanted` takes (default: all).
+    package static func read(archive path: String, _ index: IndexLocation, source: String,
+                             chunksWanted: @escaping (Int) -> Bool = { _ in true }) throws
         -> (files: [IndexedFile], chunks: [String: [ChunkRecord]]) {
         let file = try File.openRead(path)
         let size = try file.size()
-        return try walk(index, source: source) { refs in
+        return try walk(index, source: source, chunksWanted: { _ in chunksWanted }) { refs in
             try refs.map { ref, offset in
                 guard offset <= size, UInt64(ref.compressedSize) <= size - offset else {
                     throw AssetPatchError(.manifest, "\(source): an index page lies past the archive's end")

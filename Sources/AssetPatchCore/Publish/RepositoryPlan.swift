@@ -58,12 +58,7 @@ package struct RepositoryPlan {
         let archive = repo + "/archives/" + release.archiveSHA + ".zip"
         guard let head = release.head, let size = FS.fileSize(archive),
               let index = try? IndexLocation.decode(head["index"], archiveSize: size, source: archive),
-              let file = try? File.openRead(archive) else { return nil }
-        let walked = try? IndexReader.walk(index, source: archive, chunksWanted: { _ in { _ in false } }) { refs in
-            try refs.map { ref, offset in
-                try IndexPage.unseal(try file.preadExactly(Int(ref.compressedSize), at: offset, what: "index page"), ref, source: archive)
-            }
-        }
-        return walked.map { Set($0.files.filter { !$0.chunkPages.isEmpty }.map(\.file.path)) }
+              let read = try? IndexReader.read(archive: archive, index, source: archive, chunksWanted: { _ in false }) else { return nil }
+        return Set(read.files.filter { !$0.chunkPages.isEmpty }.map(\.file.path))
     }
 }

@@ -84,17 +84,18 @@ package struct RepositoryReport {
             r.keys.append(KeyRow(version: d.version, expires: d.expires, root: d.root, signing: d.signing))
         }
         r.versions = ((try? FS.list(repo + "/history")) ?? []).compactMap { Int64($0) }.sorted(by: >)
-        var chunked: [String: Set<String>?] = [:]  // by channel: read once
+        // Each channel's chunked files, read from its release's index once.
+        var chunked: [String: Set<String>] = [:]
+        for c in r.channels {
+            if let release = try ChannelManifests.read(repo: repo, channel: c.name) { chunked[c.name] = RepositoryPlan.chunkedFiles(repo: repo, release) }
+        }
         for from in [0] + r.versions {
             for c in r.channels {
                 guard from < c.version else {
                     r.costs.append(Cost(from: from, channel: c.name, to: c.version, bytes: nil, files: 0, upperBound: false))
                     continue
                 }
-                if chunked[c.name] == nil, let release = try ChannelManifests.read(repo: repo, channel: c.name) {
-                    chunked[c.name] = .some(RepositoryPlan.chunkedFiles(repo: repo, release))
-                }
-                let p = try RepositoryPlan.make(repo: repo, channel: c.name, from: from, rolloutID: nil, chunked: chunked[c.name] ?? nil)
+                let p = try RepositoryPlan.make(repo: repo, channel: c.name, from: from, rolloutID: nil, chunked: chunked[c.name])
                 r.costs.append(Cost(from: from, channel: c.name, to: c.version, bytes: p.fetchBytes, files: p.fetchedFiles.count,
                                     upperBound: p.largeFiles > 0))
             }

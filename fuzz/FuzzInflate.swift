@@ -72,37 +72,16 @@ private func viaEntryDecoder(_ stored: [UInt8], method: UInt16, size: UInt64, ch
 }
 
 /// zlib's one-shot inflate of raw deflate data with room for `size + 1` bytes: the bytes when
-/// the stream ends exactly at the end of the input having produced exactly `size` bytes.
-private func referenceInflate(_ stored: [UInt8], size: Int) -> [UInt8]? {
+/// the stream ends exactly at the end of the input having produced exactly `size` bytes. As a
+/// chunk of a linked entry (`history` set as the dictionary, its last 32 KiB): exactly these
+/// bytes give exactly `size` bytes, and the stream may go on after them (if it ends, it ends at
+/// their end).
+private func referenceInflate(_ stored: [UInt8], size: Int, chunkAfter history: [UInt8]? = nil) -> [UInt8]? {
     let z = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
     z.initialize(to: z_stream())
     defer { inflateEnd(z); z.deallocate() }
     guard czlib_inflate_init_raw(z) == Z_OK else { return nil }
-    var out = [UInt8](repeating: 0, count: size + 1)
-    var input = stored
-    let (rc, produced, left): (Int32, Int, UInt32) = input.withUnsafeMutableBytes { inp in
-        out.withUnsafeMutableBytes { o in
-            z.pointee.next_in = inp.baseAddress?.assumingMemoryBound(to: Bytef.self)
-            z.pointee.avail_in = UInt32(inp.count)
-            z.pointee.next_out = o.baseAddress!.assumingMemoryBound(to: Bytef.self)
-            z.pointee.avail_out = UInt32(o.count)
-            let rc = inflate(z, Z_FINISH)
-            return (rc, o.count - Int(z.pointee.avail_out), z.pointee.avail_in)
-        }
-    }
-    guard rc == Z_STREAM_END, left == 0, produced == size else { return nil }
-    return Array(out.prefix(size))
-}
-
-/// zlib's inflate of a chunk of a linked entry after `history`: the bytes when exactly these
-/// compressed bytes give exactly `size` bytes (the stream may go on after them; if it ends, it
-/// ends at their end).
-private func referenceChunk(_ stored: [UInt8], history: [UInt8], size: Int) -> [UInt8]? {
-    let z = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
-    z.initialize(to: z_stream())
-    defer { inflateEnd(z); z.deallocate() }
-    guard czlib_inflate_init_raw(z) == Z_OK else { return nil }
-    let window = Array(history.suffix(32 << 10))
+    let window = Array((history ?? []).suffix(32 << 10))
     if !window.isEmpty {
         let rc = window.withUnsafeBytes { inflateSetDictionary(z, $0.baseAddress!.assumingMemoryBound(to: Bytef.self), UInt32($0.count)) }
         guard rc == Z_OK else { return nil }
@@ -115,11 +94,12 @@ private func referenceChunk(_ stored: [UInt8], history: [UInt8], size: Int) -> [
             z.pointee.avail_in = UInt32(inp.count)
             z.pointee.next_out = o.baseAddress!.assumingMemoryBound(to: Bytef.self)
             z.pointee.avail_out = UInt32(o.count)
-            let rc = inflate(z, Z_SYNC_FLUSH)
+            let rc = inflate(z, history == nil ? Z_FINISH : Z_SYNC_FLUSH)
             return (rc, o.count - Int(z.pointee.avail_out), z.pointee.avail_in)
         }
     }
-    guard rc == Z_OK || rc == Z_STREAM_END || rc == Z_BUF_ERROR, left == 0, produced == size else { return nil }
+    let ended = rc == Z_STREAM_END || (history != nil && (rc == Z_OK || rc == Z_BUF_ERROR))
+    guard ended, left == 0, produced == size else { return nil }
     return Array(out.prefix(size))
 }
 
@@ -151,7 +131,7 @@ public func fuzzInflate(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
             let rest = Array(input[6...])
             let split = min(rest.count, Int(input[4]) | Int(input[5]) << 8)
             let history = Array(rest[..<split]), stored = Array(rest[split...])
-            let want = referenceChunk(stored, history: history, size: declared)
+            let want = referenceInflate(stored, size: declared, chunkAfter: history)
             var sha = [UInt8](repeating: 0, count: 32)
             if let want, let d = try? Digest(.sha256) {
                 d.update(want)

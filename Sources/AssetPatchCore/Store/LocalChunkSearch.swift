@@ -25,7 +25,7 @@ extension Store {
             for f in record.files where record.onDemandGroup(of: f) != nil {
                 inGroups[f.path] = record.isPresent(f, local: local) ? releaseDir(ref.id) + "/" + record.relativePath(of: f) : .some(nil)
             }
-            for root in record.indexRoots { for f in pages.files(root: root) where !f.chunkPages.isEmpty {
+            for f in record.indexRoots.flatMap({ pages.files(root: $0) }) where !f.chunkPages.isEmpty {
                 let path: String
                 if let placed = inGroups[f.file.path] {
                     guard let placed else { continue }
@@ -36,7 +36,7 @@ extension Store {
                 listed.insert(path)
                 guard added.insert(f.file.sha256).inserted else { continue }
                 out.add(path, pages: f.chunkPages) { pages.chunks(of: $0) }
-            } }
+            }
         }
         if let chunker = Chunker(averageSize: chunkSize) {
             var scan = ChunkScan(store: self, chunker: chunker, cancel: cancel)

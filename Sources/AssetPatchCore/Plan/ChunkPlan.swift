@@ -132,10 +132,10 @@ enum ChunkPlanner {
                      maxRequest: UInt64 = FilePlan.maxRequestBytes) -> (files: [ChunkedFile], ranges: [ChunkRange]) {
         var out: [ChunkedFile] = []
         var wanted: [(offset: UInt64, method: UInt16, record: ChunkRecord)] = []
-        var asked = Set<ChunkID>()
-        /// Linked chunks planned at an earlier place: decoded there by the rebuild (files are
-        /// rebuilt in this order), then copied at the later places.
-        var decodedEarlier = Set<ChunkID>()
+        /// Chunks fetched at an earlier place: on disk decoded by the time a later place is
+        /// rebuilt (a linked one decoded by the rebuild at its first place: files are rebuilt in
+        /// this order), which copies it.
+        var planned = Set<ChunkID>()
         var kept: [Range<UInt64>] = []
         for (file, chunks) in files {
             guard let location = file.location else { continue }
@@ -150,11 +150,11 @@ enum ChunkPlanner {
                 } else if fetched[c.id.hex] != nil {
                     sources.append(.fetched)
                     kept.append(stored)
-                } else if asked.contains(c.id) || decodedEarlier.contains(c.id) {
-                    sources.append(.fetched)  // on disk by the time this file is rebuilt
+                } else if planned.contains(c.id) {
+                    sources.append(.fetched)
                 } else if isLinked {
                     sources.append(.linked(offset: offset))
-                    decodedEarlier.insert(c.id)
+                    planned.insert(c.id)
                     if fetched[linkedKey(c.id, offset)] != nil {
                         kept.append(stored)
                     } else {
@@ -162,7 +162,7 @@ enum ChunkPlanner {
                     }
                 } else {
                     sources.append(.archive(offset: offset))
-                    asked.insert(c.id)
+                    planned.insert(c.id)
                     wanted.append((offset, location.method, c))
                 }
                 offset += UInt64(c.compressedSize)

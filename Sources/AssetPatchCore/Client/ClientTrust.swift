@@ -10,7 +10,7 @@ extension Client {
         let current = try store.loadState()
         var fits: [String: Bool] = [:]
         for ref in [current.active, current.pending].compactMap({ $0 }) + current.kept {
-            guard let info = try? store.loadRelease(ref.id) else { continue }
+            guard let info = try? store.loadRelease(ref.id, listingFiles: false) else { continue }
             fits[ref.id] = AppVersion.fits(app, min: info.minAppVersion, max: info.maxAppVersion)
         }
         guard fits.values.contains(false) else { return }
@@ -73,7 +73,7 @@ extension Client {
         guard current.highestVerifiedVersion == nil else { return }
         var highest: Int64 = 0
         for ref in [current.active, current.pending].compactMap({ $0 }) + current.kept {
-            if (try? store.loadRelease(ref.id))?.signatureVerified == true { highest = max(highest, ref.version) }
+            if (try? store.loadRelease(ref.id, listingFiles: false))?.signatureVerified == true { highest = max(highest, ref.version) }
         }
         try store.modifyState { s in
             guard s.highestVerifiedVersion == nil else { return }

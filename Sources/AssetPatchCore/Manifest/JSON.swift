@@ -77,15 +77,35 @@ package struct JSONParser {
     private let bytes: [UInt8]
     private var pos = 0
     private var depth = 0
+    /// `parse(_:streaming:element:)`: the top-level key whose array is handed out element by
+    /// element, and where.
+    private var streamed: (key: String, element: (JSON) throws -> Void)?
 
     private init(_ bytes: [UInt8]) { self.bytes = bytes }
 
     package static func parse(_ bytes: [UInt8]) throws -> JSON {
         var p = JSONParser(bytes)
-        p.skipWhitespace()
-        let v = try p.value()
-        p.skipWhitespace()
-        if p.pos != bytes.count { throw p.fail("unexpected data after the JSON value") }
+        return try p.document()
+    }
+
+    /// Parses like `parse`, except that when the top-level value is an object, the array under
+    /// its `key` is not kept: each element is handed to `element` as soon as it is parsed, and
+    /// the tree holds an empty array there. The document is checked as strictly as by `parse`.
+    /// For a document that is mostly one long array (a release record's files): the tree of
+    /// 100,000 small objects was most of an update's memory.
+    package static func parse(_ bytes: [UInt8], streaming key: String, element: (JSON) throws -> Void) throws -> JSON {
+        try withoutActuallyEscaping(element) { element in
+            var p = JSONParser(bytes)
+            p.streamed = (key, element)
+            return try p.document()
+        }
+    }
+
+    private mutating func document() throws -> JSON {
+        skipWhitespace()
+        let v = try value()
+        skipWhitespace()
+        if pos != bytes.count { throw fail("unexpected data after the JSON value") }
         return v
     }
 
@@ -145,7 +165,12 @@ package struct JSONParser {
             guard pos < bytes.count, bytes[pos] == UInt8(ascii: ":") else { throw fail("expected ':'") }
             pos += 1
             skipWhitespace()
-            pairs.append((key, try value()))
+            if depth == 1, let streamed, streamed.key == key, pos < bytes.count, bytes[pos] == UInt8(ascii: "[") {
+                try array(each: streamed.element)
+                pairs.append((key, .array([])))
+            } else {
+                pairs.append((key, try value()))
+            }
             skipWhitespace()
             guard pos < bytes.count else { throw fail("unexpected end of JSON") }
             if bytes[pos] == UInt8(ascii: ",") { pos += 1; continue }
@@ -157,18 +182,24 @@ package struct JSONParser {
     }
 
     private mutating func array() throws -> JSON {
+        var items: [JSON] = []
+        try array { items.append($0) }
+        return .array(items)
+    }
+
+    /// An array, each element handed to `each` as it is parsed.
+    private mutating func array(each: (JSON) throws -> Void) throws {
         try enter()
         pos += 1
-        var items: [JSON] = []
         skipWhitespace()
         if pos < bytes.count, bytes[pos] == UInt8(ascii: "]") {
             pos += 1
             depth -= 1
-            return .array(items)
+            return
         }
         while true {
             skipWhitespace()
-            items.append(try value())
+            try each(try value())
             skipWhitespace()
             guard pos < bytes.count else { throw fail("unexpected end of JSON") }
             if bytes[pos] == UInt8(ascii: ",") { pos += 1; continue }
@@ -176,7 +207,6 @@ package struct JSONParser {
             throw fail("expected ',' or ']'")
         }
         depth -= 1
-        return .array(items)
     }
 
     private mutating func number() throws -> JSON {
@@ -319,6 +349,12 @@ extension JSON {
 
     static func quote(_ s: String, into out: inout String) {
         out += "\""
+        // Most strings (paths, digests) need no escape: appended whole.
+        if s.utf8.allSatisfy({ $0 >= 0x20 && $0 != 0x22 && $0 != 0x5C }) {
+            out += s
+            out += "\""
+            return
+        }
         for u in s.unicodeScalars {
             switch u {
             case "\"": out += "\\\""

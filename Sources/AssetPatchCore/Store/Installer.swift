@@ -108,18 +108,44 @@ struct Installer {
         var moved: [String: String] = [:]
         var counts = InstallCounts(progress: progress, bytesTotal: totalBytes, filesTotal: filesTotal)
         counts.report(0, files: 0)
-        for (i, (f, origin)) in plan.files.enumerated() {
-            try cancel.check()
+        var targets: [String] = []
+        targets.reserveCapacity(plan.files.count)
+        for (f, _) in plan.files {
             let target = target(f)
-            if let dir = target.beforeLastSlash, !madeDirs.contains(dir) {
-                try FS.makeDirectories(dir)
-                madeDirs.insert(dir)
-            }
+            if let dir = target.beforeLastSlash, madeDirs.insert(dir).inserted { try FS.makeDirectories(dir) }
+            targets.append(target)
+        }
+        // Files on disk first, linked a directory at a time on several threads; what can't be
+        // linked is copied below.
+        var links: [TreeLinks.Link] = []
+        var linkOf: [Int] = []
+        for (i, (f, origin)) in plan.files.enumerated() {
             switch origin {
-            case let .installed(path):
-                if link(path, to: target, size: f.size) { durable.insert(f.path) } else { try copyVerified(path, to: target, f) }
-            case let .fetched(path):
-                if !link(path, to: target, size: f.size) { try copyVerified(path, to: target, f) }
+            case let .installed(path), let .fetched(path):
+                links.append(TreeLinks.Link(source: path, target: targets[i], size: f.size))
+                linkOf.append(i)
+            case .archive, .bundle: break
+            }
+        }
+        let missed = try TreeLinks.make(links, cancel: cancel) { files, bytes in counts.report(bytes, files: files) }
+        var linked = [Bool](repeating: false, count: plan.files.count)
+        for i in linkOf { linked[i] = true }
+        for m in missed { linked[linkOf[m]] = false }
+        links = []
+        var filesDone = 0
+        for (i, (f, origin)) in plan.files.enumerated() where linked[i] {
+            if case .installed = origin { durable.insert(f.path) }
+            if origin.isOnDisk { counts.reuse(f.size) }
+            bytesDone += f.size
+            filesDone += 1
+        }
+        counts.report(bytesDone, files: filesDone)
+        for (i, (f, origin)) in plan.files.enumerated() where !linked[i] {
+            try cancel.check()
+            let target = targets[i]
+            switch origin {
+            case let .installed(path), let .fetched(path):
+                try copyVerified(path, to: target, f)
             case .archive:
                 guard let path = fetched[f.sha256] else { throw AssetPatchError(.internal, "\"\(f.path)\" was planned but not fetched") }
                 // Content moved already for another path is linked (or copied) from there.
@@ -135,7 +161,8 @@ struct Installer {
             }
             if origin.isOnDisk { counts.reuse(f.size) }
             bytesDone += f.size
-            counts.report(bytesDone, files: i + 1)
+            filesDone += 1
+            counts.report(bytesDone, files: filesDone)
         }
         for (i, chunked) in plan.chunked.enumerated() {
             try cancel.check()
@@ -204,7 +231,7 @@ struct Installer {
     /// A read-only regular file (not a link) of `size` bytes: what the store writes and verifies.
     private func isSealedFile(_ path: String, size: UInt64) -> Bool {
         var st = stat()
-        return lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG && (st.st_mode & 0o222) == 0 && UInt64(st.st_size) == size
+        return lstat(path, &st) == 0 && TreeLinks.isSealed(st, size: size)
     }
 
     /// The entries to extract, in data order. Format 1: exactly the manifest's files. Legacy:

@@ -109,11 +109,26 @@ package struct ReleaseRecord: Sendable {
         return .object(pairs)
     }
 
-    static func from(_ json: JSON) -> ReleaseRecord? {
-        guard json["format"]?.int64 == 1, let version = json["version"]?.int64, let digest = json["archive_digest"]?.string,
-              let files = json["files"]?.array else { return nil }
-        var info = ReleaseRecord(version: version, files: [], plugins: [], signatureVerified: json["signature_verified"] == .bool(true),
-                               archiveDigest: digest, label: json["label"]?.string)
+    /// Reads a record's text. Its files are decoded one at a time as the parser reaches them
+    /// (never a tree of 100,000 small objects), and only when `listingFiles`: callers that need
+    /// the record's other fields (its trust, its index roots) skip building the list. Nil when
+    /// the text is not a record this version can read.
+    static func decode(_ bytes: [UInt8], listingFiles: Bool = true) -> ReleaseRecord? {
+        var files: [ManifestFile] = []
+        var malformed = false
+        guard let json = try? JSONParser.parse(bytes, streaming: "files", element: { f in
+            guard !malformed, listingFiles else { return }
+            guard let p = f["path"]?.string, ResourceName.isValid(p), let size = f["size"]?.int64, size >= 0,
+                  let sha = f["sha256"]?.string, let group = UInt16(exactly: f["group"]?.int64 ?? 0) else {
+                malformed = true
+                return
+            }
+            files.append(ManifestFile(path: p, size: UInt64(size), sha256: sha, group: group))
+        }) else { return nil }
+        guard !malformed, json["format"]?.int64 == 1, let version = json["version"]?.int64, let digest = json["archive_digest"]?.string,
+              json["files"]?.array != nil else { return nil }
+        var info = ReleaseRecord(version: version, files: files, plugins: [], signatureVerified: json["signature_verified"] == .bool(true),
+                                 archiveDigest: digest, label: json["label"]?.string)
         info.created = json["created"]?.int64
         if let r = json["index_root"], let hex = r["sha256"]?.string, let sha = Hex.decode(hex), sha.count == 32,
            let size = r["size"]?.int64, size > 0, size <= Int64(IndexPage.maxBytes) {
@@ -130,18 +145,10 @@ package struct ReleaseRecord: Sendable {
                   let n = g["files"]?.int64, let size = g["size"]?.int64, let stored = g["stored"]?.int64, n >= 0, size >= 0, stored >= 0 else { return nil }
             info.groups.append(ReleaseGroup(name: name, delivery: d, files: Int(n), size: UInt64(size), storedBytes: UInt64(stored)))
         }
-        guard info.groups.count <= ReleaseGroup.maxCount else { return nil }
+        guard info.groups.count <= ReleaseGroup.maxCount, !info.files.contains(where: { Int($0.group) > info.groups.count }) else { return nil }
         if let url = json["archive_url"]?.string, let size = json["archive_size"]?.int64, size >= 0,
            let index = try? IndexLocation.decode(json["index"], archiveSize: UInt64(size), source: "release record") {
             (info.archiveURL, info.archiveSize, info.index) = (url, UInt64(size), index)
-        }
-        info.files.reserveCapacity(files.count)
-        for f in files {
-            guard let p = f["path"]?.string, ResourceName.isValid(p), let size = f["size"]?.int64, size >= 0,
-                  let sha = f["sha256"]?.string else { return nil }
-            let group = f["group"]?.int64 ?? 0
-            guard group >= 0, group <= Int64(info.groups.count) else { return nil }
-            info.files.append(ManifestFile(path: p, size: UInt64(size), sha256: sha, group: UInt16(group)))
         }
         for p in json["plugins"]?.array ?? [] {
             guard let decl = PluginDeclaration.from(p) else { return nil }

@@ -147,10 +147,12 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
         return (result, state)
     }
 
-    package func loadRelease(_ id: String) throws -> ReleaseRecord {
+    /// Release `id`'s record; without `listingFiles`, its `files` stay empty (cheaper to read
+    /// at 100,000 files, for what needs the rest).
+    package func loadRelease(_ id: String, listingFiles: Bool = true) throws -> ReleaseRecord {
         let path = releaseRecordPath(id)
         let bytes = try FS.readFile(path, limit: 512 << 20, followLinks: false)
-        guard let json = try? JSONParser.parse(bytes), let info = ReleaseRecord.from(json) else {
+        guard let info = ReleaseRecord.decode(bytes, listingFiles: listingFiles) else {
             throw AssetPatchError(.io, "\(path): release record is corrupt")
         }
         return info
@@ -339,7 +341,7 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
         guard FS.exists(pages.dir) else { return }
         var keep = Set<String>()
         for id in ids {
-            for root in (try? loadRelease(id))?.indexRoots ?? [] { keep.formUnion(pages.reachable(root: root)) }
+            for root in (try? loadRelease(id, listingFiles: false))?.indexRoots ?? [] { keep.formUnion(pages.reachable(root: root)) }
         }
         pages.prune(keeping: keep)
     }

@@ -131,7 +131,7 @@ extension Store {
     func verifiedBefore(_ state: StoreState) -> [String: Bool] {
         var out: [String: Bool] = [:]
         for ref in [state.active, state.pending].compactMap({ $0 }) + state.kept where ref.verified == nil {
-            out[ref.id] = (try? loadRelease(ref.id))?.signatureVerified ?? false
+            out[ref.id] = (try? loadRelease(ref.id, listingFiles: false))?.signatureVerified ?? false
         }
         return out
     }

@@ -13,12 +13,19 @@ extension FS {
     package static func syncFiles(_ files: [String], directories: [String]) throws {
         // A fault a test injects on this thread stands for the whole set.
         if let first = files.first, let e = FaultInjection.check("fdatasync") { throw ioError("fdatasync", first, e) }
-        if files.count >= 64 {
-            try syncInParallel(files, threads: syncThreads)
-        } else {
-            try sync(files[...])
-        }
-        for path in directories { try syncDirectory(path) }
+        try inShares(files) { try sync($0) }
+        if let first = directories.first, let e = FaultInjection.check("fsync") { throw ioError("fsync", first, e) }
+        // Directories too: a release of 100,000 files has about 1,000 (no order among them is
+        // needed: nothing names the tree until the caller's rename after this returns).
+        try inShares(directories) { for path in $0 { try syncDirectory(path) } }
+    }
+
+    /// `body` on `items` whole when there are few, else on `syncThreads` contiguous shares at
+    /// once; the first error is thrown once every share taken is done.
+    private static func inShares(_ items: [String], _ body: (ArraySlice<String>) throws -> Void) throws {
+        guard items.count >= 64 else { return try body(items[...]) }
+        let n = syncThreads
+        try parallelForEach(n, threads: n) { i in try body(items[(items.count * i / n)..<(items.count * (i + 1) / n)]) }
     }
 
     private static func sync(_ files: ArraySlice<String>) throws {
@@ -28,25 +35,5 @@ extension FS {
             defer { close(fd) }
             if fdatasync(fd) != 0 { throw ioError("fdatasync", path) }
         }
-    }
-
-    /// `files` in `threads` contiguous shares, the first on this thread; the first error is
-    /// thrown once every share is done.
-    private static func syncInParallel(_ files: [String], threads n: Int) throws {
-        let failure = Locked<Error?>(nil)
-        let shares = (0..<n).map { i in files[(files.count * i / n)..<(files.count * (i + 1) / n)] }
-        var started: [pthread_t] = []
-        var here = [shares[0]]
-        for share in shares.dropFirst() {
-            let work = {
-                do { try sync(share) } catch { failure.withLock { if $0 == nil { $0 = error } } }
-            }
-            if let t = try? startThread(work) { started.append(t) } else { here.append(share) }
-        }
-        for share in here {
-            do { try sync(share) } catch { failure.withLock { if $0 == nil { $0 = error } } }
-        }
-        for t in started { pthread_join(t, nil) }
-        if let error = failure.withLock({ $0 }) { throw error }
     }
 }

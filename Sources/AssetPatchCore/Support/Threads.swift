@@ -102,3 +102,29 @@ package func availableProcessors() -> Int {
     let allowed = Int(csystem_allowed_cpus())
     return allowed > 0 ? allowed : max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
 }
+
+/// Calls `body` with each of `0..<count`, on this thread and up to `threads - 1` more, each
+/// taking the next index when it is done with one; returns once every call has. After a call
+/// throws, no further index is taken, and the first error is thrown. `body` must be safe to run
+/// on several threads at once; threads that can't be started leave their share to the others.
+func parallelForEach(_ count: Int, threads: Int, _ body: (Int) throws -> Void) throws {
+    let next = Locked(0)
+    let failure = Locked<Error?>(nil)
+    try withoutActuallyEscaping(body) { body in
+        let work = {
+            while failure.withLock({ $0 == nil }) {
+                let i = next.withLock { i in defer { i += 1 }; return i }
+                guard i < count else { return }
+                do { try body(i) } catch { failure.withLock { if $0 == nil { $0 = error } } }
+            }
+        }
+        var started: [pthread_t] = []
+        for _ in 1..<max(1, min(threads, count)) {
+            guard let t = try? startThread(work) else { break }
+            started.append(t)
+        }
+        work()
+        for t in started { pthread_join(t, nil) }
+        if let error = failure.withLock({ $0 }) { throw error }
+    }
+}

@@ -63,8 +63,37 @@ import Testing
         record.rolloutBasisPoints = 2500
         record.files = []
         #expect(text(record) == record.toJSON().serialized())
-        let back = try #require(ReleaseRecord.from(try parse(text(record))))
+        let back = try #require(ReleaseRecord.decode(Array(text(record).utf8)))
         #expect(back.channel == "beta" && back.rolloutBasisPoints == 2500 && back.label == "a \"label\"")
+    }
+
+    @Test func aStreamedArrayIsHandedOutElementByElementAndCheckedAsStrictly() throws {
+        let text = #"{"a":1,"files":[{"x":1},[2],"s"],"inner":{"files":[3]},"z":null}"#
+        var seen: [JSON] = []
+        let tree = try JSONParser.parse(Array(text.utf8), streaming: "files") { seen.append($0) }
+        #expect(seen == [try parse(#"{"x":1}"#), .array([.int(2)]), .string("s")])
+        // Only the top level's array is streamed; the rest of the tree is what parse builds.
+        #expect(tree == (try parse(text)).setting("files", .array([])))
+        for bad in [#"{"files":[1,]}"#, #"{"files":[1],"files":[]}"#, #"{"files":[1] x}"#, #"{"files":[{"k":1,"k":2}]}"#] {
+            #expect(throws: JSONParser.Failure.self) { try JSONParser.parse(Array(bad.utf8), streaming: "files") { _ in } }
+        }
+    }
+
+    @Test func aReleaseRecordDecodesItsFilesOnlyWhenAskedAndRefusesBadOnes() throws {
+        let sha = String(repeating: "0f", count: 32)
+        let record = ReleaseRecord(version: 3, files: [ManifestFile(path: "a/b.png", size: 5, sha256: sha), ManifestFile(path: "c", size: 0, sha256: sha)],
+                                   plugins: [], signatureVerified: true, archiveDigest: sha, label: nil)
+        let bytes = Array(text(record).utf8)
+        let full = try #require(ReleaseRecord.decode(bytes))
+        #expect(full.files.map(\.path) == ["a/b.png", "c"] && full.files.map(\.size) == [5, 0] && full.signatureVerified)
+        let header = try #require(ReleaseRecord.decode(bytes, listingFiles: false))
+        #expect(header.files.isEmpty && header.version == 3 && header.signatureVerified)
+        for bad in [#"{"path":"../x","size":1,"sha256":"s"}"#, #"{"path":"x","size":-1,"sha256":"s"}"#,
+                    #"{"path":"x","size":1,"sha256":"s","group":1}"#, #"{"path":"x","size":1,"sha256":"s","group":70000}"#, #"{"path":"x","size":1}"#] {
+            let text = record.toJSON().setting("files", .array([try parse(bad), try parse(#"{"path":"y","size":1,"sha256":"s"}"#)])).serialized()
+            #expect(ReleaseRecord.decode(Array(text.utf8)) == nil, "\(bad)")
+            #expect(ReleaseRecord.decode(Array(text.utf8), listingFiles: false) != nil, "\(bad)")
+        }
     }
 
     @Test func serialisationRoundTrips() throws {

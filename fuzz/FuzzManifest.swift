@@ -1,5 +1,6 @@
 // libFuzzer target: manifest and DSSE envelope decoding, and the JSON parser under it.
-// Invariants: never crash; a parsed JSON value survives a serialise/parse round trip; a
+// Invariants: never crash; a parsed JSON value survives a serialise/parse round trip, and a
+// streamed parse agrees with the whole one; a
 // decoded manifest only ever holds safe, unique paths, and zip locations that are all there or
 // all absent, inside the archive and disjoint.
 
@@ -12,6 +13,19 @@ public func fuzzManifest(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         guard let again = try? JSONParser.parse(Array(json.serialized().utf8)), again == json else {
             fatalError("JSON round trip changed the value")
         }
+    }
+    // A streamed parse hands out the elements of the top level's "files" array and builds the
+    // rest of the same tree, and accepts exactly what `parse` does; passing the elements over
+    // unbuilt builds the same tree.
+    var elements: [JSON] = []
+    let whole = try? JSONParser.parse(bytes)
+    let tree = try? JSONParser.parse(bytes, streaming: "files") { elements.append($0) }
+    precondition((whole == nil) == (tree == nil), "a streamed parse accepts other documents")
+    if let whole, let tree {
+        let files = whole.isObject ? whole["files"]?.array : nil
+        precondition(tree == (files == nil ? whole : whole.setting("files", .array([]))), "a streamed parse built another tree")
+        precondition(elements == (files ?? []), "a streamed parse handed out other elements")
+        precondition((try? JSONParser.parse(bytes, streaming: "files", element: nil)) == tree, "passing elements over changed the tree")
     }
     for keys in [[], [trustedKey]] {
         if let m = try? Manifest.decode(bytes, trustedKeys: keys) {

@@ -78,8 +78,8 @@ package struct JSONParser {
     private var pos = 0
     private var depth = 0
     /// `parse(_:streaming:element:)`: the top-level key whose array is handed out element by
-    /// element, and where.
-    private var streamed: (key: String, element: (JSON) throws -> Void)?
+    /// element, and where (nil: checked, not built).
+    private var streamed: (key: String, element: ((JSON) throws -> Void)?)?
 
     private init(_ bytes: [UInt8]) { self.bytes = bytes }
 
@@ -92,9 +92,15 @@ package struct JSONParser {
     /// its `key` is not kept: each element is handed to `element` as soon as it is parsed, and
     /// the tree holds an empty array there. The document is checked as strictly as by `parse`.
     /// For a document that is mostly one long array (a release record's files): the tree of
-    /// 100,000 small objects was most of an update's memory.
-    package static func parse(_ bytes: [UInt8], streaming key: String, element: (JSON) throws -> Void) throws -> JSON {
-        try withoutActuallyEscaping(element) { element in
+    /// 100,000 small objects was most of an update's memory. With `element` nil the array's
+    /// elements are checked without being built (keys repeated inside them are not looked for).
+    package static func parse(_ bytes: [UInt8], streaming key: String, element: ((JSON) throws -> Void)?) throws -> JSON {
+        guard let element else {
+            var p = JSONParser(bytes)
+            p.streamed = (key, nil)
+            return try p.document()
+        }
+        return try withoutActuallyEscaping(element) { element in
             var p = JSONParser(bytes)
             p.streamed = (key, element)
             return try p.document()
@@ -119,16 +125,22 @@ package struct JSONParser {
         }
     }
 
-    private mutating func value() throws -> JSON {
+    /// The next value; without `keep`, checked and passed over (`.null`, nothing allocated).
+    private mutating func value(keep: Bool = true) throws -> JSON {
         guard pos < bytes.count else { throw fail("unexpected end of JSON") }
         switch bytes[pos] {
-        case UInt8(ascii: "{"): return try object()
-        case UInt8(ascii: "["): return try array()
-        case UInt8(ascii: "\""): return .string(try string())
+        case UInt8(ascii: "{"): return try object(keep: keep)
+        case UInt8(ascii: "["):
+            guard keep else {
+                try array(each: nil)
+                return .null
+            }
+            return try array()
+        case UInt8(ascii: "\""): return .string(try string(keep: keep))
         case UInt8(ascii: "t"): try literal("true"); return .bool(true)
         case UInt8(ascii: "f"): try literal("false"); return .bool(false)
         case UInt8(ascii: "n"): try literal("null"); return .null
-        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try number()
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try number(keep: keep)
         default: throw fail("unexpected character")
         }
     }
@@ -145,7 +157,7 @@ package struct JSONParser {
         if depth > JSONParser.maxDepth { throw fail("nesting deeper than \(JSONParser.maxDepth)") }
     }
 
-    private mutating func object() throws -> JSON {
+    private mutating func object(keep: Bool = true) throws -> JSON {
         try enter()
         pos += 1
         var pairs: [(String, JSON)] = []
@@ -159,13 +171,15 @@ package struct JSONParser {
         while true {
             skipWhitespace()
             guard pos < bytes.count, bytes[pos] == UInt8(ascii: "\"") else { throw fail("expected a string key") }
-            let key = try string()
-            if !keys.insert(key).inserted { throw fail("duplicate key \"\(key)\"") }
+            let key = try string(keep: keep)
+            if keep, !keys.insert(key).inserted { throw fail("duplicate key \"\(key)\"") }
             skipWhitespace()
             guard pos < bytes.count, bytes[pos] == UInt8(ascii: ":") else { throw fail("expected ':'") }
             pos += 1
             skipWhitespace()
-            if depth == 1, let streamed, streamed.key == key, pos < bytes.count, bytes[pos] == UInt8(ascii: "[") {
+            if !keep {
+                _ = try value(keep: false)
+            } else if depth == 1, let streamed, streamed.key == key, pos < bytes.count, bytes[pos] == UInt8(ascii: "[") {
                 try array(each: streamed.element)
                 pairs.append((key, .array([])))
             } else {
@@ -187,8 +201,8 @@ package struct JSONParser {
         return .array(items)
     }
 
-    /// An array, each element handed to `each` as it is parsed.
-    private mutating func array(each: (JSON) throws -> Void) throws {
+    /// An array, each element handed to `each` as it is parsed (nil: checked, not built).
+    private mutating func array(each: ((JSON) throws -> Void)?) throws {
         try enter()
         pos += 1
         skipWhitespace()
@@ -199,7 +213,7 @@ package struct JSONParser {
         }
         while true {
             skipWhitespace()
-            try each(try value())
+            if let each { try each(try value()) } else { _ = try value(keep: false) }
             skipWhitespace()
             guard pos < bytes.count else { throw fail("unexpected end of JSON") }
             if bytes[pos] == UInt8(ascii: ",") { pos += 1; continue }
@@ -209,7 +223,7 @@ package struct JSONParser {
         depth -= 1
     }
 
-    private mutating func number() throws -> JSON {
+    private mutating func number(keep: Bool = true) throws -> JSON {
         let start = pos
         func isDigit(_ b: UInt8) -> Bool { b >= 48 && b <= 57 }
         if bytes[pos] == UInt8(ascii: "-") { pos += 1 }
@@ -231,6 +245,7 @@ package struct JSONParser {
             while pos < bytes.count, isDigit(bytes[pos]) { pos += 1 }
         }
         if pos - start > 400 { throw fail("number literal too long") }
+        guard keep else { return .null }
         return .number(String(decoding: bytes[start..<pos], as: UTF8.self))
     }
 
@@ -252,13 +267,22 @@ package struct JSONParser {
         return v
     }
 
-    private mutating func string() throws -> String {
+    /// The next string; without `keep`, checked and "" returned.
+    private mutating func string(keep: Bool = true) throws -> String {
         pos += 1
+        let start = pos
         var out: [UInt8] = []
         var runStart = pos
         while true {
             guard pos < bytes.count else { throw fail("unterminated string") }
             let b = bytes[pos]
+            if b == UInt8(ascii: "\""), runStart == start {
+                // No escape (most strings): checked and made in place.
+                let valid = bytes.withUnsafeBytes { UTF8Check.isValid(UnsafeRawBufferPointer(rebasing: $0[start..<pos])) }
+                guard valid else { throw fail("string is not valid UTF-8") }
+                pos += 1
+                return keep ? String(decoding: bytes[start..<(pos - 1)], as: UTF8.self) : ""
+            }
             if b == UInt8(ascii: "\"") {
                 out.append(contentsOf: bytes[runStart..<pos])
                 pos += 1
@@ -300,7 +324,7 @@ package struct JSONParser {
             runStart = pos
         }
         guard UTF8Check.isValid(out) else { throw fail("string is not valid UTF-8") }
-        return String(decoding: out, as: UTF8.self)
+        return keep ? String(decoding: out, as: UTF8.self) : ""
     }
 }
 

@@ -18,7 +18,12 @@ extension Store {
         var releases: [String] = []
         for ref in [state.active, state.pending].compactMap({ $0 }) + state.kept {
             releases.append(filesDir(ref.id))
-            guard let record = try? loadRelease(ref.id), !record.indexRoots.isEmpty else { continue }
+            // The files only where some lie in on-demand groups' directories.
+            guard var record = try? loadRelease(ref.id, listingFiles: false), !record.indexRoots.isEmpty else { continue }
+            if !record.groups.isEmpty {
+                guard let full = try? loadRelease(ref.id) else { continue }
+                record = full
+            }
             // Files of on-demand groups: where they lie, and those not on disk.
             let local = state.groups.local[ref.id] ?? []
             var inGroups: [String: String?] = [:]

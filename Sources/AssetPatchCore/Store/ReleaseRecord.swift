@@ -116,15 +116,16 @@ package struct ReleaseRecord: Sendable {
     static func decode(_ bytes: [UInt8], listingFiles: Bool = true) -> ReleaseRecord? {
         var files: [ManifestFile] = []
         var malformed = false
-        guard let json = try? JSONParser.parse(bytes, streaming: "files", element: { f in
-            guard !malformed, listingFiles else { return }
+        let element = { (f: JSON) in
+            guard !malformed else { return }
             guard let p = f["path"]?.string, ResourceName.isValid(p), let size = f["size"]?.int64, size >= 0,
                   let sha = f["sha256"]?.string, let group = UInt16(exactly: f["group"]?.int64 ?? 0) else {
                 malformed = true
                 return
             }
             files.append(ManifestFile(path: p, size: UInt64(size), sha256: sha, group: group))
-        }) else { return nil }
+        }
+        guard let json = try? JSONParser.parse(bytes, streaming: "files", element: listingFiles ? element : nil) else { return nil }
         guard !malformed, json["format"]?.int64 == 1, let version = json["version"]?.int64, let digest = json["archive_digest"]?.string,
               json["files"]?.array != nil else { return nil }
         var info = ReleaseRecord(version: version, files: files, plugins: [], signatureVerified: json["signature_verified"] == .bool(true),

@@ -74,9 +74,18 @@ import Testing
         #expect(seen == [try parse(#"{"x":1}"#), .array([.int(2)]), .string("s")])
         // Only the top level's array is streamed; the rest of the tree is what parse builds.
         #expect(tree == (try parse(text)).setting("files", .array([])))
+        // Checked without being built: the same tree.
+        #expect(try JSONParser.parse(Array(text.utf8), streaming: "files", element: nil) == tree)
         for bad in [#"{"files":[1,]}"#, #"{"files":[1],"files":[]}"#, #"{"files":[1] x}"#, #"{"files":[{"k":1,"k":2}]}"#] {
             #expect(throws: JSONParser.Failure.self) { try JSONParser.parse(Array(bad.utf8), streaming: "files") { _ in } }
         }
+        // Passed over unbuilt, elements are still checked, except for keys repeated inside them.
+        for bad in [#"{"files":[1,]}"#, #"{"files":[1] x}"#, #"{"files":[{"k":01}]}"#, #"{"files":["\u00"]}"#, #"{"files":[[[tru]]]}"#,
+                    "{\"files\":[\"\u{1}\"]}", #"{"files":[{"a" 1}]}"#] {
+            #expect(throws: JSONParser.Failure.self, "\(bad)") { try JSONParser.parse(Array(bad.utf8), streaming: "files", element: nil) }
+        }
+        #expect(throws: JSONParser.Failure.self) { try JSONParser.parse([UInt8](#"{"files":[""#.utf8) + [0xFF, 0x22, 0x5D, 0x7D], streaming: "files", element: nil) }
+        #expect(try JSONParser.parse(Array(#"{"files":[{"k":1,"k":2}]}"#.utf8), streaming: "files", element: nil) == .object([("files", .array([]))]))
     }
 
     @Test func aReleaseRecordDecodesItsFilesOnlyWhenAskedAndRefusesBadOnes() throws {

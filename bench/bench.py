@@ -4,7 +4,8 @@
     bench/run.sh [--runs 3] [--quick]        (groups alone: python3 bench/groups_bench.py; transfer
                                              control alone: python3 bench/transfer_bench.py;
                                              mirrors alone: python3 bench/mirror_bench.py; every edit
-                                             pattern alone: python3 bench/pairs_bench.py)
+                                             pattern alone: python3 bench/pairs_bench.py; installing
+                                             at 100,000 files alone: python3 bench/install_bench.py)
 
 Generates deterministic asset sets (seeded), publishes them with the CLI, serves them with
 nginx on 127.0.0.1, measures and writes bench/RESULTS.md."""
@@ -478,6 +479,11 @@ def pairs_section(p):
     return pairs_bench.section(p)
 
 
+def install_section(i):
+    import install_bench
+    return install_bench.section(i)
+
+
 def write_results(path, r, args):
     fu, rs, lib, idx = r["full_update"], r["resume"], r["library"], r["index"]
     mk = lambda ok: "yes" if ok else "**no**"
@@ -582,6 +588,7 @@ def write_results(path, r, args):
         *(mirrors_section(r["mirrors"]) if "mirrors" in r else []),
         *(rollout_section(r["rollout"]) if "rollout" in r else []),
         *(pairs_section(r["pairs"]) if "pairs" in r else []),
+        *(install_section(r["install"]) if "install" in r else []),
         "## Targets",
         "",
         "| target | measured | met |",
@@ -707,6 +714,9 @@ def main():
         log("every edit pattern: real release pairs and synthetic packs against zsync, zchunk and casync")
         import pairs_bench  # here: it reads this module's paths
         r["pairs"] = pairs_bench.run_all(work, args.runs, args.quick)
+        log("installing when the catalog is large and the change is small")
+        import install_bench  # here: it reads this module's paths
+        r["install"] = install_bench.run_all(work, args.runs, args.quick)
         with open(os.path.join(ROOT, "build", "bench-results.json"), "w") as f:
             json.dump(r, f, indent=1, default=str)
         write_results(args.out, r, args)

@@ -5,8 +5,9 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/deps.sh"
-# The delta tools the differential benchmark compares with (Debian packages).
-tools=(zchunk casync zsync)
+# The delta tools the differential benchmark compares with (Debian packages), and strace, which
+# counts an install's system calls.
+tools=(zchunk casync zsync strace)
 missing=()
 for p in "${tools[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p"); done
 if ((${#missing[@]})); then

@@ -72,7 +72,7 @@ struct TreeLinks {
             }
             if dir != sourceDirectory {
                 if source >= 0 { close(source) }
-                source = Glibc.open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                source = Glibc.open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
                 sourceDirectory = dir
             }
             var st = stat()

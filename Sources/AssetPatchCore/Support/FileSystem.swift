@@ -280,6 +280,9 @@ package enum FS {
     package static func readFile(_ path: String, limit: Int = 64 << 20, limitStatus: Status = .io, followLinks: Bool = true) throws -> [UInt8] {
         let file = try File.open(path, O_RDONLY | (followLinks ? 0 : O_NOFOLLOW))
         var out: [UInt8] = []
+        // Sized once: grown by doubling, a 12 MB release record took 24 MB while it was read.
+        var st = stat()
+        if fstat(file.fd, &st) == 0, st.st_size > 0 { out.reserveCapacity(min(Int(st.st_size), limit) + 1) }
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
             let n = try chunk.withUnsafeMutableBytes { (b: UnsafeMutableRawBufferPointer) in

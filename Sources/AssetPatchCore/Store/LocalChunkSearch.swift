@@ -30,7 +30,7 @@ extension Store {
             for f in record.files where record.onDemandGroup(of: f) != nil {
                 inGroups[f.path] = record.isPresent(f, local: local) ? releaseDir(ref.id) + "/" + record.relativePath(of: f) : .some(nil)
             }
-            for f in record.indexRoots.flatMap({ pages.files(root: $0) { !$0.chunkPages.isEmpty } }) {
+            for f in record.indexRoots.flatMap(pages.chunkedFiles) {
                 let path: String
                 if let placed = inGroups[f.file.path] {
                     guard let placed else { continue }

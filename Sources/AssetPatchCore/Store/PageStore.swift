@@ -68,18 +68,18 @@ extension PageStore {
         var out: Set<String> = [root.hex]
         guard let bytes = load(root), case let .root(refs)? = try? IndexPage.decode(bytes, source: "index") else { return out }
         for r in refs { out.insert(r.page.hex) }
-        for f in files(root: root, where: { !$0.chunkPages.isEmpty }) { for r in f.chunkPages { out.insert(r.hex) } }
+        for f in chunkedFiles(root: root) { for r in f.chunkPages { out.insert(r.hex) } }
         return out
     }
 
-    /// The files of the index under `root` that `keep` selects, chosen a page at a time (a
+    /// The files of the index under `root` that have chunk lists, chosen a page at a time (a
     /// release of 100,000 files is never held whole for the few an update looks for).
-    func files(root: PageRef, where keep: (IndexedFile) -> Bool) -> [IndexedFile] {
+    func chunkedFiles(root: PageRef) -> [IndexedFile] {
         guard let bytes = load(root), case let .root(refs)? = try? IndexPage.decode(bytes, source: "index") else { return [] }
         var out: [IndexedFile] = []
         for r in refs {
             guard let b = load(r.page), case let .files(list)? = try? IndexPage.decode(b, source: "index", base: r.base) else { continue }
-            out += list.filter(keep)
+            out += list.filter { !$0.chunkPages.isEmpty }
         }
         return out
     }

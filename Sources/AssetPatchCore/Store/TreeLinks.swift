@@ -19,8 +19,9 @@ struct TreeLinks {
 
     /// Makes each link whose target's directory exists; returns the indices of those not made
     /// (a source that is not sealed, another file system, EMLINK), for the caller to copy.
-    /// `progress(files, bytes)` (linked so far) is called on the calling thread only, after each
-    /// directory it did.
+    /// `progress(files, bytes)` (linked so far) is called on the calling thread only: after each
+    /// directory it did, and once at the end with the totals (the other threads may have taken
+    /// every directory).
     static func make(_ links: [Link], cancel: CancelToken, progress: (Int, UInt64) -> Void) throws -> [Int] {
         var directories: [String] = []
         var members: [[Int]] = []
@@ -52,6 +53,8 @@ struct TreeLinks {
             }
             if pthread_equal(pthread_self(), caller) != 0 { progress(total.files, total.bytes) }
         }
+        let total = linked.withLock { $0 }
+        progress(total.files, total.bytes)
         return failed.withLock { $0.sorted() }
     }
 

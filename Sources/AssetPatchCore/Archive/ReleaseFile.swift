@@ -26,19 +26,29 @@ package struct ArchiveLocation: Sendable, Equatable {
 package struct ManifestFile: Sendable, Equatable {
     package var path: String
     package var size: UInt64
-    package var sha256: String
+    /// Its content's digest, inline (`sha256` is its hex).
+    package var digest: Sha256
     /// Where the file lies in the archive, when the manifest says (optional; `publish` writes it).
     package var location: ArchiveLocation?
     /// The number of the release group it is in (`GroupTable`), 0 for the base.
     package var group: UInt16 = 0
 
-    package init(path: String, size: UInt64, sha256: String, location: ArchiveLocation? = nil, group: UInt16 = 0) {
+    package init(path: String, size: UInt64, digest: Sha256, location: ArchiveLocation? = nil, group: UInt16 = 0) {
         self.path = path
         self.size = size
-        self.sha256 = sha256
+        self.digest = digest
         self.location = location
         self.group = group
     }
+
+    /// `sha256` must be 64 hex digits: parsers check the text they read before they make a file.
+    package init(path: String, size: UInt64, sha256: String, location: ArchiveLocation? = nil, group: UInt16 = 0) {
+        guard let digest = Sha256(hex: sha256) else { preconditionFailure("\"\(path)\": a sha256 that is not 64 hex digits") }
+        self.init(path: path, size: size, digest: digest, location: location, group: group)
+    }
+
+    /// The digest as 64 lowercase hex digits (made on each use: key maps by `digest`).
+    package var sha256: String { digest.hex }
 }
 
 extension ManifestFile {

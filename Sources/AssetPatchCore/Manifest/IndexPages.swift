@@ -144,7 +144,7 @@ package enum IndexPage: Equatable {
                 if let previous, !previous.lexicographicallyPrecedes(pathBytes) { throw r.fail("paths out of order at \"\(path)\"") }
                 previous = pathBytes
                 let size = try r.varint()
-                let sha = Hex.encode(try r.bytes(32))
+                let sha = Sha256(bytes: try r.bytes(32))!
                 let (header, o0) = base.addingReportingOverflow(try r.varint())
                 let (data, o1) = header.addingReportingOverflow(try r.varint())
                 let compressed = try r.varint()
@@ -156,7 +156,7 @@ package enum IndexPage: Equatable {
                 let pages = try r.count(max: bytes.count)
                 for _ in 0..<pages { chunkPages.append(try r.ref()) }
                 let location = ArchiveLocation(headerOffset: header, dataOffset: data, compressedSize: compressed, method: method)
-                files.append(IndexedFile(file: ManifestFile(path: path, size: size, sha256: sha, location: location), chunkPages: chunkPages))
+                files.append(IndexedFile(file: ManifestFile(path: path, size: size, digest: sha, location: location), chunkPages: chunkPages))
             }
             try r.end()
             return .files(files)

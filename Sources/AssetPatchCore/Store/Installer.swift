@@ -15,13 +15,13 @@ struct Installer {
 
     /// Installs `archive` (a verified download) for `c`; returns the release record. `installed`
     /// maps the sha256 of installed releases' files (`Store.installedFiles`) to what may be linked.
-    func install(_ c: Candidate, archive: String, installed: [String: (path: String, size: UInt64)]) throws -> ReleaseRecord {
+    func install(_ c: Candidate, archive: String, installed: [Sha256: InstalledFile]) throws -> ReleaseRecord {
         // Extracting by the zip's own directory (a legacy archive, or one whose entries
         // disagree with the index) installs every file: a release with groups can't be.
         if c.index?.groups != nil {
             throw AssetPatchError(.manifest, "\(c.archive.shown): the archive's entries disagree with its signed index, and a release with groups is installed by its index only")
         }
-        let reusable = !c.manifest.isLegacy ? installed.mapValues(\.path) : [:]
+        let reusable = !c.manifest.isLegacy ? installed : [:]
         try store.prepareStaging(c.releaseID)
         let filesDir = store.stagingFilesDir(c.releaseID)
         let shown = c.archive.shown
@@ -45,7 +45,7 @@ struct Installer {
                 try FS.makeDirectories(filesDir + "/" + dir)
                 madeDirs.insert(dir)
             }
-            if let f = expected[e.name], let source = reusable[f.sha256], link(source, to: filesDir + "/" + e.name, size: f.size) {
+            if let f = expected[e.name], let source = reusable[f.digest]?.fullPath, link(source, to: filesDir + "/" + e.name, size: f.size) {
                 durable.insert(e.name)
                 bytesDone += f.size
                 counts.reuse(f.size)
@@ -88,8 +88,8 @@ struct Installer {
     func assemble(_ c: Candidate, _ plan: FilePlan, fetched: [String: String], chunks: [String: String] = [:],
                   moveFetched: Bool = false) throws -> ReleaseRecord {
         let info = ReleaseRecord(c, files: c.allFiles)
-        let stage = store.stagingDir(c.releaseID) + "/"
-        let durable = try place(plan, fetched: fetched, chunks: chunks, moveFetched: moveFetched) { stage + info.relativePath(of: $0) }
+        let roots = info.roots(in: store.stagingDir(c.releaseID) + "/")
+        let durable = try place(plan, fetched: fetched, chunks: chunks, moveFetched: moveFetched) { TreeLinks.Place(root: roots[Int($0.group)], path: $0.path) }
         try store.sealStaging(c.releaseID, info, installed: c.manifest.files, durable: durable)
         return info
     }
@@ -97,7 +97,7 @@ struct Installer {
     /// Puts the plan's files at `target(file)`, each as `assemble` says; returns the paths of
     /// the files already durable (links to installed files).
     func place(_ plan: FilePlan, fetched: [String: String], chunks: [String: String] = [:], moveFetched: Bool = false,
-               target: (ManifestFile) -> String) throws -> Set<String> {
+               target: (ManifestFile) -> TreeLinks.Place) throws -> Set<String> {
         let totalBytes = plan.files.reduce(UInt64(0)) { $0 + $1.file.size } + plan.chunked.reduce(UInt64(0)) { $0 + $1.file.size }
         let filesTotal = UInt64(plan.files.count + plan.chunked.count)
         var bytesDone: UInt64 = 0
@@ -108,12 +108,12 @@ struct Installer {
         var moved: [String: String] = [:]
         var counts = InstallCounts(progress: progress, bytesTotal: totalBytes, filesTotal: filesTotal)
         counts.report(0, files: 0)
-        var targets: [String] = []
-        targets.reserveCapacity(plan.files.count)
-        for (f, _) in plan.files {
-            let target = target(f)
-            if let dir = target.beforeLastSlash, madeDirs.insert(dir).inserted { try FS.makeDirectories(dir) }
-            targets.append(target)
+        // Where each file goes, as a shared root and its own path: a directory's path is made
+        // once, where the one before it is another.
+        let targets = plan.files.map { target($0.file) }
+        for (i, t) in targets.enumerated() where i == 0 || !t.sharesDirectory(with: targets[i - 1]) {
+            let dir = t.directoryPath
+            if madeDirs.insert(dir).inserted { try FS.makeDirectories(dir) }
         }
         // Files on disk first, linked a directory at a time on several threads; what can't be
         // linked is copied below.
@@ -121,8 +121,11 @@ struct Installer {
         var linkOf: [Int] = []
         for (i, (f, origin)) in plan.files.enumerated() {
             switch origin {
-            case let .installed(path), let .fetched(path):
-                links.append(TreeLinks.Link(source: path, target: targets[i], size: f.size))
+            case let .installed(file):
+                links.append(TreeLinks.Link(source: TreeLinks.Place(root: file.root, path: file.path), target: targets[i], size: f.size))
+                linkOf.append(i)
+            case let .fetched(path):
+                links.append(TreeLinks.Link(source: TreeLinks.Place(root: "", path: path), target: targets[i], size: f.size))
                 linkOf.append(i)
             case .archive, .bundle: break
             }
@@ -142,9 +145,11 @@ struct Installer {
         counts.report(bytesDone, files: filesDone)
         for (i, (f, origin)) in plan.files.enumerated() where !linked[i] {
             try cancel.check()
-            let target = targets[i]
+            let target = targets[i].full
             switch origin {
-            case let .installed(path), let .fetched(path):
+            case let .installed(file):
+                try copyVerified(file.fullPath, to: target, f)
+            case let .fetched(path):
                 try copyVerified(path, to: target, f)
             case .archive:
                 guard let path = fetched[f.sha256] else { throw AssetPatchError(.internal, "\"\(f.path)\" was planned but not fetched") }
@@ -166,11 +171,9 @@ struct Installer {
         }
         for (i, chunked) in plan.chunked.enumerated() {
             try cancel.check()
-            let target = target(chunked.file)
-            if let dir = target.beforeLastSlash, !madeDirs.contains(dir) {
-                try FS.makeDirectories(dir)
-                madeDirs.insert(dir)
-            }
+            let place = target(chunked.file)
+            let target = place.full
+            if madeDirs.insert(place.directoryPath).inserted { try FS.makeDirectories(place.directoryPath) }
             let base = bytesDone
             try rebuild(chunked, to: target, chunks: &chunks) { [counts] done in
                 counts.report(base + done, files: plan.files.count + i)

@@ -119,11 +119,11 @@ package struct ReleaseRecord: Sendable {
         let element = { (f: JSON) in
             guard !malformed else { return }
             guard let p = f["path"]?.string, ResourceName.isValid(p), let size = f["size"]?.int64, size >= 0,
-                  let sha = f["sha256"]?.string, let group = UInt16(exactly: f["group"]?.int64 ?? 0) else {
+                  let sha = f["sha256"]?.string.flatMap(Sha256.init(hex:)), let group = UInt16(exactly: f["group"]?.int64 ?? 0) else {
                 malformed = true
                 return
             }
-            files.append(ManifestFile(path: p, size: UInt64(size), sha256: sha, group: group))
+            files.append(ManifestFile(path: p, size: UInt64(size), digest: sha, group: group))
         }
         guard let json = try? JSONParser.parse(bytes, streaming: "files", element: listingFiles ? element : nil) else { return nil }
         guard !malformed, json["format"]?.int64 == 1, let version = json["version"]?.int64, let digest = json["archive_digest"]?.string,
@@ -171,6 +171,14 @@ extension ReleaseRecord {
     /// for a file of an on-demand group.
     func relativePath(of f: ManifestFile) -> String {
         onDemandGroup(of: f).map { "groups/\($0.name)/\(f.path)" } ?? "files/" + f.path
+    }
+
+    /// Where files of each group number lie under the release directory `dir` (ending in "/"):
+    /// `dir + "files/"`, or `dir + "groups/<name>/"` for an on-demand group. One String for
+    /// all the files of a group (`relativePath(of:)` makes one per file).
+    func roots(in dir: String) -> [String] {
+        let files = dir + "files/"
+        return [files] + groups.map { $0.delivery == .onDemand ? dir + "groups/\($0.name)/" : files }
     }
 
     /// Whether `f` is on disk when the on-demand groups `local` are.

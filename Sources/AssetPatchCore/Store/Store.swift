@@ -273,14 +273,16 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
 
     /// The files of the installed releases (active, pending, kept) by sha256, with their sizes:
     /// their records were written after every byte was verified.
-    func installedFiles(_ state: StoreState) -> [String: (path: String, size: UInt64)] {
-        var found: [String: (path: String, size: UInt64)] = [:]
+    func installedFiles(_ state: StoreState) -> [Sha256: InstalledFile] {
+        var found: [Sha256: InstalledFile] = [:]
         for ref in [state.active, state.pending].compactMap({ $0 }) + state.kept {
             guard let info = try? loadRelease(ref.id) else { continue }
             let dir = releaseDir(ref.id) + "/"
             let local = state.groups.local[ref.id] ?? []
-            for f in info.files where found[f.sha256] == nil && info.isPresent(f, local: local) {
-                found[f.sha256] = (dir + info.relativePath(of: f), f.size)
+            let roots = info.roots(in: dir)
+            found.reserveCapacity(found.count + info.files.count)
+            for f in info.files where found[f.digest] == nil && info.isPresent(f, local: local) {
+                found[f.digest] = InstalledFile(root: roots[Int(f.group)], path: f.path, size: f.size)
             }
         }
         return found

@@ -5,12 +5,27 @@ import Glibc
 /// complete tree (hosts read a release as a plain directory, `..` included), so linking is most
 /// of its work: by directory, each link is one `fstatat` and one `linkat` relative to open
 /// directories (no walk of the full paths), and directories are linked in parallel, which the
-/// file system takes as independent (each locks only its own directory).
+/// file system takes as independent (each locks only its own directory). A file is named by a
+/// root its release shares and its own path, so 100,000 links cost no String of their own.
 struct TreeLinks {
-    /// Full paths; the source must be a sealed file (`isSealed`) of `size` bytes.
+    /// A file at `root + path`: `root` is a directory ending in "/" (or ""), shared by many.
+    struct Place: Equatable {
+        let root: String
+        let path: String
+
+        var full: String { root + path }
+        /// The directory `root + directory`, and the name in it.
+        var directory: Substring { path.utf8.lastIndex(of: UInt8(ascii: "/")).map { path[..<$0] } ?? "" }
+        var name: Substring { path.utf8.lastIndex(of: UInt8(ascii: "/")).map { path[path.index(after: $0)...] } ?? path[...] }
+        /// In the same directory as `other` (compares without making either directory's path).
+        func sharesDirectory(with other: Place) -> Bool { root == other.root && directory == other.directory }
+        var directoryPath: String { root + directory }
+    }
+
+    /// The source must be a sealed file (`isSealed`) of `size` bytes.
     struct Link {
-        let source: String
-        let target: String
+        let source: Place
+        let target: Place
         let size: UInt64
     }
 
@@ -23,31 +38,26 @@ struct TreeLinks {
     /// directory it did, and once at the end with the totals (the other threads may have taken
     /// every directory).
     static func make(_ links: [Link], cancel: CancelToken, progress: (Int, UInt64) -> Void) throws -> [Int] {
-        var directories: [String] = []
-        var members: [[Int]] = []
-        var byDirectory: [String: Int] = [:]
-        for (i, l) in links.enumerated() {
-            let dir = l.target.beforeLastSlash ?? "."
-            if let d = byDirectory[dir] {
-                members[d].append(i)
-            } else {
-                byDirectory[dir] = directories.count
-                directories.append(dir)
-                members.append([i])
-            }
+        // Runs of links into one directory (a plan in path order has each directory's files
+        // together; a directory split in runs is linked in parts, as correctly).
+        var runs: [Range<Int>] = []
+        var start = 0
+        for i in links.indices.dropFirst() where !links[i].target.sharesDirectory(with: links[i - 1].target) {
+            runs.append(start..<i)
+            start = i
         }
-        byDirectory = [:]
+        if !links.isEmpty { runs.append(start..<links.count) }
         let failed = Locked<[Int]>([])
         let linked = Locked((files: 0, bytes: UInt64(0)))
         let caller = pthread_self()
         let threads = links.count >= parallelFrom ? min(availableProcessors(), FS.syncThreads) : 1
-        try parallelForEach(directories.count, threads: threads) { d in
+        try parallelForEach(runs.count, threads: threads) { r in
             try cancel.check()
-            let missed = link(members[d], of: links, into: directories[d])
+            let missed = link(runs[r], of: links)
             if !missed.isEmpty { failed.withLock { $0 += missed } }
-            let bytes = members[d].reduce(UInt64(0)) { $0 + links[$1].size } - missed.reduce(UInt64(0)) { $0 + links[$1].size }
+            let bytes = links[runs[r]].reduce(UInt64(0)) { $0 + $1.size } - missed.reduce(UInt64(0)) { $0 + links[$1].size }
             let total = linked.withLock { n in
-                n.files += members[d].count - missed.count
+                n.files += runs[r].count - missed.count
                 n.bytes += bytes
                 return n
             }
@@ -58,44 +68,51 @@ struct TreeLinks {
         return failed.withLock { $0.sorted() }
     }
 
-    /// Links `which` of `links`, all in `directory`; returns those not made.
-    private static func link(_ which: [Int], of links: [Link], into directory: String) -> [Int] {
-        let target = Glibc.open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard target >= 0 else { return which }
+    /// Links `run` of `links`, all into one directory; returns those not made.
+    private static func link(_ run: Range<Int>, of links: [Link]) -> [Int] {
+        let target = Glibc.open(links[run.lowerBound].target.directoryPath, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard target >= 0 else { return Array(run) }
         defer { close(target) }
         var missed: [Int] = []
-        var sourceDirectory: String?
+        var sourceOf: Place?
         var source: Int32 = -1
         defer { if source >= 0 { close(source) } }
-        for i in which {
+        for i in run {
             let l = links[i]
-            guard let (dir, name) = split(l.source), let (_, targetName) = split(l.target) else {
-                missed.append(i)
-                continue
-            }
-            if dir != sourceDirectory {
+            if sourceOf.map({ !l.source.sharesDirectory(with: $0) }) ?? true {
                 if source >= 0 { close(source) }
-                source = Glibc.open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                sourceDirectory = dir
+                source = Glibc.open(l.source.directoryPath, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                sourceOf = l.source
             }
             var st = stat()
-            guard source >= 0, fstatat(source, name, &st, AT_SYMLINK_NOFOLLOW) == 0, isSealed(st, size: l.size),
-                  linkat(source, name, target, targetName, 0) == 0 else {
-                missed.append(i)
-                continue
+            let made = source >= 0 && withCName(l.source.name) { from in
+                fstatat(source, from, &st, AT_SYMLINK_NOFOLLOW) == 0 && isSealed(st, size: l.size)
+                    && withCName(l.target.name) { to in linkat(source, from, target, to, 0) == 0 }
             }
+            if !made { missed.append(i) }
         }
         return missed
+    }
+
+    /// `name` NUL-terminated, on the stack (a file name is at most 255 bytes); false for an
+    /// empty name or one holding NUL.
+    private static func withCName(_ name: Substring, _ body: (UnsafePointer<CChar>) -> Bool) -> Bool {
+        let n = name.utf8.count
+        guard n > 0, n < 4096 else { return false }
+        return withUnsafeTemporaryAllocation(of: CChar.self, capacity: n + 1) { buffer in
+            var i = 0
+            for b in name.utf8 {
+                guard b != 0 else { return false }
+                buffer[i] = CChar(bitPattern: b)
+                i += 1
+            }
+            buffer[n] = 0
+            return body(UnsafePointer(buffer.baseAddress!))
+        }
     }
 
     /// A read-only regular file (not a link) of `size` bytes: what the store writes and verifies.
     static func isSealed(_ st: stat, size: UInt64) -> Bool {
         (st.st_mode & S_IFMT) == S_IFREG && (st.st_mode & 0o222) == 0 && UInt64(st.st_size) == size
-    }
-
-    private static func split(_ path: String) -> (String, String)? {
-        let bytes = path.utf8
-        guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")), bytes.index(after: slash) < bytes.endIndex else { return nil }
-        return (String(decoding: bytes[..<slash], as: UTF8.self), String(decoding: bytes[bytes.index(after: slash)...], as: UTF8.self))
     }
 }

@@ -47,9 +47,9 @@ final class Updater {
     var activePathsCache: (id: String, paths: Set<String>)?
     /// The installed releases' files by sha256, read from their records once per updater: the
     /// plan, the free-space check and the installer all ask.
-    var installedCache: (ids: Set<String>, files: [String: (path: String, size: UInt64)])?
+    var installedCache: (ids: Set<String>, files: [Sha256: InstalledFile])?
 
-    func installedFiles(_ state: StoreState) -> [String: (path: String, size: UInt64)] {
+    func installedFiles(_ state: StoreState) -> [Sha256: InstalledFile] {
         if let cached = installedCache, cached.ids == state.liveReleaseIDs { return cached.files }
         let files = store.installedFiles(state)
         installedCache = (state.liveReleaseIDs, files)
@@ -249,7 +249,7 @@ final class Updater {
         case .wholeArchive:
             let linkable = installedFiles(state)
             var total = c.manifest.files.reduce(UInt64(0)) { sum, f in
-                linkable[f.sha256]?.size == f.size ? sum : sum + f.size + 4096
+                linkable[f.digest]?.size == f.size ? sum : sum + f.size + 4096
             }
             let d = try download(for: c)
             if let size = c.manifest.archiveSize { total += size - min(size, d.resumableBytes()) }

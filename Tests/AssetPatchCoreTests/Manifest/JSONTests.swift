@@ -97,9 +97,13 @@ import Testing
         #expect(full.files.map(\.path) == ["a/b.png", "c"] && full.files.map(\.size) == [5, 0] && full.signatureVerified)
         let header = try #require(ReleaseRecord.decode(bytes, listingFiles: false))
         #expect(header.files.isEmpty && header.version == 3 && header.signatureVerified)
-        for bad in [#"{"path":"../x","size":1,"sha256":"s"}"#, #"{"path":"x","size":-1,"sha256":"s"}"#,
-                    #"{"path":"x","size":1,"sha256":"s","group":1}"#, #"{"path":"x","size":1,"sha256":"s","group":70000}"#, #"{"path":"x","size":1}"#] {
-            let text = record.toJSON().setting("files", .array([try parse(bad), try parse(#"{"path":"y","size":1,"sha256":"s"}"#)])).serialized()
+        // Each bad in one way only: the digest of the others is good.
+        let s = sha
+        for bad in [#"{"path":"../x","size":1,"sha256":"\#(s)"}"#, #"{"path":"x","size":-1,"sha256":"\#(s)"}"#,
+                    #"{"path":"x","size":1,"sha256":"\#(s)","group":1}"#, #"{"path":"x","size":1,"sha256":"\#(s)","group":70000}"#,
+                    #"{"path":"x","size":1}"#, #"{"path":"x","size":1,"sha256":"\#(s.dropLast())"}"#,
+                    #"{"path":"x","size":1,"sha256":"\#(s.dropLast())g"}"#, #"{"path":"x","size":1,"sha256":"\#(s)0"}"#] {
+            let text = record.toJSON().setting("files", .array([try parse(bad), try parse(#"{"path":"y","size":1,"sha256":"\#(s)"}"#)])).serialized()
             #expect(ReleaseRecord.decode(Array(text.utf8)) == nil, "\(bad)")
             #expect(ReleaseRecord.decode(Array(text.utf8), listingFiles: false) != nil, "\(bad)")
         }

@@ -37,7 +37,12 @@ import Testing
         try FS.unlink(old + files[3].path)
         #expect(symlink(old + files[0].path, old + files[3].path) == 0)
         try FS.unlink(old + files[4].path)
-        let links = files.map { TreeLinks.Link(source: old + $0.path, target: dir.path + "/new/" + $0.path, size: $0.size) }
+        // In index order consecutive files are in different directories: every directory is
+        // linked in ten runs. One source is named by its full path alone (a fetched file).
+        let links = files.enumerated().map { i, f in
+            TreeLinks.Link(source: i == 10 ? TreeLinks.Place(root: "", path: old + f.path) : TreeLinks.Place(root: old, path: f.path),
+                           target: TreeLinks.Place(root: dir.path + "/new/", path: f.path), size: f.size)
+        }
         for d in Set(files.compactMap { $0.path.beforeLastSlash }) { try FS.makeDirectories(dir.path + "/new/" + d) }
         var reported: [(Int, UInt64)] = []
         let missed = try TreeLinks.make(links, cancel: CancelToken()) { reported.append(($0, $1)) }
@@ -67,8 +72,8 @@ import Testing
         #expect(chmod(old + files[5].path, 0o644) == 0)
         let installer = Installer(store: try Store(root: dir.path + "/data"), maxReleaseBytes: 1 << 30, cancel: CancelToken(),
                                   progress: ProgressReporter(nil, cancel: CancelToken()))
-        let plan = FilePlan(files: files.map { ($0, .installed(old + $0.path)) }, ranges: [])
-        let durable = try installer.place(plan, fetched: [:]) { dir.path + "/new/" + $0.path }
+        let plan = FilePlan(files: files.map { ($0, .installed(InstalledFile(root: old, path: $0.path, size: $0.size))) }, ranges: [])
+        let durable = try installer.place(plan, fetched: [:]) { TreeLinks.Place(root: dir.path + "/new/", path: $0.path) }
         #expect(durable.count == files.count - 1 && !durable.contains(files[5].path))
         #expect(try FS.readFile(dir.path + "/new/" + files[5].path) == FS.readFile(old + files[5].path))
         #expect(inode(dir.path + "/new/" + files[5].path)?.ino != inode(old + files[5].path)?.ino, "a writable file was linked")
@@ -78,6 +83,6 @@ import Testing
         var changed = try FS.readFile(old + files[5].path)
         changed[0] ^= 0x01
         try dir.write("old/" + files[5].path, changed)
-        #expect(throws: DifferentialFallback.self) { _ = try installer.place(plan, fetched: [:]) { dir.path + "/new/" + $0.path } }
+        #expect(throws: DifferentialFallback.self) { _ = try installer.place(plan, fetched: [:]) { TreeLinks.Place(root: dir.path + "/new/", path: $0.path) } }
     }
 }

@@ -41,13 +41,13 @@ private func located(_ path: String, sha: String = "", size: UInt64 = 10, at sta
                      located("dup-early", sha: shaD, at: 300, compressed: 50)]
         let plan = try #require(FilePlan.make(files, local: { f in
             switch f.sha256 {
-            case shaA: return .installed("/r/one")
+            case shaA: return .installed(InstalledFile(root: "/r/", path: "one", size: 1))
             case shaB: return .fetched("/d/b")
             case shaC: return .bundle("/bundle/three")
             default: return nil
             }
         }, gap: 0, maxRequest: 1 << 20))
-        #expect(plan.files.map(\.source) == [.installed("/r/one"), .fetched("/d/b"), .bundle("/bundle/three"), .archive, .archive])
+        #expect(plan.files.map(\.source) == [.installed(InstalledFile(root: "/r/", path: "one", size: 1)), .fetched("/d/b"), .bundle("/bundle/three"), .archive, .archive])
         #expect(plan.fetchEntries == 1, "one content, two paths: fetched once")
         #expect(plan.ranges.first?.entries.first?.path == "dup-early", "the first copy in archive order")
         #expect(plan.fetchBytes == files[4].location!.range.count)
@@ -55,7 +55,7 @@ private func located(_ path: String, sha: String = "", size: UInt64 = 10, at sta
 
     @Test func aFileWithoutLocationMeansNoPlanAndTheShareDecidesWhetherRangesPayOff() {
         var files = [located("a", at: 0, compressed: 600), located("b", at: 700, compressed: 200)]
-        let plan = FilePlan.make(files, local: { $0.path == "a" ? .installed("/a") : nil })!
+        let plan = FilePlan.make(files, local: { $0.path == "a" ? .installed(InstalledFile(root: "/", path: "a", size: 1)) : nil })!
         #expect(plan.fetchBytes == 231)
         #expect(plan.paysOff(archiveSize: 1000, maxPercent: 75) && plan.paysOff(archiveSize: 308, maxPercent: 75))
         #expect(!plan.paysOff(archiveSize: 307, maxPercent: 75) && plan.paysOff(archiveSize: 231, maxPercent: 100))

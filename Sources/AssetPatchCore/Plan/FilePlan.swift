@@ -1,15 +1,3 @@
-/// A file of an installed release that a new one may take: its release's directory for its
-/// group (one String for all of them) and its path there, both shared with what the store
-/// read, so that 100,000 of them cost no path of their own.
-struct InstalledFile: Equatable {
-    /// `<release>/files/` or `<release>/groups/<name>/`.
-    let root: String
-    let path: String
-    let size: UInt64
-
-    var fullPath: String { root + path }
-}
-
 /// Where one file of a new release comes from in a differential update.
 enum FileOrigin: Equatable {
     /// A file of an installed release (active, pending or kept): hard-linked.
@@ -145,7 +133,7 @@ extension UpdatePreview {
 extension FileOrigin {
     /// Where a file's content already is on disk: an installed release's file of the same
     /// sha256 and size, a file an earlier attempt fetched, or the bundle's file (in that order).
-    static func onDisk(_ installed: [Sha256: InstalledFile], _ fetched: [String: String],
+    static func onDisk(_ installed: InstalledFiles, _ fetched: [String: String],
                        _ bundle: [String: String] = [:]) -> (ManifestFile) -> FileOrigin? {
         { f in
             if let i = installed[f.digest], i.size == f.size { return .installed(i) }

@@ -15,13 +15,13 @@ struct Installer {
 
     /// Installs `archive` (a verified download) for `c`; returns the release record. `installed`
     /// maps the sha256 of installed releases' files (`Store.installedFiles`) to what may be linked.
-    func install(_ c: Candidate, archive: String, installed: [Sha256: InstalledFile]) throws -> ReleaseRecord {
+    func install(_ c: Candidate, archive: String, installed: InstalledFiles) throws -> ReleaseRecord {
         // Extracting by the zip's own directory (a legacy archive, or one whose entries
         // disagree with the index) installs every file: a release with groups can't be.
         if c.index?.groups != nil {
             throw AssetPatchError(.manifest, "\(c.archive.shown): the archive's entries disagree with its signed index, and a release with groups is installed by its index only")
         }
-        let reusable = !c.manifest.isLegacy ? installed : [:]
+        let reusable = !c.manifest.isLegacy ? installed : .empty
         try store.prepareStaging(c.releaseID)
         let filesDir = store.stagingFilesDir(c.releaseID)
         let shown = c.archive.shown
@@ -119,6 +119,8 @@ struct Installer {
         // linked is copied below.
         var links: [TreeLinks.Link] = []
         var linkOf: [Int] = []
+        links.reserveCapacity(plan.files.count)
+        linkOf.reserveCapacity(plan.files.count)
         for (i, (f, origin)) in plan.files.enumerated() {
             switch origin {
             case let .installed(file):

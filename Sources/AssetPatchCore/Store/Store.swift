@@ -273,18 +273,19 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
 
     /// The files of the installed releases (active, pending, kept) by sha256, with their sizes:
     /// their records were written after every byte was verified.
-    func installedFiles(_ state: StoreState) -> [Sha256: InstalledFile] {
-        var found: [Sha256: InstalledFile] = [:]
+    func installedFiles(_ state: StoreState) -> InstalledFiles {
+        var found = InstalledFiles()
         for ref in [state.active, state.pending].compactMap({ $0 }) + state.kept {
             guard let info = try? loadRelease(ref.id) else { continue }
             let dir = releaseDir(ref.id) + "/"
             let local = state.groups.local[ref.id] ?? []
             let roots = info.roots(in: dir)
             found.reserveCapacity(found.count + info.files.count)
-            for f in info.files where found[f.digest] == nil && info.isPresent(f, local: local) {
-                found[f.digest] = InstalledFile(root: roots[Int(f.group)], path: f.path, size: f.size)
+            for f in info.files where info.isPresent(f, local: local) {
+                found.append(f.digest, InstalledFile(root: roots[Int(f.group)], path: f.path, size: f.size))
             }
         }
+        found.seal()
         return found
     }
 

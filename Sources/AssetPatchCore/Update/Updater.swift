@@ -47,9 +47,9 @@ final class Updater {
     var activePathsCache: (id: String, paths: Set<String>)?
     /// The installed releases' files by sha256, read from their records once per updater: the
     /// plan, the free-space check and the installer all ask.
-    var installedCache: (ids: Set<String>, files: [Sha256: InstalledFile])?
+    var installedCache: (ids: Set<String>, files: InstalledFiles)?
 
-    func installedFiles(_ state: StoreState) -> [Sha256: InstalledFile] {
+    func installedFiles(_ state: StoreState) -> InstalledFiles {
         if let cached = installedCache, cached.ids == state.liveReleaseIDs { return cached.files }
         let files = store.installedFiles(state)
         installedCache = (state.liveReleaseIDs, files)

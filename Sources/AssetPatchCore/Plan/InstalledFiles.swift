@@ -10,49 +10,57 @@ struct InstalledFile: Equatable {
     var fullPath: String { root + path }
 }
 
-/// The files of the installed releases by digest, the first given for a digest kept: a sorted
-/// array searched by halves. At 100,000 files a dictionary's buckets were 19 MB (its capacity
-/// a power of two past 4/3 of the count); this is the entries alone, 7 MB.
+/// The files of the installed releases by digest, the first given for a digest kept: the
+/// files in the order given, and their digests sorted beside their places (plain words, so
+/// sorting 100,000 moves no String), searched by halves. At 100,000 files a dictionary's
+/// buckets were 19 MB (its capacity a power of two past 4/3 of the count); these are 8 MB.
 struct InstalledFiles {
-    private var entries: [(digest: Sha256, file: InstalledFile)] = []
-    private var sorted = true
+    private var files: [InstalledFile] = []
+    private var order: [(digest: Sha256, file: UInt32)] = []
+    /// `order[..<sealed]` is sorted and searched; what was appended after it is not yet.
+    private var sealed = 0
 
     init() {}
 
-    var count: Int { entries.count }
+    var count: Int { order.count }
 
-    mutating func reserveCapacity(_ n: Int) { entries.reserveCapacity(n) }
-
-    /// Adds `file` as content `digest`; a digest added before keeps its file (`seal` drops
-    /// the later ones).
-    mutating func append(_ digest: Sha256, _ file: InstalledFile) {
-        if let last = entries.last, !(last.digest < digest) { sorted = false }
-        entries.append((digest, file))
+    mutating func reserveCapacity(_ n: Int) {
+        files.reserveCapacity(n)
+        order.reserveCapacity(n)
     }
 
-    /// Orders the entries for lookups; of equal digests, the first appended stays.
+    /// Adds `file` as content `digest`, unless a sealed digest is the same (`seal` drops the
+    /// later of equal digests appended since): a release kept for rollback shares most of
+    /// the active one's files and adds no entry for them.
+    mutating func append(_ digest: Sha256, _ file: InstalledFile) {
+        guard self[digest] == nil else { return }
+        order.append((digest, UInt32(files.count)))
+        files.append(file)
+    }
+
+    /// Orders the digests appended for lookups; of equal digests, the first appended stays.
     mutating func seal() {
-        guard !sorted else { return }
+        guard sealed < order.count else { return }
         // Stable: of equal digests the first appended comes first, and the rest go.
-        entries.sort { $0.digest < $1.digest }
+        order.sort { $0.digest < $1.digest }
         var kept = 0
-        for i in entries.indices where kept == 0 || entries[i].digest != entries[kept - 1].digest {
-            entries.swapAt(kept, i)
+        for i in order.indices where kept == 0 || order[i].digest != order[kept - 1].digest {
+            order[kept] = order[i]
             kept += 1
         }
-        entries.removeLast(entries.count - kept)
-        sorted = true
+        order.removeLast(order.count - kept)
+        sealed = order.count
     }
 
+    /// The file of content `digest`, among those sealed.
     subscript(_ digest: Sha256) -> InstalledFile? {
-        precondition(sorted, "InstalledFiles looked up before seal()")
         var low = 0
-        var high = entries.count
+        var high = sealed
         while low < high {
             let mid = (low + high) / 2
-            if entries[mid].digest < digest { low = mid + 1 } else { high = mid }
+            if order[mid].digest < digest { low = mid + 1 } else { high = mid }
         }
-        return low < entries.count && entries[low].digest == digest ? entries[low].file : nil
+        return low < sealed && order[low].digest == digest ? files[Int(order[low].file)] : nil
     }
 
     static let empty = InstalledFiles()

@@ -280,12 +280,12 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
             let dir = releaseDir(ref.id) + "/"
             let local = state.groups.local[ref.id] ?? []
             let roots = info.roots(in: dir)
-            found.reserveCapacity(found.count + info.files.count)
+            if found.count == 0 { found.reserveCapacity(info.files.count) }
             for f in info.files where info.isPresent(f, local: local) {
                 found.append(f.digest, InstalledFile(root: roots[Int(f.group)], path: f.path, size: f.size))
             }
+            found.seal()
         }
-        found.seal()
         return found
     }
 

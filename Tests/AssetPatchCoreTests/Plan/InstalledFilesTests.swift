@@ -12,7 +12,13 @@ import Testing
         // The active release first, then a kept one holding the same contents and some others,
         // given in no order.
         for i in stride(from: 999, through: 0, by: -3) { files.append(digest(i), InstalledFile(root: "/active/", path: "f\(i)", size: UInt64(i))) }
+        // Not found before it is sealed; a release listing a content twice keeps the first.
+        #expect(files[digest(999)] == nil)
+        files.append(digest(999), InstalledFile(root: "/active/", path: "again", size: 999))
+        files.seal()
+        #expect(files.count == 334)
         for i in 0..<1000 { files.append(digest(i), InstalledFile(root: "/kept/", path: "f\(i)", size: UInt64(i))) }
+        #expect(files.count == 1000, "the kept release added its own contents only")
         files.seal()
         #expect(files.count == 1000)
         for i in 0..<1000 {

@@ -30,7 +30,9 @@ package final class ZipReader {
     package private(set) var entries: [ZipEntry] = []
     let source: String
 
-    static let maxEntries = 1_000_000
+    /// Four times the largest catalog measured (a million files): the central directory's
+    /// own limit bounds the rest.
+    static let maxEntries = 4_000_000
     /// Bytes after the end record that are passed over (bsdtar pads to 10 KiB blocks).
     static let maxTrailingBytes = 65536
     static let maxCentralDirectoryBytes: UInt64 = 512 << 20

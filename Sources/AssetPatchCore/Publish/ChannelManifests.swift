@@ -62,6 +62,15 @@ package enum ChannelManifests {
         }
     }
 
+    /// The version and package `channel` offers, nil when it has no manifest: read without
+    /// its list of files (a million of them are no reason to build a tree of JSON).
+    package static func offered(repo: String, channel: String) throws -> (version: Int64, package: String)? {
+        let path = directory(repo: repo, channel: channel) + "/manifest.json"
+        guard FS.exists(path) else { return nil }
+        let m = try payload(path, listingFiles: false)
+        return (m["version"]?.int64 ?? 0, m["package"]?.string ?? "default")
+    }
+
     /// The release published as `version`, from the history; refused when it came from a
     /// bucket unchecked (`RepositoryPull`).
     package static func history(repo: String, version: Int64) throws -> ChannelRelease? {
@@ -94,7 +103,7 @@ package enum ChannelManifests {
     /// The highest version any channel offers or the history holds.
     package static func highestVersion(repo: String) -> Int64 {
         var v: Int64 = 0
-        for n in names(repo: repo) { v = max(v, (try? read(repo: repo, channel: n))??.version ?? 0) }
+        for n in names(repo: repo) { v = max(v, (try? offered(repo: repo, channel: n))??.version ?? 0) }
         // Releases a pull could not check don't count: a number planted in a bucket's history
         // would otherwise set every later version (or overflow it).
         let marked = unchecked(repo: repo)
@@ -269,15 +278,25 @@ package enum ChannelManifests {
                          dryRun: dryRun)
     }
 
-    /// A manifest file's payload: the envelope's (unverified) or the plain JSON.
-    static func payload(_ path: String) throws -> JSON {
-        let bytes = try FS.readFile(path, limit: 256 << 20, limitStatus: .manifest)
+    /// The largest manifest file read from the publisher's own repository: a format-1 manifest
+    /// lists every file with its location, about 300 bytes each once enveloped, so a catalog
+    /// of a million files is some 300 MB.
+    static let maxManifestBytes = 1 << 30
+
+    /// A manifest file's payload: the envelope's (unverified) or the plain JSON. Without
+    /// `listingFiles` its "files" array is checked but read as empty: for what a channel
+    /// offers (version, package), not for a manifest to be written again.
+    static func payload(_ path: String, listingFiles: Bool = true) throws -> JSON {
+        let bytes = try FS.readFile(path, limit: maxManifestBytes, limitStatus: .manifest)
+        let parse = { (bytes: [UInt8]) throws -> JSON in
+            listingFiles ? try JSONParser.parse(bytes) : try JSONParser.parse(bytes, streaming: "files", element: nil)
+        }
         let json: JSON
-        do { json = try JSONParser.parse(bytes) } catch {
+        do { json = try parse(bytes) } catch {
             throw AssetPatchError(.manifest, "\(path): not valid JSON: \(JSONParser.describe(error))")
         }
         guard let text = json["payload"]?.string else { return json }
-        guard let payload = Base64.decode(text), let inner = try? JSONParser.parse(payload) else {
+        guard let payload = Base64.decode(text), let inner = try? parse(payload) else {
             throw AssetPatchError(.manifest, "\(path): the envelope's payload is not base64 JSON")
         }
         return inner

@@ -104,7 +104,7 @@ package enum Publisher {
         if !r.dryRun { try FS.makeDirectories(repoDir + "/archives") }
         // Versions are one sequence across channels: a version names one archive wherever it
         // is offered, so a client moving between channels can tell releases apart by version.
-        let current = try ChannelManifests.read(repo: repoDir, channel: channel)
+        let current = try ChannelManifests.offered(repo: repoDir, channel: channel)
         let currentVersion = current?.version ?? 0
         let newVersion = r.version ?? ChannelManifests.highestVersion(repo: repoDir) + 1
         if newVersion <= currentVersion {
@@ -115,11 +115,11 @@ package enum Publisher {
             throw AssetPatchError(.argument, "version \(newVersion) was published before (history/\(newVersion)): a version names one archive, whichever channel offers it; promote it, or publish a new version")
         }
         for other in ChannelManifests.names(repo: repoDir) where other != channel {
-            if let offered = try ChannelManifests.read(repo: repoDir, channel: other), offered.version == newVersion {
+            if let offered = try ChannelManifests.offered(repo: repoDir, channel: other), offered.version == newVersion {
                 throw AssetPatchError(.argument, "channel \(other) offers version \(newVersion) already: promote it to channel \(channel), or publish a new version")
             }
         }
-        let anyCurrent = current ?? ChannelManifests.names(repo: repoDir).lazy.compactMap { try? ChannelManifests.read(repo: repoDir, channel: $0) }.first
+        let anyCurrent = current ?? ChannelManifests.names(repo: repoDir).lazy.compactMap { try? ChannelManifests.offered(repo: repoDir, channel: $0) }.first
         let pkg = r.package ?? anyCurrent?.package ?? "default"
         guard PackageName.isValid(pkg) else { throw AssetPatchError(.argument, "package \"\(pkg)\": 1 to 256 bytes, no control characters") }
         for (option, value) in [("--min-app-version", r.minAppVersion), ("--max-app-version", r.maxAppVersion)] {

@@ -150,6 +150,13 @@ private func rolloutID(package: String, version: Int64, inside: Bool, basisPoint
         try r.publish("stable 1", seeds: [seed])
         try r.publish("beta 2", channel: "beta", seeds: [seed])
         #expect(try ChannelManifests.read(repo: r.repo.path, channel: "beta")?.version == 2)
+        // What a channel offers, read without its files (signed envelope and plain payload alike).
+        #expect(try ChannelManifests.offered(repo: r.repo.path, channel: "beta").map { [String($0.version), $0.package] } == ["2", "game"])
+        #expect(try ChannelManifests.offered(repo: r.repo.path, channel: "stable").map { [String($0.version), $0.package] } == ["1", "game"])
+        #expect(try ChannelManifests.offered(repo: r.repo.path, channel: "nightly") == nil)
+        #expect(try ChannelManifests.payload(r.repo.path + "/channels/beta/manifest.json", listingFiles: false)["files"] == .array([]))
+        #expect(try ChannelManifests.payload(r.repo.path + "/channels/beta/manifest.json")["files"]?.array?.count == 2)
+        #expect(ChannelManifests.highestVersion(repo: r.repo.path) == 2)
         let beta = try JSONParser.parse(try FS.readFile(r.repo.path + "/channels/beta/manifest.json"))
         let betaPayload = try JSONParser.parse(Base64.decode(beta["payload"]!.string!)!)
         #expect(betaPayload["channel"]?.string == "beta" && betaPayload["archive"]?["url"]?.string?.hasPrefix("../../archives/") == true)

@@ -79,7 +79,9 @@ package final class ZipWriter {
         try out.pwrite(bytes, at: dataStart)
         offset = dataStart + size
         written.append(Written(name: nameBytes, method: 0, crc: crc, compressed: size, uncompressed: size, offset: start))
-        return ManifestFile(path: name, size: size, sha256: Digest.sha256Hex(bytes),
+        // A digest that could not be taken throws (an empty hex would be no digest at all).
+        guard let digest = Sha256(bytes: Digest.sha256(bytes)) else { throw AssetPatchError(.internal, "sha256 of \(name) has no 32 bytes") }
+        return ManifestFile(path: name, size: size, digest: digest,
                             location: ArchiveLocation(headerOffset: start, dataOffset: dataStart, compressedSize: size, method: 0))
     }
 

@@ -101,7 +101,7 @@ struct Installer {
         let totalBytes = plan.files.reduce(UInt64(0)) { $0 + $1.file.size } + plan.chunked.reduce(UInt64(0)) { $0 + $1.file.size }
         let filesTotal = UInt64(plan.files.count + plan.chunked.count)
         var bytesDone: UInt64 = 0
-        var madeDirs = Set<String>()
+        var madeDirs = Set<[UInt8]>()  // as bytes: Strings equal by canonical equivalence are other names on disk
         var durable = Set<String>()
         var chunks = chunks  // linked chunks decoded by a rebuild join it for the later places
         /// Fetched files moved into the release: their paths in it, by sha256 (`moveFetched`).
@@ -113,7 +113,7 @@ struct Installer {
         let targets = plan.files.map { target($0.file) }
         for (i, t) in targets.enumerated() where i == 0 || !t.sharesDirectory(with: targets[i - 1]) {
             let dir = t.directoryPath
-            if madeDirs.insert(dir).inserted { try FS.makeDirectories(dir) }
+            if madeDirs.insert(Array(dir.utf8)).inserted { try FS.makeDirectories(dir) }
         }
         // Files on disk first, linked a directory at a time on several threads; what can't be
         // linked is copied below.
@@ -175,7 +175,7 @@ struct Installer {
             try cancel.check()
             let place = target(chunked.file)
             let target = place.full
-            if madeDirs.insert(place.directoryPath).inserted { try FS.makeDirectories(place.directoryPath) }
+            if madeDirs.insert(Array(place.directoryPath.utf8)).inserted { try FS.makeDirectories(place.directoryPath) }
             let base = bytesDone
             try rebuild(chunked, to: target, chunks: &chunks) { [counts] done in
                 counts.report(base + done, files: plan.files.count + i)

@@ -9,17 +9,35 @@ import Glibc
 /// root its release shares and its own path, so 100,000 links cost no String of their own.
 struct TreeLinks {
     /// A file at `root + path`: `root` is a directory ending in "/" (or ""), shared by many.
+    /// Cut and compared as bytes: as Characters a "/" followed by a combining mark is one, and
+    /// Strings compare by canonical equivalence, where the file system sees other names.
     struct Place: Equatable {
         let root: String
         let path: String
 
         var full: String { root + path }
         /// The directory `root + directory`, and the name in it.
-        var directory: Substring { path.utf8.lastIndex(of: UInt8(ascii: "/")).map { path[..<$0] } ?? "" }
-        var name: Substring { path.utf8.lastIndex(of: UInt8(ascii: "/")).map { path[path.index(after: $0)...] } ?? path[...] }
+        var directory: Substring.UTF8View {
+            let bytes = path.utf8
+            return Substring(path).utf8[..<(bytes.lastIndex(of: UInt8(ascii: "/")) ?? bytes.startIndex)]
+        }
+        var name: Substring.UTF8View {
+            let bytes = path.utf8
+            return Substring(path).utf8[(bytes.lastIndex(of: UInt8(ascii: "/")).map { bytes.index(after: $0) } ?? bytes.startIndex)...]
+        }
         /// In the same directory as `other` (compares without making either directory's path).
-        func sharesDirectory(with other: Place) -> Bool { root == other.root && directory == other.directory }
-        var directoryPath: String { root + directory }
+        func sharesDirectory(with other: Place) -> Bool {
+            root.utf8.elementsEqual(other.root.utf8) && directory.elementsEqual(other.directory)
+        }
+        /// Without a trailing "/" (which would have `O_NOFOLLOW` follow a last component that is
+        /// a link).
+        var directoryPath: String {
+            let dir = directory
+            if !dir.isEmpty { return root + String(decoding: dir, as: UTF8.self) }
+            return root.utf8.last == UInt8(ascii: "/") && root.utf8.count > 1 ? String(decoding: root.utf8.dropLast(), as: UTF8.self) : root
+        }
+
+        static func == (a: Place, b: Place) -> Bool { a.root.utf8.elementsEqual(b.root.utf8) && a.path.utf8.elementsEqual(b.path.utf8) }
     }
 
     /// The source must be a sealed file (`isSealed`) of `size` bytes.
@@ -96,12 +114,12 @@ struct TreeLinks {
 
     /// `name` NUL-terminated, on the stack (a file name is at most 255 bytes); false for an
     /// empty name or one holding NUL.
-    private static func withCName(_ name: Substring, _ body: (UnsafePointer<CChar>) -> Bool) -> Bool {
-        let n = name.utf8.count
+    private static func withCName(_ name: Substring.UTF8View, _ body: (UnsafePointer<CChar>) -> Bool) -> Bool {
+        let n = name.count
         guard n > 0, n < 4096 else { return false }
         return withUnsafeTemporaryAllocation(of: CChar.self, capacity: n + 1) { buffer in
             var i = 0
-            for b in name.utf8 {
+            for b in name {
                 guard b != 0 else { return false }
                 buffer[i] = CChar(bitPattern: b)
                 i += 1

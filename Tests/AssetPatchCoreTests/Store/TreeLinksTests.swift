@@ -62,6 +62,19 @@ import Testing
         #expect(reported.last?.0 == made.count && reported.last?.1 == made.reduce(UInt64(0)) { $0 + files[$1].size })
     }
 
+    @Test func placesAreCutAndComparedAsBytes() {
+        // "/" then a combining mark is one Character: the name must still start after the "/".
+        let accent = TreeLinks.Place(root: "/r/", path: "d/\u{301}x.png")
+        #expect(String(decoding: accent.name, as: UTF8.self) == "\u{301}x.png" && String(decoding: accent.directory, as: UTF8.self) == "d")
+        // Canonically equal, but other names on disk: other directories.
+        let composed = TreeLinks.Place(root: "/r/", path: "dir\u{e9}/a"), decomposed = TreeLinks.Place(root: "/r/", path: "dire\u{301}/a")
+        #expect(!composed.sharesDirectory(with: decomposed) && composed != decomposed)
+        #expect(composed.directoryPath.utf8.count != decomposed.directoryPath.utf8.count)
+        // A file at the root: its directory is the root without the "/" that would follow a link.
+        #expect(TreeLinks.Place(root: "/r/files/", path: "a").directoryPath == "/r/files")
+        #expect(TreeLinks.Place(root: "", path: "/abs/a").directoryPath == "/abs")
+    }
+
     @Test func placingCopiesAndChecksWhatCouldNotBeLinked() throws {
         let dir = TempDir()
         defer { dir.cleanup() }

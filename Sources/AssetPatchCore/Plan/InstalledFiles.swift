@@ -2,12 +2,14 @@
 /// group (one String for all of them) and its path there, both shared with what the store
 /// read, so that 100,000 of them cost no path of their own.
 struct InstalledFile: Equatable {
-    /// `<release>/files/` or `<release>/groups/<name>/`.
-    let root: String
-    let path: String
+    /// Root `<release>/files/` or `<release>/groups/<name>/`.
+    let place: FilePlace
     let size: UInt64
 
-    var fullPath: String { root + path }
+    init(root: String, path: String, size: UInt64) {
+        place = FilePlace(root: root, path: path)
+        self.size = size
+    }
 }
 
 /// The files of the installed releases by digest, the first given for a digest kept: the

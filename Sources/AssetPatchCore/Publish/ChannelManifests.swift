@@ -67,8 +67,8 @@ package enum ChannelManifests {
     package static func offered(repo: String, channel: String) throws -> (version: Int64, package: String)? {
         let path = directory(repo: repo, channel: channel) + "/manifest.json"
         guard FS.exists(path) else { return nil }
-        let m = try payload(path, listingFiles: false)
-        return (m["version"]?.int64 ?? 0, m["package"]?.string ?? "default")
+        let header = ChannelRelease(manifest: try payload(path, listingFiles: false), head: nil)
+        return (header.version, header.package)
     }
 
     /// The release published as `version`, from the history; refused when it came from a

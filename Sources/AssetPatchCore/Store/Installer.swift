@@ -45,7 +45,7 @@ struct Installer {
                 try FS.makeDirectories(filesDir + "/" + dir)
                 madeDirs.insert(dir)
             }
-            if let f = expected[e.name], let source = reusable[f.digest]?.fullPath, link(source, to: filesDir + "/" + e.name, size: f.size) {
+            if let f = expected[e.name], let source = reusable[f.digest]?.place.full, link(source, to: filesDir + "/" + e.name, size: f.size) {
                 durable.insert(e.name)
                 bytesDone += f.size
                 counts.reuse(f.size)
@@ -124,7 +124,7 @@ struct Installer {
         for (i, (f, origin)) in plan.files.enumerated() {
             switch origin {
             case let .installed(file):
-                links.append(TreeLinks.Link(source: TreeLinks.Place(root: file.root, path: file.path), target: targets[i], size: f.size))
+                links.append(TreeLinks.Link(source: file.place, target: targets[i], size: f.size))
                 linkOf.append(i)
             case let .fetched(path):
                 links.append(TreeLinks.Link(source: TreeLinks.Place(root: "", path: path), target: targets[i], size: f.size))
@@ -150,7 +150,7 @@ struct Installer {
             let target = targets[i].full
             switch origin {
             case let .installed(file):
-                try copyVerified(file.fullPath, to: target, f)
+                try copyVerified(file.place.full, to: target, f)
             case let .fetched(path):
                 try copyVerified(path, to: target, f)
             case .archive:

@@ -170,16 +170,17 @@ extension ReleaseRecord {
     /// Where file `f` lies in the release directory: `files/<path>`, or `groups/<name>/<path>`
     /// for a file of an on-demand group.
     func relativePath(of f: ManifestFile) -> String {
-        onDemandGroup(of: f).map { "groups/\($0.name)/\(f.path)" } ?? "files/" + f.path
+        ReleaseRecord.directory(of: onDemandGroup(of: f)) + f.path
     }
 
     /// Where files of each group number lie under the release directory `dir` (ending in "/"):
-    /// `dir + "files/"`, or `dir + "groups/<name>/"` for an on-demand group. One String for
-    /// all the files of a group (`relativePath(of:)` makes one per file).
+    /// one String for all the files of a group (`relativePath(of:)` makes one per file).
     func roots(in dir: String) -> [String] {
-        let files = dir + "files/"
-        return [files] + groups.map { $0.delivery == .onDemand ? dir + "groups/\($0.name)/" : files }
+        [dir + ReleaseRecord.directory(of: nil)] + groups.map { dir + ReleaseRecord.directory(of: $0.delivery == .onDemand ? $0 : nil) }
     }
+
+    /// `groups/<name>/` for a file of on-demand group `g`, `files/` for the others.
+    private static func directory(of g: ReleaseGroup?) -> String { g.map { "groups/\($0.name)/" } ?? "files/" }
 
     /// Whether `f` is on disk when the on-demand groups `local` are.
     func isPresent(_ f: ManifestFile, local: [String]) -> Bool {

@@ -74,12 +74,21 @@ package struct JSONParser {
         (error as? Failure)?.message ?? "\(error)"
     }
 
-    private let bytes: [UInt8]
+    /// The document, or with a `source` the part of it not yet consumed (`bytes[pos...]`) and
+    /// some already consumed.
+    private var bytes: [UInt8]
     private var pos = 0
     private var depth = 0
     /// `parse(_:streaming:element:)`: the top-level key whose array is handed out element by
     /// element, and where (nil: checked, not built).
     private var streamed: (key: String, element: ((JSON) throws -> Void)?)?
+    /// Where the rest of the document comes from (`parse(reading:streaming:element:)`): fills
+    /// the buffer it is given, 0 at the end.
+    private var source: ((UnsafeMutableRawBufferPointer) throws -> Int)?
+    /// Bytes of the document dropped from the front of `bytes` (consumed).
+    private var dropped = 0
+    /// What the source reads into.
+    private var scratch: [UInt8] = []
 
     private init(_ bytes: [UInt8]) { self.bytes = bytes }
 
@@ -107,27 +116,78 @@ package struct JSONParser {
         }
     }
 
+    /// Parses like `parse(_:streaming:element:)` a document read from `source` as it is parsed
+    /// (which fills the buffer it is given and returns the count, 0 at the end): what was
+    /// consumed is dropped, so a 12 MB release record is never in memory whole. Errors `source`
+    /// throws are passed on.
+    package static func parse(reading source: @escaping (UnsafeMutableRawBufferPointer) throws -> Int, streaming key: String,
+                              element: ((JSON) throws -> Void)?) throws -> JSON {
+        guard let element else {
+            var p = JSONParser([])
+            (p.source, p.streamed) = (source, (key, nil))
+            return try p.document()
+        }
+        return try withoutActuallyEscaping(element) { element in
+            var p = JSONParser([])
+            (p.source, p.streamed) = (source, (key, element))
+            return try p.document()
+        }
+    }
+
+    /// Read ahead from a `source` at a time.
+    static let readAhead = 256 << 10
+    /// Consumed bytes are dropped once there are this many (before a value, where no token
+    /// holds a position in `bytes`).
+    static let dropAfter = 1 << 20
+
     private mutating func document() throws -> JSON {
-        skipWhitespace()
+        try skipWhitespace()
         let v = try value()
-        skipWhitespace()
-        if pos != bytes.count { throw fail("unexpected data after the JSON value") }
+        try skipWhitespace()
+        if try more() { throw fail("unexpected data after the JSON value") }
         return v
     }
 
-    private func fail(_ what: String) -> Failure {
-        Failure(message: "\(what) at byte \(pos)")
+    /// Whether `n` more bytes are there at `pos` (reading them from the source if need be).
+    @inline(__always)
+    private mutating func more(_ n: Int = 1) throws -> Bool {
+        pos + n <= bytes.count ? true : try fill(pos + n)
     }
 
-    private mutating func skipWhitespace() {
-        while pos < bytes.count, bytes[pos] == 0x20 || bytes[pos] == 0x0A || bytes[pos] == 0x0D || bytes[pos] == 0x09 {
+    /// Reads from the source until `bytes` holds `count` bytes or the source ends. Positions in
+    /// `bytes` stay valid (a token may span reads).
+    private mutating func fill(_ count: Int) throws -> Bool {
+        guard let source else { return false }
+        if scratch.isEmpty { scratch = [UInt8](repeating: 0, count: JSONParser.readAhead) }
+        while bytes.count < count {
+            let n = try scratch.withUnsafeMutableBytes { try source($0) }
+            guard n > 0 else {
+                self.source = nil
+                return false
+            }
+            bytes.append(contentsOf: scratch[..<min(n, scratch.count)])
+        }
+        return true
+    }
+
+    private func fail(_ what: String) -> Failure {
+        Failure(message: "\(what) at byte \(dropped + pos)")
+    }
+
+    private mutating func skipWhitespace() throws {
+        while try more(), bytes[pos] == 0x20 || bytes[pos] == 0x0A || bytes[pos] == 0x0D || bytes[pos] == 0x09 {
             pos += 1
         }
     }
 
     /// The next value; without `keep`, checked and passed over (`.null`, nothing allocated).
     private mutating func value(keep: Bool = true) throws -> JSON {
-        guard pos < bytes.count else { throw fail("unexpected end of JSON") }
+        if source != nil, pos >= JSONParser.dropAfter {
+            bytes.removeFirst(pos)
+            dropped += pos
+            pos = 0
+        }
+        guard try more() else { throw fail("unexpected end of JSON") }
         switch bytes[pos] {
         case UInt8(ascii: "{"): return try object(keep: keep)
         case UInt8(ascii: "["):
@@ -147,7 +207,7 @@ package struct JSONParser {
 
     private mutating func literal(_ word: StaticString) throws {
         let n = word.utf8CodeUnitCount
-        guard pos + n <= bytes.count else { throw fail("unexpected end of JSON") }
+        guard try more(n) else { throw fail("unexpected end of JSON") }
         for i in 0..<n where bytes[pos + i] != word.utf8Start[i] { throw fail("invalid literal") }
         pos += n
     }
@@ -162,31 +222,31 @@ package struct JSONParser {
         pos += 1
         var pairs: [(String, JSON)] = []
         var keys = Set<String>()
-        skipWhitespace()
-        if pos < bytes.count, bytes[pos] == UInt8(ascii: "}") {
+        try skipWhitespace()
+        if try more(), bytes[pos] == UInt8(ascii: "}") {
             pos += 1
             depth -= 1
             return .object(pairs)
         }
         while true {
-            skipWhitespace()
-            guard pos < bytes.count, bytes[pos] == UInt8(ascii: "\"") else { throw fail("expected a string key") }
+            try skipWhitespace()
+            guard try more(), bytes[pos] == UInt8(ascii: "\"") else { throw fail("expected a string key") }
             let key = try string(keep: keep)
             if keep, !keys.insert(key).inserted { throw fail("duplicate key \"\(key)\"") }
-            skipWhitespace()
-            guard pos < bytes.count, bytes[pos] == UInt8(ascii: ":") else { throw fail("expected ':'") }
+            try skipWhitespace()
+            guard try more(), bytes[pos] == UInt8(ascii: ":") else { throw fail("expected ':'") }
             pos += 1
-            skipWhitespace()
+            try skipWhitespace()
             if !keep {
                 _ = try value(keep: false)
-            } else if depth == 1, let streamed, streamed.key == key, pos < bytes.count, bytes[pos] == UInt8(ascii: "[") {
+            } else if depth == 1, let streamed, streamed.key == key, try more(), bytes[pos] == UInt8(ascii: "[") {
                 try array(each: streamed.element)
                 pairs.append((key, .array([])))
             } else {
                 pairs.append((key, try value()))
             }
-            skipWhitespace()
-            guard pos < bytes.count else { throw fail("unexpected end of JSON") }
+            try skipWhitespace()
+            guard try more() else { throw fail("unexpected end of JSON") }
             if bytes[pos] == UInt8(ascii: ",") { pos += 1; continue }
             if bytes[pos] == UInt8(ascii: "}") { pos += 1; break }
             throw fail("expected ',' or '}'")
@@ -205,17 +265,17 @@ package struct JSONParser {
     private mutating func array(each: ((JSON) throws -> Void)?) throws {
         try enter()
         pos += 1
-        skipWhitespace()
-        if pos < bytes.count, bytes[pos] == UInt8(ascii: "]") {
+        try skipWhitespace()
+        if try more(), bytes[pos] == UInt8(ascii: "]") {
             pos += 1
             depth -= 1
             return
         }
         while true {
-            skipWhitespace()
+            try skipWhitespace()
             if let each { try each(try value()) } else { _ = try value(keep: false) }
-            skipWhitespace()
-            guard pos < bytes.count else { throw fail("unexpected end of JSON") }
+            try skipWhitespace()
+            guard try more() else { throw fail("unexpected end of JSON") }
             if bytes[pos] == UInt8(ascii: ",") { pos += 1; continue }
             if bytes[pos] == UInt8(ascii: "]") { pos += 1; break }
             throw fail("expected ',' or ']'")
@@ -227,22 +287,22 @@ package struct JSONParser {
         let start = pos
         func isDigit(_ b: UInt8) -> Bool { b >= 48 && b <= 57 }
         if bytes[pos] == UInt8(ascii: "-") { pos += 1 }
-        guard pos < bytes.count, isDigit(bytes[pos]) else { throw fail("invalid number") }
+        guard try more(), isDigit(bytes[pos]) else { throw fail("invalid number") }
         if bytes[pos] == UInt8(ascii: "0") {
             pos += 1
         } else {
-            while pos < bytes.count, isDigit(bytes[pos]) { pos += 1 }
+            while try more(), isDigit(bytes[pos]) { pos += 1 }
         }
-        if pos < bytes.count, bytes[pos] == UInt8(ascii: ".") {
+        if try more(), bytes[pos] == UInt8(ascii: ".") {
             pos += 1
-            guard pos < bytes.count, isDigit(bytes[pos]) else { throw fail("invalid number") }
-            while pos < bytes.count, isDigit(bytes[pos]) { pos += 1 }
+            guard try more(), isDigit(bytes[pos]) else { throw fail("invalid number") }
+            while try more(), isDigit(bytes[pos]) { pos += 1 }
         }
-        if pos < bytes.count, bytes[pos] == UInt8(ascii: "e") || bytes[pos] == UInt8(ascii: "E") {
+        if try more(), bytes[pos] == UInt8(ascii: "e") || bytes[pos] == UInt8(ascii: "E") {
             pos += 1
-            if pos < bytes.count, bytes[pos] == UInt8(ascii: "+") || bytes[pos] == UInt8(ascii: "-") { pos += 1 }
-            guard pos < bytes.count, isDigit(bytes[pos]) else { throw fail("invalid number") }
-            while pos < bytes.count, isDigit(bytes[pos]) { pos += 1 }
+            if try more(), bytes[pos] == UInt8(ascii: "+") || bytes[pos] == UInt8(ascii: "-") { pos += 1 }
+            guard try more(), isDigit(bytes[pos]) else { throw fail("invalid number") }
+            while try more(), isDigit(bytes[pos]) { pos += 1 }
         }
         if pos - start > 400 { throw fail("number literal too long") }
         guard keep else { return .null }
@@ -250,7 +310,7 @@ package struct JSONParser {
     }
 
     private mutating func hex4() throws -> UInt32 {
-        guard pos + 4 <= bytes.count else { throw fail("truncated \\u escape") }
+        guard try more(4) else { throw fail("truncated \\u escape") }
         var v: UInt32 = 0
         for _ in 0..<4 {
             let b = bytes[pos]
@@ -274,7 +334,7 @@ package struct JSONParser {
         var out: [UInt8] = []
         var runStart = pos
         while true {
-            guard pos < bytes.count else { throw fail("unterminated string") }
+            guard try more() else { throw fail("unterminated string") }
             let b = bytes[pos]
             if b == UInt8(ascii: "\""), runStart == start {
                 // No escape (most strings): checked and made in place.
@@ -292,7 +352,7 @@ package struct JSONParser {
             if b != UInt8(ascii: "\\") { pos += 1; continue }
             out.append(contentsOf: bytes[runStart..<pos])
             pos += 1
-            guard pos < bytes.count else { throw fail("unterminated string") }
+            guard try more() else { throw fail("unterminated string") }
             let e = bytes[pos]
             pos += 1
             switch e {
@@ -307,7 +367,7 @@ package struct JSONParser {
             case UInt8(ascii: "u"):
                 var scalar = try hex4()
                 if scalar >= 0xD800 && scalar < 0xDC00 {
-                    guard pos + 2 <= bytes.count, bytes[pos] == UInt8(ascii: "\\"), bytes[pos + 1] == UInt8(ascii: "u") else {
+                    guard try more(2), bytes[pos] == UInt8(ascii: "\\"), bytes[pos + 1] == UInt8(ascii: "u") else {
                         throw fail("unpaired surrogate")
                     }
                     pos += 2

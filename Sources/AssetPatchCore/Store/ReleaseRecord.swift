@@ -114,6 +114,17 @@ package struct ReleaseRecord: Sendable {
     /// the record's other fields (its trust, its index roots) skip building the list. Nil when
     /// the text is not a record this version can read.
     static func decode(_ bytes: [UInt8], listingFiles: Bool = true) -> ReleaseRecord? {
+        try? decode(listingFiles: listingFiles) { try JSONParser.parse(bytes, streaming: "files", element: $0) }
+    }
+
+    /// Reads a record's text from `source` as it is parsed (`JSONParser.parse(reading:...)`):
+    /// the text is never in memory whole. Nil when it is not a record this version can read;
+    /// what `source` throws is passed on.
+    static func decode(reading source: @escaping (UnsafeMutableRawBufferPointer) throws -> Int, listingFiles: Bool = true) throws -> ReleaseRecord? {
+        try decode(listingFiles: listingFiles) { try JSONParser.parse(reading: source, streaming: "files", element: $0) }
+    }
+
+    private static func decode(listingFiles: Bool, parse: (((JSON) throws -> Void)?) throws -> JSON) throws -> ReleaseRecord? {
         var files: [ManifestFile] = []
         var malformed = false
         let element = { (f: JSON) in
@@ -125,7 +136,8 @@ package struct ReleaseRecord: Sendable {
             }
             files.append(ManifestFile(path: p, size: UInt64(size), digest: sha, group: group))
         }
-        guard let json = try? JSONParser.parse(bytes, streaming: "files", element: listingFiles ? element : nil) else { return nil }
+        let json: JSON
+        do { json = try parse(listingFiles ? element : nil) } catch is JSONParser.Failure { return nil }
         guard !malformed, json["format"]?.int64 == 1, let version = json["version"]?.int64, let digest = json["archive_digest"]?.string,
               json["files"]?.array != nil else { return nil }
         var info = ReleaseRecord(version: version, files: files, plugins: [], signatureVerified: json["signature_verified"] == .bool(true),

@@ -88,6 +88,77 @@ import Testing
         #expect(try JSONParser.parse(Array(#"{"files":[{"k":1,"k":2}]}"#.utf8), streaming: "files", element: nil) == .object([("files", .array([]))]))
     }
 
+    /// A source handing out `text` in pieces of the sizes `sizes` gives in turn (repeated).
+    final class Pieces {
+        let bytes: [UInt8]
+        let sizes: [Int]
+        var at = 0, calls = 0
+        init(_ bytes: [UInt8], _ sizes: [Int]) { (self.bytes, self.sizes) = (bytes, sizes) }
+        func read(_ buffer: UnsafeMutableRawBufferPointer) -> Int {
+            let n = min(buffer.count, sizes[calls % sizes.count], bytes.count - at)
+            calls += 1
+            bytes.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[at..<(at + n)])) }
+            at += n
+            return n
+        }
+    }
+
+    /// Parses `bytes` whole and from pieces of every size given: the same tree, the same
+    /// elements, or the same failure at the same byte.
+    func expectSameReadInPieces(_ bytes: [UInt8], sizes: [[Int]], _ note: String) {
+        func run(_ parse: (((JSON) throws -> Void)?) throws -> JSON) -> String {
+            var seen: [JSON] = []
+            do {
+                let tree = try parse { seen.append($0) }
+                return "ok \(tree.serialized()) \(JSON.array(seen).serialized())"
+            } catch { return "failed \(JSONParser.describe(error))" }
+        }
+        let whole = run { try JSONParser.parse(bytes, streaming: "files", element: $0) }
+        let unbuilt = (try? JSONParser.parse(bytes, streaming: "files", element: nil))?.serialized()
+        for s in sizes {
+            #expect(run { try JSONParser.parse(reading: Pieces(bytes, s).read, streaming: "files", element: $0) } == whole, "\(note) \(s)")
+            #expect((try? JSONParser.parse(reading: Pieces(bytes, s).read, streaming: "files", element: nil))?.serialized() == unbuilt, "\(note) \(s)")
+        }
+    }
+
+    @Test func aDocumentReadAsItIsParsedIsTheWholeTextsAtEveryPieceSize() throws {
+        let sizes = [[1], [2], [3], [7], [4096], [1, 5, 2, 64]]
+        let docs = [#"{"a":1,"files":[{"x":1},[2],"s"],"inner":{"files":[3]},"z":null}"#, #"{"files":[1,]}"#, #"{"files":[1],"files":[]}"#,
+                    #"{"files":[1] x}"#, #"{"files":[{"k":01}]}"#, #"{"files":["\u00"]}"#, #"{"files":[[[tru]]]}"#, #"{"files":[{"a" 1}]}"#,
+                    #"{"s":"q\"b\\c\u0001\ud83d\ude00","n":[1,-2.5e3,true,null,0.5E+7],"e":{}}"#, #"{"s":"\ud83d"}"#, "[1, 2", "", " ",
+                    #"{"files":[-]}"#, #"{"files":[1e]}"#, #"{"files":"x"}"#, "{\"files\":[\"\u{1}\"]}", "[\"é\"]  ", "truex", "nul"]
+        for d in docs { expectSameReadInPieces(Array(d.utf8), sizes: sizes, d) }
+        expectSameReadInPieces([UInt8](#"{"files":[""#.utf8) + [0xFF, 0x22, 0x5D, 0x7D], sizes: sizes, "invalid UTF-8")
+        expectSameReadInPieces([UInt8](#"{"files":["é"#.utf8).dropLast() + Array(#""]}"#.utf8), sizes: sizes, "a cut scalar")
+        // Longer than what the parser drops after, with escapes, numbers and strings across
+        // every read's end, members after the array, and a failure far past what was dropped.
+        var big = #"{"head":"x","files":["#
+        for i in 0..<50_000 { big += (i > 0 ? "," : "") + #"{"path":"d\#(i % 97)/fé\#(i).png","size":\#(i * 7919),"sha256":"\#(i)"}"# }
+        big += #"],"tail":[1.5,{"k":"v"}]}"#
+        #expect(big.utf8.count > 2 * JSONParser.dropAfter)
+        expectSameReadInPieces(Array(big.utf8), sizes: [[4096], [JSONParser.readAhead], [1, 5000, 3, 65536]], "big")
+        expectSameReadInPieces(Array(big.dropLast().utf8) + Array(",}".utf8), sizes: [[4096], [7, 65536]], "big, bad at the end")
+        // Read as parsed: when an element is handed out, at most a read ahead past it was read.
+        let pieces = Pieces(Array(big.utf8), [4096])
+        var handed = 0, furthest = 0
+        _ = try JSONParser.parse(reading: pieces.read, streaming: "files") { _ in
+            handed += 1
+            if handed == 20_000 { furthest = pieces.at }
+        }
+        let end = try #require(big.utf8.firstRange(of: Array(#""sha256":"19999"}"#.utf8)))
+        #expect(furthest <= big.utf8.distance(from: big.utf8.startIndex, to: end.upperBound) + JSONParser.readAhead)
+        // What the source throws is passed on, not taken for a bad document.
+        struct Broken: Error {}
+        let first = Pieces(Array(big.utf8.prefix(5000)), [1000])
+        #expect(throws: Broken.self) {
+            try JSONParser.parse(reading: { buffer in
+                let n = first.read(buffer)
+                if n == 0 { throw Broken() }
+                return n
+            }, streaming: "files", element: nil)
+        }
+    }
+
     @Test func aReleaseRecordDecodesItsFilesOnlyWhenAskedAndRefusesBadOnes() throws {
         let sha = String(repeating: "0f", count: 32)
         let record = ReleaseRecord(version: 3, files: [ManifestFile(path: "a/b.png", size: 5, sha256: sha), ManifestFile(path: "c", size: 0, sha256: sha)],

@@ -35,7 +35,7 @@ struct FetchRange: Equatable {
 struct FilePlan {
     /// Every file of the release, in manifest order, with its source (chunked files rebuilt
     /// from chunks are in `chunked` instead).
-    var files: [(file: ManifestFile, source: FileOrigin)]
+    var files: PlannedFiles
     var ranges: [FetchRange]
     /// Chunked files rebuilt chunk by chunk, and the chunk ranges to fetch for them.
     var chunked: [ChunkedFile] = []
@@ -62,17 +62,17 @@ struct FilePlan {
     /// apart (`ChunkPlanner`).
     static func make(_ files: [ManifestFile], local: (ManifestFile) -> FileOrigin?, chunked: Set<String> = [],
                      gap: UInt64 = coalesceGap, maxRequest: UInt64 = maxRequestBytes) -> FilePlan? {
-        var sources: [(file: ManifestFile, source: FileOrigin)] = []
+        var sources = PlannedFiles(release: files)
         sources.reserveCapacity(files.count)
         var toFetch: [String: ManifestFile] = [:]
-        for f in files {
+        for (i, f) in files.enumerated() {
             guard f.location != nil else { return nil }
             if let s = local(f) {
-                sources.append((f, s))
+                sources.append(i, s)
                 continue
             }
             if chunked.contains(f.path) { continue }
-            sources.append((f, .archive))
+            sources.append(i, .archive)
             if let other = toFetch[f.sha256], other.location!.headerOffset < f.location!.headerOffset { continue }
             toFetch[f.sha256] = f
         }

@@ -27,15 +27,17 @@ struct Installer {
         let shown = c.archive.shown
         let zip = try ZipReader(path: archive, source: shown)
         let entries = try checkedEntries(zip, c)
-        var expected: [String: ManifestFile] = [:]
-        for f in c.manifest.files { expected[f.path] = f }
+        /// The manifest's files by path, as their numbers in its list.
+        var expected: [String: Int] = [:]
+        for (i, f) in c.manifest.files.enumerated() { expected[f.path] = i }
 
         let totalBytes = entries.reduce(UInt64(0)) { $0 + $1.uncompressedSize }
         var bytesDone: UInt64 = 0
         var files: [ManifestFile] = []
         files.reserveCapacity(entries.count)
         var madeDirs = Set<String>()
-        var durable = Set<String>()
+        /// By number in the manifest's list (the record's: a legacy manifest's links nothing).
+        var durable = [Bool](repeating: false, count: c.manifest.files.count)
         let buffers = ZipBuffers()
         var counts = InstallCounts(progress: progress, bytesTotal: totalBytes, filesTotal: UInt64(entries.count))
         counts.report(0, files: 0)
@@ -45,8 +47,9 @@ struct Installer {
                 try FS.makeDirectories(filesDir + "/" + dir)
                 madeDirs.insert(dir)
             }
-            if let f = expected[e.name], let source = reusable[f.digest]?.place.full, link(source, to: filesDir + "/" + e.name, size: f.size) {
-                durable.insert(e.name)
+            if let n = expected[e.name], case let f = c.manifest.files[n], let source = reusable[f.digest]?.place.full,
+               link(source, to: filesDir + "/" + e.name, size: f.size) {
+                durable[n] = true
                 bytesDone += f.size
                 counts.reuse(f.size)
                 files.append(f)
@@ -65,7 +68,7 @@ struct Installer {
             }
             out.startWriteback()
             let sha = digest.finalHex()
-            if let f = expected[e.name], f.sha256 != sha {
+            if let n = expected[e.name], case let f = c.manifest.files[n], f.sha256 != sha {
                 throw AssetPatchError(.integrity, "\(shown): entry \"\(e.name)\" has sha256 \(sha), the manifest says \(f.sha256)")
             }
             bytesDone += written
@@ -90,64 +93,59 @@ struct Installer {
         let info = ReleaseRecord(c, files: c.allFiles)
         let roots = info.roots(in: store.stagingDir(c.releaseID) + "/")
         let durable = try place(plan, fetched: fetched, chunks: chunks, moveFetched: moveFetched) { TreeLinks.Place(root: roots[Int($0.group)], path: $0.path) }
-        try store.sealStaging(c.releaseID, info, installed: c.manifest.files, durable: durable)
+        try store.sealStaging(c.releaseID, info, installed: plan.files.release, durable: durable)
         return info
     }
 
-    /// Puts the plan's files at `target(file)`, each as `assemble` says; returns the paths of
-    /// the files already durable (links to installed files).
+    /// Puts the plan's files at `target(file)`, each as `assemble` says; returns which files of
+    /// the list the plan was made from (`plan.files.release`, by number) are durable already
+    /// (links to installed files). `target` is asked on several threads.
     func place(_ plan: FilePlan, fetched: [String: String], chunks: [String: String] = [:], moveFetched: Bool = false,
-               target: (ManifestFile) -> TreeLinks.Place) throws -> Set<String> {
-        let totalBytes = plan.files.reduce(UInt64(0)) { $0 + $1.file.size } + plan.chunked.reduce(UInt64(0)) { $0 + $1.file.size }
-        let filesTotal = UInt64(plan.files.count + plan.chunked.count)
+               target: (ManifestFile) -> TreeLinks.Place) throws -> [Bool] {
+        let files = plan.files
+        let totalBytes = files.reduce(UInt64(0)) { $0 + $1.file.size } + plan.chunked.reduce(UInt64(0)) { $0 + $1.file.size }
+        let filesTotal = UInt64(files.count + plan.chunked.count)
         var bytesDone: UInt64 = 0
         var madeDirs = Set<[UInt8]>()  // as bytes: Strings equal by canonical equivalence are other names on disk
-        var durable = Set<String>()
+        var durable = [Bool](repeating: false, count: files.release.count)
         var chunks = chunks  // linked chunks decoded by a rebuild join it for the later places
         /// Fetched files moved into the release: their paths in it, by sha256 (`moveFetched`).
         var moved: [String: String] = [:]
         var counts = InstallCounts(progress: progress, bytesTotal: totalBytes, filesTotal: filesTotal)
         counts.report(0, files: 0)
-        // Where each file goes, as a shared root and its own path: a directory's path is made
+        // Where each file goes is a shared root and its own path: a directory's path is made
         // once, where the one before it is another.
-        let targets = plan.files.map { target($0.file) }
-        for (i, t) in targets.enumerated() where i == 0 || !t.sharesDirectory(with: targets[i - 1]) {
+        var previous: TreeLinks.Place?
+        for (f, _) in files {
+            let t = target(f)
+            defer { previous = t }
+            if let previous, t.sharesDirectory(with: previous) { continue }
             let dir = t.directoryPath
             if madeDirs.insert(Array(dir.utf8)).inserted { try FS.makeDirectories(dir) }
         }
         // Files on disk first, linked a directory at a time on several threads; what can't be
         // linked is copied below.
-        var links: [TreeLinks.Link] = []
-        var linkOf: [Int] = []
-        links.reserveCapacity(plan.files.count)
-        linkOf.reserveCapacity(plan.files.count)
-        for (i, (f, origin)) in plan.files.enumerated() {
+        let linked = try TreeLinks.make(files.count, cancel: cancel, link: { i in
+            let (f, origin) = files[i]
             switch origin {
-            case let .installed(file):
-                links.append(TreeLinks.Link(source: file.place, target: targets[i], size: f.size))
-                linkOf.append(i)
-            case let .fetched(path):
-                links.append(TreeLinks.Link(source: TreeLinks.Place(root: "", path: path), target: targets[i], size: f.size))
-                linkOf.append(i)
-            case .archive, .bundle: break
+            case let .installed(file): return TreeLinks.Link(source: file.place, target: target(f), size: f.size)
+            case let .fetched(path): return TreeLinks.Link(source: TreeLinks.Place(root: "", path: path), target: target(f), size: f.size)
+            case .archive, .bundle: return nil
             }
-        }
-        let missed = try TreeLinks.make(links, cancel: cancel) { files, bytes in counts.report(bytes, files: files) }
-        var linked = [Bool](repeating: false, count: plan.files.count)
-        for i in linkOf { linked[i] = true }
-        for m in missed { linked[linkOf[m]] = false }
-        links = []
+        }) { files, bytes in counts.report(bytes, files: files) }
         var filesDone = 0
-        for (i, (f, origin)) in plan.files.enumerated() where linked[i] {
-            if case .installed = origin { durable.insert(f.path) }
+        for i in files.indices where linked[i] {
+            let (f, origin) = files[i]
+            if case .installed = origin { durable[files.releaseIndex(i)] = true }
             if origin.isOnDisk { counts.reuse(f.size) }
             bytesDone += f.size
             filesDone += 1
         }
         counts.report(bytesDone, files: filesDone)
-        for (i, (f, origin)) in plan.files.enumerated() where !linked[i] {
+        for i in files.indices where !linked[i] {
+            let (f, origin) = files[i]
             try cancel.check()
-            let target = targets[i].full
+            let target = target(f).full
             switch origin {
             case let .installed(file):
                 try copyVerified(file.place.full, to: target, f)

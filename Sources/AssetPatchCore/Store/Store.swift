@@ -183,13 +183,14 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
 
     /// Writes the release's record and names file into its staging directory, then makes the
     /// staging tree durable before the state may name the release: fdatasync of every file
-    /// (their writeback was started as each was written) except those in `durable` (hard links
-    /// to files of installed releases, whose data was made durable when they were installed),
+    /// (their writeback was started as each was written) except those `durable` marks, by
+    /// their number in `installed ?? info.files` (hard links to files of installed releases,
+    /// whose data was made durable when they were installed),
     /// and fsync of every directory, deepest first (the entries, links included). Only the
     /// release's own bytes are waited for, never what other processes have dirty on the
     /// filesystem (as syncfs would). A failure means the staging directory is discarded and the
     /// step redone from scratch: an interrupted staging directory is never used.
-    func sealStaging(_ id: String, _ info: ReleaseRecord, installed: [ManifestFile]? = nil, durable: Set<String> = []) throws {
+    func sealStaging(_ id: String, _ info: ReleaseRecord, installed: [ManifestFile]? = nil, durable: [Bool] = []) throws {
         let stage = stagingDir(id)
         var names: [UInt8] = []
         for f in info.files { names += f.path.utf8; names.append(0) }
@@ -209,9 +210,9 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
             try create(Store.groupFetchName).write(Array(info.groupFetchBytes.sorted { $0.key < $1.key }.map { "\($0.value)\t\($0.key)\n" }.joined().utf8))
         }
         var dirs = Set<String>(["files"])
-        for f in installed ?? info.files {
+        for (i, f) in (installed ?? info.files).enumerated() {
             let rel = info.relativePath(of: f)
-            if !durable.contains(f.path) { paths.append(stage + "/" + rel) }
+            if i >= durable.count || !durable[i] { paths.append(stage + "/" + rel) }
             var p = rel
             while let parent = p.beforeLastSlash, dirs.insert(parent).inserted { p = parent }
         }

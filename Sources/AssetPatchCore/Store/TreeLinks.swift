@@ -21,53 +21,69 @@ struct TreeLinks {
     /// Links of fewer files are made on the calling thread alone.
     static let parallelFrom = 256
 
-    /// Makes each link whose target's directory exists; returns the indices of those not made
-    /// (a source that is not sealed, another file system, EMLINK), for the caller to copy.
+    /// Makes the links `link(0..<count)` gives (nil: not a link) whose target's directory
+    /// exists; returns for each index whether its link was made (not: a source that is not
+    /// sealed, another file system, EMLINK; the caller copies those). `link` is asked on
+    /// several threads, so that no list of 100,000 links is ever made.
     /// `progress(files, bytes)` (linked so far) is called on the calling thread only: after each
     /// directory it did, and once at the end with the totals (the other threads may have taken
     /// every directory).
-    static func make(_ links: [Link], cancel: CancelToken, progress: (Int, UInt64) -> Void) throws -> [Int] {
+    static func make(_ count: Int, cancel: CancelToken, link: (Int) -> Link?, progress: (Int, UInt64) -> Void) throws -> [Bool] {
         // Runs of links into one directory (a plan in path order has each directory's files
         // together; a directory split in runs is linked in parts, as correctly).
         var runs: [Range<Int>] = []
-        var start = 0
-        for i in links.indices.dropFirst() where !links[i].target.sharesDirectory(with: links[i - 1].target) {
-            runs.append(start..<i)
-            start = i
+        var made = [Bool](repeating: false, count: count)
+        var last: Place?
+        var links = 0
+        for i in 0..<count {
+            guard let l = link(i) else { continue }
+            made[i] = true
+            links += 1
+            if let last, l.target.sharesDirectory(with: last) {
+                runs[runs.count - 1] = runs[runs.count - 1].lowerBound..<(i + 1)
+            } else {
+                runs.append(i..<(i + 1))
+            }
+            last = l.target
         }
-        if !links.isEmpty { runs.append(start..<links.count) }
         let failed = Locked<[Int]>([])
         let linked = Locked((files: 0, bytes: UInt64(0)))
         let caller = pthread_self()
-        let threads = links.count >= parallelFrom ? min(availableProcessors(), FS.syncThreads) : 1
+        let threads = links >= parallelFrom ? min(availableProcessors(), FS.syncThreads) : 1
         try parallelForEach(runs.count, threads: threads) { r in
             try cancel.check()
-            let missed = link(runs[r], of: links)
-            if !missed.isEmpty { failed.withLock { $0 += missed } }
-            let bytes = links[runs[r]].reduce(UInt64(0)) { $0 + $1.size } - missed.reduce(UInt64(0)) { $0 + links[$1].size }
+            let done = self.link(runs[r], link)
+            if !done.missed.isEmpty { failed.withLock { $0 += done.missed } }
             let total = linked.withLock { n in
-                n.files += runs[r].count - missed.count
-                n.bytes += bytes
+                n.files += done.files
+                n.bytes += done.bytes
                 return n
             }
             if pthread_equal(pthread_self(), caller) != 0 { progress(total.files, total.bytes) }
         }
         let total = linked.withLock { $0 }
         progress(total.files, total.bytes)
-        return failed.withLock { $0.sorted() }
+        for i in failed.withLock({ $0 }) { made[i] = false }
+        return made
     }
 
-    /// Links `run` of `links`, all into one directory; returns those not made.
-    private static func link(_ run: Range<Int>, of links: [Link]) -> [Int] {
-        let target = Glibc.open(links[run.lowerBound].target.directoryPath, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard target >= 0 else { return Array(run) }
-        defer { close(target) }
+    /// Makes the links of `run`, all into one directory; returns those not made, and the files
+    /// and bytes linked.
+    private static func link(_ run: Range<Int>, _ link: (Int) -> Link?) -> (missed: [Int], files: Int, bytes: UInt64) {
         var missed: [Int] = []
+        var (files, bytes) = (0, UInt64(0))
+        var target: Int32 = -2
+        defer { if target >= 0 { close(target) } }
         var sourceOf: Place?
         var source: Int32 = -1
         defer { if source >= 0 { close(source) } }
         for i in run {
-            let l = links[i]
+            guard let l = link(i) else { continue }
+            if target == -2 { target = Glibc.open(l.target.directoryPath, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
+            guard target >= 0 else {
+                missed.append(i)
+                continue
+            }
             if sourceOf.map({ !l.source.sharesDirectory(with: $0) }) ?? true {
                 if source >= 0 { close(source) }
                 source = Glibc.open(l.source.directoryPath, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
@@ -78,9 +94,14 @@ struct TreeLinks {
                 fstatat(source, from, &st, AT_SYMLINK_NOFOLLOW) == 0 && isSealed(st, size: l.size)
                     && withCName(l.target.name) { to in linkat(source, from, target, to, 0) == 0 }
             }
-            if !made { missed.append(i) }
+            if made {
+                files += 1
+                bytes += l.size
+            } else {
+                missed.append(i)
+            }
         }
-        return missed
+        return (missed, files, bytes)
     }
 
     /// `name` NUL-terminated, on the stack (a file name is at most 255 bytes); false for an

@@ -44,7 +44,7 @@ extension Updater {
         groupDownload = download
         var state = state
         var moved: UInt64 = 0
-        var durable = Set<String>()
+        var durable: [Bool] = []
         for attempt in 0..<2 {
             do {
                 let (bytes, linked) = try fetchAndPlace(c, t, files, state, download: download, stage: stage)
@@ -66,8 +66,8 @@ extension Updater {
             }
         }
         var paths: [String] = [], dirs = Set<String>()
-        for f in files {
-            if !durable.contains(f.path) { paths.append(stage + "/" + f.path) }
+        for (i, f) in files.enumerated() {
+            if i >= durable.count || !durable[i] { paths.append(stage + "/" + f.path) }
             var p = f.path
             while let parent = p.beforeLastSlash, dirs.insert(parent).inserted { p = parent }
         }
@@ -93,10 +93,10 @@ extension Updater {
     }
 
     /// Fetches what `files` need by range into `download` (kept across attempts), then builds
-    /// them in `stage`; returns the bytes transferred and the paths already durable. A local
+    /// them in `stage`; returns the bytes transferred and which of `files` are durable already. A local
     /// file that fails throws `DifferentialFallback` (the caller plans again, once).
     private func fetchAndPlace(_ c: Candidate, _ t: GroupFetchTarget, _ files: [ManifestFile], _ state: StoreState,
-                               download: String, stage: String) throws -> (UInt64, Set<String>) {
+                               download: String, stage: String) throws -> (UInt64, [Bool]) {
         guard let plan = try plan(files, chunkLists: c.index?.chunks ?? [:], linked: c.index?.linked ?? [], chunkSize: c.manifest.index?.chunkSize ?? 0, state,
                                   fetchedChunks: store.chunks(in: download + "/chunks")) else {
             throw AssetPatchError(.manifest, "\(c.archive.shown): the index lists a file of group \(t.group.name) without its location")

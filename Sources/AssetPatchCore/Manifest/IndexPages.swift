@@ -116,6 +116,15 @@ package enum IndexPage: Equatable {
 
     // MARK: Decoding
 
+    /// The number of entries a page says it holds (at most its size in bytes), without
+    /// decoding them; nil when it does not start as a page does.
+    package static func entryCount(_ bytes: [UInt8]) -> Int? {
+        var r = PageReader(bytes: bytes, source: "")
+        guard bytes.count >= 5, Array(bytes[0..<4]) == magic else { return nil }
+        r.at = 5
+        return try? r.count(max: bytes.count)
+    }
+
     /// Decodes a page whose bytes were checked against their reference; a file-table page's
     /// locations get `base` (the root's) added. A page that does not decode is the publisher's
     /// fault: `ERR_MANIFEST`.

@@ -122,8 +122,17 @@ import Testing
         for page in [IndexPage.files(files), .root([FileTableRef(page: PageRef(sha256: [UInt8](repeating: 1, count: 32), compressedSize: 9), base: 1)]),
                      .chunks([ChunkRecord(sha256: [UInt8](repeating: 2, count: 32), size: 10, compressedSize: 12)])] {
             let bytes = page.encode()
+            // The count a reader sizes its list by, without decoding, is the page's.
+            switch page {
+            case let .files(l): #expect(IndexPage.entryCount(bytes) == l.count)
+            case let .root(l): #expect(IndexPage.entryCount(bytes) == l.count)
+            case let .chunks(l): #expect(IndexPage.entryCount(bytes) == l.count)
+            }
+            #expect(IndexPage.entryCount(Array(bytes[0..<4])) == nil && IndexPage.entryCount([0] + bytes.dropFirst()) == nil)
             for n in 0..<bytes.count {
                 #expect(statusOf { _ = try IndexPage.decode(Array(bytes[0..<n]), source: "t") } == .manifest, "truncated at \(n)")
+                // Never more than the bytes could hold.
+                #expect((IndexPage.entryCount(Array(bytes[0..<n])) ?? 0) <= n, "truncated at \(n)")
             }
             for i in 0..<bytes.count {
                 var damaged = bytes

@@ -21,10 +21,9 @@ final class ServedRelease: @unchecked Sendable {  // `record` is only touched un
     /// Shared leases on the on-demand groups this client serves files from, by name.
     private var groupLeases: [String: ReleaseLease] = [:]
 
-    init(ref: ReleaseRef, lease: ReleaseLease, record: ReleaseRecord?, groups: [ReleaseGroup], fetchBytes: [String: UInt64] = [:]) {
+    init(ref: ReleaseRef, lease: ReleaseLease, groups: [ReleaseGroup], fetchBytes: [String: UInt64] = [:]) {
         self.ref = ref
         self.lease = lease
-        self.record = record
         self.groups = groups
         self.fetchBytes = fetchBytes
     }
@@ -39,7 +38,9 @@ final class ServedRelease: @unchecked Sendable {  // `record` is only touched un
         groups.firstIndex { $0.name == name }.map { $0 + 1 }
     }
 
-    /// The release's record, read from disk once (a served release never changes).
+    /// The release's record, read from disk when first asked, then kept (a served release never
+    /// changes). Not given at the start even by an update that has it: its file list is most
+    /// of it, and resolving needs only the table.
     func info(_ store: Store) throws -> ReleaseRecord {
         try lock.locked {
             if let record { return record }
@@ -71,7 +72,7 @@ extension Client {
                 }
                 let onDemand = groups.contains { $0.delivery == .onDemand }
                 let fetchBytes = !onDemand ? [:] : record.flatMap { $0.groupFetchBytes.isEmpty ? nil : $0.groupFetchBytes } ?? store.groupFetchBytes(ref.id)
-                let served = ServedRelease(ref: ref, lease: lease, record: record, groups: groups, fetchBytes: fetchBytes)
+                let served = ServedRelease(ref: ref, lease: lease, groups: groups, fetchBytes: fetchBytes)
                 // The on-demand groups the state lists, leased while this client serves them.
                 if onDemand {
                     let local = try store.loadState().groups.local[ref.id] ?? []

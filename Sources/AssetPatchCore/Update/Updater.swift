@@ -49,9 +49,10 @@ final class Updater {
     /// plan, the free-space check and the installer all ask.
     var installedCache: (ids: Set<String>, files: InstalledFiles)?
 
-    func installedFiles(_ state: StoreState) -> InstalledFiles {
+    /// `sharing`: the new release's files, whose paths the installed ones share where equal.
+    func installedFiles(_ state: StoreState, sharing: [ManifestFile] = []) -> InstalledFiles {
         if let cached = installedCache, cached.ids == state.liveReleaseIDs { return cached.files }
-        let files = store.installedFiles(state)
+        let files = store.installedFiles(state, sharing: sharing)
         installedCache = (state.liveReleaseIDs, files)
         return files
     }
@@ -99,6 +100,9 @@ final class Updater {
     /// under that lock; it is saved (accepting a manifest pins the package and moves the
     /// downgrade mark) and, on success, switched to the new release.
     func run(_ state: inout StoreState, _ e: inout Evaluation) throws -> UpdateOutcome {
+        // What a run read of the installed releases (at 100,000 files, 15 MB of their files)
+        // goes with it: the client builds the new release's resolve table next.
+        defer { (installedCache, activePathsCache) = (nil, nil) }
         let before = state
         progress.report(Progress(phase: .check))
         guard var candidate = try evaluate(&state, &e) else {

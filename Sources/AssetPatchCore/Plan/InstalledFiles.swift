@@ -21,6 +21,8 @@ struct InstalledFiles {
     private var order: [(digest: Sha256, file: UInt32)] = []
     /// `order[..<sealed]` is sorted and searched; what was appended after it is not yet.
     private var sealed = 0
+    /// The groups of the last files appended, which wait for their roots (`appendPending`).
+    private var pendingGroups: [UInt16] = []
 
     init() {}
 
@@ -38,6 +40,31 @@ struct InstalledFiles {
         guard self[digest] == nil else { return }
         order.append((digest, UInt32(files.count)))
         files.append(file)
+    }
+
+    /// Adds `file` of group number `group`, its root not yet known (the record names its groups
+    /// after its files): `placePending` gives it, before `seal`.
+    mutating func appendPending(_ digest: Sha256, _ file: InstalledFile, group: UInt16) {
+        guard self[digest] == nil else { return }
+        order.append((digest, UInt32(files.count)))
+        files.append(file)
+        pendingGroups.append(group)
+    }
+
+    /// Gives each file appended pending its root, `root(its group)`, or drops it where that is
+    /// nil (a group not on disk, a record that turned out bad).
+    mutating func placePending(_ root: (UInt16) -> String?) {
+        let first = files.count - pendingGroups.count
+        var kept = first
+        for i in first..<files.count {
+            guard let r = root(pendingGroups[i - first]) else { continue }
+            files[kept] = InstalledFile(root: r, path: files[i].place.path, size: files[i].size)
+            order[sealed + kept - first] = (order[sealed + i - first].digest, UInt32(kept))
+            kept += 1
+        }
+        files.removeLast(files.count - kept)
+        order.removeLast(order.count - (sealed + kept - first))
+        pendingGroups = []
     }
 
     /// Orders the digests appended for lookups; of equal digests, the first appended stays.

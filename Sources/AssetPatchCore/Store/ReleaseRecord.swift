@@ -120,13 +120,18 @@ package struct ReleaseRecord: Sendable {
     /// Reads a record's text from `source` as it is parsed (`JSONParser.parse(reading:...)`):
     /// the text is never in memory whole. Nil when it is not a record this version can read;
     /// what `source` throws is passed on.
-    static func decode(reading source: @escaping (UnsafeMutableRawBufferPointer) throws -> Int, listingFiles: Bool = true) throws -> ReleaseRecord? {
-        try decode(listingFiles: listingFiles) { try JSONParser.parse(reading: source, streaming: "files", element: $0) }
+    /// With `eachFile`, the files are handed to it as they are read instead of listed in the
+    /// record (files of a record that turns out bad included: the caller drops them on nil).
+    static func decode(reading source: @escaping (UnsafeMutableRawBufferPointer) throws -> Int, listingFiles: Bool = true,
+                       eachFile: ((ManifestFile) -> Void)? = nil) throws -> ReleaseRecord? {
+        try decode(listingFiles: listingFiles, eachFile: eachFile) { try JSONParser.parse(reading: source, streaming: "files", element: $0) }
     }
 
-    private static func decode(listingFiles: Bool, parse: (((JSON) throws -> Void)?) throws -> JSON) throws -> ReleaseRecord? {
+    private static func decode(listingFiles: Bool, eachFile: ((ManifestFile) -> Void)? = nil,
+                               parse: (((JSON) throws -> Void)?) throws -> JSON) throws -> ReleaseRecord? {
         var files: [ManifestFile] = []
         var malformed = false
+        var highestGroup: UInt16 = 0
         let element = { (f: JSON) in
             guard !malformed else { return }
             guard let p = f["path"]?.string, ResourceName.isValid(p), let size = f["size"]?.int64, size >= 0,
@@ -134,10 +139,12 @@ package struct ReleaseRecord: Sendable {
                 malformed = true
                 return
             }
-            files.append(ManifestFile(path: p, size: UInt64(size), digest: sha, group: group))
+            let file = ManifestFile(path: p, size: UInt64(size), digest: sha, group: group)
+            highestGroup = max(highestGroup, group)
+            if let eachFile { eachFile(file) } else { files.append(file) }
         }
         let json: JSON
-        do { json = try parse(listingFiles ? element : nil) } catch is JSONParser.Failure { return nil }
+        do { json = try parse(listingFiles || eachFile != nil ? element : nil) } catch is JSONParser.Failure { return nil }
         guard !malformed, json["format"]?.int64 == 1, let version = json["version"]?.int64, let digest = json["archive_digest"]?.string,
               json["files"]?.array != nil else { return nil }
         var info = ReleaseRecord(version: version, files: files, plugins: [], signatureVerified: json["signature_verified"] == .bool(true),
@@ -158,7 +165,7 @@ package struct ReleaseRecord: Sendable {
                   let n = g["files"]?.int64, let size = g["size"]?.int64, let stored = g["stored"]?.int64, n >= 0, size >= 0, stored >= 0 else { return nil }
             info.groups.append(ReleaseGroup(name: name, delivery: d, files: Int(n), size: UInt64(size), storedBytes: UInt64(stored)))
         }
-        guard info.groups.count <= ReleaseGroup.maxCount, !info.files.contains(where: { Int($0.group) > info.groups.count }) else { return nil }
+        guard info.groups.count <= ReleaseGroup.maxCount, Int(highestGroup) <= info.groups.count else { return nil }
         if let url = json["archive_url"]?.string, let size = json["archive_size"]?.int64, size >= 0,
            let index = try? IndexLocation.decode(json["index"], archiveSize: UInt64(size), source: "release record") {
             (info.archiveURL, info.archiveSize, info.index) = (url, UInt64(size), index)
@@ -196,7 +203,13 @@ extension ReleaseRecord {
 
     /// Whether `f` is on disk when the on-demand groups `local` are.
     func isPresent(_ f: ManifestFile, local: [String]) -> Bool {
-        onDemandGroup(of: f).map { local.contains($0.name) } ?? true
+        isPresent(group: f.group, local: local)
+    }
+
+    /// Whether the files of group number `group` are on disk when the on-demand groups `local` are.
+    func isPresent(group: UInt16, local: [String]) -> Bool {
+        guard group > 0, Int(group) <= groups.count, case let g = groups[Int(group) - 1], g.delivery == .onDemand else { return true }
+        return local.contains(g.name)
     }
 
     /// The group table, as the release's `group-table` file holds it.

@@ -149,7 +149,9 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
 
     /// Release `id`'s record; without `listingFiles`, its `files` stay empty (cheaper to read
     /// at 100,000 files, for what needs the rest).
-    package func loadRelease(_ id: String, listingFiles: Bool = true) throws -> ReleaseRecord {
+    /// With `eachFile`, the record's files are handed to it as they are read, not listed in it
+    /// (see `ReleaseRecord.decode(reading:listingFiles:eachFile:)`).
+    package func loadRelease(_ id: String, listingFiles: Bool = true, eachFile: ((ManifestFile) -> Void)? = nil) throws -> ReleaseRecord {
         let path = releaseRecordPath(id)
         // Read as it is parsed: at 100,000 files the text is 12 MB, and it was the largest
         // thing an update held.
@@ -161,7 +163,7 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
             total += n
             if total > limit { throw AssetPatchError(.io, "\(path): larger than the limit of \(limit) bytes") }
             return n
-        }, listingFiles: listingFiles)
+        }, listingFiles: listingFiles, eachFile: eachFile)
         guard let info = record else {
             throw AssetPatchError(.io, "\(path): release record is corrupt")
         }
@@ -283,17 +285,27 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
     }
 
     /// The files of the installed releases (active, pending, kept) by sha256, with their sizes:
-    /// their records were written after every byte was verified.
-    func installedFiles(_ state: StoreState) -> InstalledFiles {
+    /// their records were written after every byte was verified. Each record's files are taken
+    /// as it is read (never listed: a list of 100,000 was 11 MB). A path equal to one of
+    /// `sharing` (in path order, as a release's files are) is that String, not a copy: an
+    /// update's new files name most of the installed ones again.
+    func installedFiles(_ state: StoreState, sharing: [ManifestFile] = []) -> InstalledFiles {
         var found = InstalledFiles()
+        found.reserveCapacity(sharing.count)  // most updates keep about as many files
         for ref in [state.active, state.pending].compactMap({ $0 }) + state.kept {
-            guard let info = try? loadRelease(ref.id) else { continue }
-            let dir = releaseDir(ref.id) + "/"
+            var next = 0  // the first of `sharing` not before the last path read
+            let info = try? loadRelease(ref.id) { f in
+                var path = f.path
+                while next < sharing.count, sharing[next].path.utf8.lexicographicallyPrecedes(path.utf8) { next += 1 }
+                if next < sharing.count, sharing[next].path.utf8.elementsEqual(path.utf8) { path = sharing[next].path }
+                found.appendPending(f.digest, InstalledFile(root: "", path: path, size: f.size), group: f.group)
+            }
+            // Where the files lie follows from the groups, which the record lists after them.
+            let roots = info?.roots(in: releaseDir(ref.id) + "/") ?? []
             let local = state.groups.local[ref.id] ?? []
-            let roots = info.roots(in: dir)
-            if found.count == 0 { found.reserveCapacity(info.files.count) }
-            for f in info.files where info.isPresent(f, local: local) {
-                found.append(f.digest, InstalledFile(root: roots[Int(f.group)], path: f.path, size: f.size))
+            found.placePending { group in
+                guard let info, Int(group) < roots.count, info.isPresent(group: group, local: local) else { return nil }
+                return roots[Int(group)]
             }
             found.seal()
         }

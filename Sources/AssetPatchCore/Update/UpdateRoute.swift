@@ -42,7 +42,7 @@ extension Updater {
     /// (`fetchedChunks`: the chunks earlier attempts kept). nil: a file has no location.
     func plan(_ files: [ManifestFile], chunkLists: [String: [ChunkRecord]], linked: Set<String> = [], chunkSize: Int, _ state: StoreState,
               fetchedChunks: [String: String]) throws -> FilePlan? {
-        let installed = installedFiles(state)
+        let installed = installedFiles(state, sharing: files)
         let fetched = verifiedFetchedFiles()
         var bundle: [String: String] = [:]
         if let bundleDir {

@@ -390,14 +390,17 @@ package struct Manifest: Sendable {
     /// Locations are all or nothing, and no two files' bytes overlap.
     static func checkLocations(_ files: [ManifestFile], source: String) throws {
         guard files.contains(where: { $0.location != nil }) else { return }
-        var spans: [(range: Range<UInt64>, path: String)] = []
-        for f in files {
+        // Each span with its file's number, sized once: 24 bytes a file (with a path and grown
+        // by doubling, 6 MB at 100,000 files while an update's index was read).
+        var spans: [(range: Range<UInt64>, file: Int)] = []
+        spans.reserveCapacity(files.count)
+        for (i, f) in files.enumerated() {
             guard let l = f.location else { throw fail("\(source): \"\(f.path)\" has no zip location while other files have one") }
-            spans.append((l.range, f.path))
+            spans.append((l.range, i))
         }
         spans.sort { $0.range.lowerBound < $1.range.lowerBound }
         for k in 1..<max(1, spans.count) where spans[k - 1].range.upperBound > spans[k].range.lowerBound {
-            throw fail("\(source): the zip locations of \"\(spans[k - 1].path)\" and \"\(spans[k].path)\" overlap")
+            throw fail("\(source): the zip locations of \"\(files[spans[k - 1].file].path)\" and \"\(files[spans[k].file].path)\" overlap")
         }
     }
 

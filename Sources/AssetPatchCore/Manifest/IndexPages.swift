@@ -116,13 +116,23 @@ package enum IndexPage: Equatable {
 
     // MARK: Decoding
 
-    /// The number of entries a page says it holds (at most its size in bytes), without
-    /// decoding them; nil when it does not start as a page does.
-    package static func entryCount(_ bytes: [UInt8]) -> Int? {
+    /// The fewest bytes a page's header (magic, kind, count) and each of its entries take: a
+    /// reader sizes its lists by a page's count, never past what its bytes could hold.
+    static let headerBytes = 6
+    static let smallestEntry: [UInt8: Int] = [1: 34, 2: 40, 3: 34]
+
+    /// The files a file-table page says it lists (never more than its bytes could hold),
+    /// without decoding them; nil when it is not a file-table page.
+    package static func fileCount(_ bytes: [UInt8]) -> Int? {
         var r = PageReader(bytes: bytes, source: "")
-        guard bytes.count >= 5, Array(bytes[0..<4]) == magic else { return nil }
+        guard bytes.count >= headerBytes, Array(bytes[0..<4]) == magic, bytes[4] == 2 else { return nil }
         r.at = 5
-        return try? r.count(max: bytes.count)
+        return (try? r.count(max: bytes.count)).map { min($0, room(bytes, kind: 2)) }
+    }
+
+    /// How many entries of `kind` the bytes of a page could hold at most.
+    private static func room(_ bytes: [UInt8], kind: UInt8) -> Int {
+        max(0, bytes.count - headerBytes) / (smallestEntry[kind] ?? 1)
     }
 
     /// Decodes a page whose bytes were checked against their reference; a file-table page's
@@ -137,13 +147,13 @@ package enum IndexPage: Equatable {
         switch kind {
         case 1:
             var refs: [FileTableRef] = []
-            refs.reserveCapacity(count)
+            refs.reserveCapacity(min(count, room(bytes, kind: 1)))
             for _ in 0..<count { refs.append(FileTableRef(page: try r.ref(), base: try r.varint())) }
             try r.end()
             return .root(refs)
         case 2:
             var files: [IndexedFile] = []
-            files.reserveCapacity(count)
+            files.reserveCapacity(min(count, room(bytes, kind: 2)))
             var previous: [UInt8]?
             for _ in 0..<count {
                 let pathBytes = try r.bytes(try r.count(max: ResourceName.maxLength))
@@ -171,7 +181,7 @@ package enum IndexPage: Equatable {
             return .files(files)
         case 3:
             var chunks: [ChunkRecord] = []
-            chunks.reserveCapacity(count)
+            chunks.reserveCapacity(min(count, room(bytes, kind: 3)))
             for _ in 0..<count {
                 let sha = try r.bytes(32)
                 let size = try r.varint(), compressed = try r.varint()

@@ -144,7 +144,7 @@ package enum IndexReader {
         var pages = try load(located)
         // Sized once: grown by doubling, the list of 100,000 files took 30 MB as it was read.
         var files: [IndexedFile] = []
-        files.reserveCapacity(pages.reduce(0) { $0 + (IndexPage.entryCount($1) ?? 0) })
+        files.reserveCapacity(pages.reduce(0) { $0 + (IndexPage.fileCount($1) ?? 0) })
         for (i, table) in fileRefs.enumerated() {
             let bytes = pages[i]
             pages[i] = []  // each page's bytes go once its files are decoded

@@ -122,17 +122,13 @@ import Testing
         for page in [IndexPage.files(files), .root([FileTableRef(page: PageRef(sha256: [UInt8](repeating: 1, count: 32), compressedSize: 9), base: 1)]),
                      .chunks([ChunkRecord(sha256: [UInt8](repeating: 2, count: 32), size: 10, compressedSize: 12)])] {
             let bytes = page.encode()
-            // The count a reader sizes its list by, without decoding, is the page's.
-            switch page {
-            case let .files(l): #expect(IndexPage.entryCount(bytes) == l.count)
-            case let .root(l): #expect(IndexPage.entryCount(bytes) == l.count)
-            case let .chunks(l): #expect(IndexPage.entryCount(bytes) == l.count)
-            }
-            #expect(IndexPage.entryCount(Array(bytes[0..<4])) == nil && IndexPage.entryCount([0] + bytes.dropFirst()) == nil)
+            // The count a reader sizes its list by, without decoding, is a file table's.
+            if case let .files(l) = page { #expect(IndexPage.fileCount(bytes) == l.count) } else { #expect(IndexPage.fileCount(bytes) == nil) }
+            #expect(IndexPage.fileCount(Array(bytes[0..<4])) == nil && IndexPage.fileCount([0] + bytes.dropFirst()) == nil)
             for n in 0..<bytes.count {
                 #expect(statusOf { _ = try IndexPage.decode(Array(bytes[0..<n]), source: "t") } == .manifest, "truncated at \(n)")
                 // Never more than the bytes could hold.
-                #expect((IndexPage.entryCount(Array(bytes[0..<n])) ?? 0) <= n, "truncated at \(n)")
+                #expect((IndexPage.fileCount(Array(bytes[0..<n])) ?? 0) <= max(0, n - 6) / 40, "truncated at \(n)")
             }
             for i in 0..<bytes.count {
                 var damaged = bytes
@@ -146,6 +142,13 @@ import Testing
                 }
             }
         }
+        // A page claiming far more files than its bytes hold (8 MiB of zeros saying 8 million):
+        // sized by what the bytes could hold, and refused as a manifest error.
+        var claim: [UInt8] = [0x41, 0x50, 0x58, 0x31, 2]
+        claim.putVarint(8_000_000)
+        claim += [UInt8](repeating: 0, count: 8 << 20)
+        #expect(IndexPage.fileCount(claim) == (claim.count - 6) / 40)
+        #expect(statusOf { _ = try IndexPage.decode(claim, source: "t") } == .manifest)
         // A sealed page that is a byte short, or whose sha256 differs, is an integrity error.
         let (ref, stored) = try IndexPage.files(files).sealed()
         #expect(statusOf { _ = try IndexPage.unseal(Array(stored.dropLast()), ref, source: "t") } == .integrity)

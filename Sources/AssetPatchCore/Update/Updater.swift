@@ -142,6 +142,9 @@ final class Updater {
         while true {
             do {
                 try readIndex(&candidate, state)
+                // Read before anything plans a part of the release (a group), so that the
+                // installed files share the paths of all of its files.
+                _ = installedFiles(state, sharing: candidate.manifest.files)
                 candidate.bundleCopies = try bundleCopies(candidate)
                 candidate.groupFetchBytes = try groupFetchBytes(candidate, state)
                 let route = try chooseRoute(candidate, state)

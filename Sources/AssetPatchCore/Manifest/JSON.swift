@@ -104,13 +104,18 @@ package struct JSONParser {
     /// 100,000 small objects was most of an update's memory. With `element` nil the array's
     /// elements are checked without being built (keys repeated inside them are not looked for).
     package static func parse(_ bytes: [UInt8], streaming key: String, element: ((JSON) throws -> Void)?) throws -> JSON {
+        try document(JSONParser(bytes), streaming: key, element: element)
+    }
+
+    /// `parser`'s document, the array under `key` streamed to `element`.
+    private static func document(_ parser: JSONParser, streaming key: String, element: ((JSON) throws -> Void)?) throws -> JSON {
         guard let element else {
-            var p = JSONParser(bytes)
+            var p = parser
             p.streamed = (key, nil)
             return try p.document()
         }
         return try withoutActuallyEscaping(element) { element in
-            var p = JSONParser(bytes)
+            var p = parser  // inside: the element must not outlive the call
             p.streamed = (key, element)
             return try p.document()
         }
@@ -122,16 +127,9 @@ package struct JSONParser {
     /// throws are passed on.
     package static func parse(reading source: @escaping (UnsafeMutableRawBufferPointer) throws -> Int, streaming key: String,
                               element: ((JSON) throws -> Void)?) throws -> JSON {
-        guard let element else {
-            var p = JSONParser([])
-            (p.source, p.streamed) = (source, (key, nil))
-            return try p.document()
-        }
-        return try withoutActuallyEscaping(element) { element in
-            var p = JSONParser([])
-            (p.source, p.streamed) = (source, (key, element))
-            return try p.document()
-        }
+        var p = JSONParser([])
+        p.source = source
+        return try document(p, streaming: key, element: element)
     }
 
     /// Read ahead from a `source` at a time.

@@ -36,19 +36,18 @@ struct InstalledFiles {
     /// Adds `file` as content `digest`, unless a sealed digest is the same (`seal` drops the
     /// later of equal digests appended since): a release kept for rollback shares most of
     /// the active one's files and adds no entry for them.
-    mutating func append(_ digest: Sha256, _ file: InstalledFile) {
-        guard self[digest] == nil else { return }
+    @discardableResult
+    mutating func append(_ digest: Sha256, _ file: InstalledFile) -> Bool {
+        guard self[digest] == nil else { return false }
         order.append((digest, UInt32(files.count)))
         files.append(file)
+        return true
     }
 
     /// Adds `file` of group number `group`, its root not yet known (the record names its groups
     /// after its files): `placePending` gives it, before `seal`.
     mutating func appendPending(_ digest: Sha256, _ file: InstalledFile, group: UInt16) {
-        guard self[digest] == nil else { return }
-        order.append((digest, UInt32(files.count)))
-        files.append(file)
-        pendingGroups.append(group)
+        if append(digest, file) { pendingGroups.append(group) }
     }
 
     /// Gives each file appended pending its root, `root(its group)`, or drops it where that is

@@ -25,38 +25,40 @@ package enum IndexReader {
     /// without it, so its files are read whole and `refused` is told why. With `strict`
     /// (`assetpatch verify`) it is an error like any other.
     package static func walk(_ index: IndexLocation, source shown: String, prefetch: ([(PageRef, UInt64)]) throws -> Void = { _ in },
-                             chunksWanted: ([IndexedFile]) throws -> (Int) -> Bool = { _ in { _ in true } },
+                             chunksWanted: ([ManifestFile]) throws -> (Int) -> Bool = { _ in { _ in true } },
                              strict: Bool = false, refused: (String) -> Void = { _ in },
-                             load: Loader) throws -> (files: [IndexedFile], chunks: [String: [ChunkRecord]]) {
+                             load: Loader) throws -> (files: IndexedFiles, chunks: [String: [ChunkRecord]]) {
         let end = index.offset + index.size
         var (files, at) = try table(index.root, at: index.offset, end: end, source: shown, load: load)
-        // Each chunked file's chunk pages, where they lie: the main tree's after its file-table
-        // pages, file by file in order; the linked tree's after its own.
-        var pagesAt: [UInt64?] = Array(repeating: nil, count: files.count)
-        for (i, f) in files.enumerated() where !f.chunkPages.isEmpty {
-            pagesAt[i] = at
-            for r in f.chunkPages { at += UInt64(r.compressedSize) }
+        // Where each chunked file's chunk pages lie (by its place in `files.chunked`): the main
+        // tree's after its file-table pages, file by file in order; the linked tree's after its own.
+        var pagesAt: [UInt64] = []
+        pagesAt.reserveCapacity(files.chunked.count)
+        for c in files.chunked {
+            pagesAt.append(at)
+            for r in c.pages { at += UInt64(r.compressedSize) }
         }
         guard at <= end else {
             throw AssetPatchError(.manifest, "\(shown): the index's pages run past its entry (\(at - index.offset) of \(index.size) bytes)")
         }
         if let linked = index.linked {
             do {
-                (files, pagesAt) = try merge(linked, into: files, pagesAt, after: at, end: end - UInt64(index.groups?.compressedSize ?? 0),
-                                             source: shown, load: load)
+                (files.chunked, pagesAt) = try merge(linked, into: files, pagesAt, after: at, end: end - UInt64(index.groups?.compressedSize ?? 0),
+                                                     source: shown, load: load)
             } catch let e as AssetPatchError where e.status == .manifest && !strict {
                 refused("\(e.message); its files are fetched whole")
             }
         }
         // Only the wanted files' chunk pages are loaded.
-        let wanted = try chunksWanted(files)
+        let wanted = try chunksWanted(files.files)
         var chunkRefs: [(PageRef, UInt64)] = []
         var loading: [Bool] = []
-        for (i, f) in files.enumerated() {
-            let want = wanted(i)
+        for (n, c) in files.chunked.enumerated() {
+            let want = wanted(c.file)
             loading.append(want)
-            guard want, var place = pagesAt[i] else { continue }
-            for r in f.chunkPages {
+            guard want else { continue }
+            var place = pagesAt[n]
+            for r in c.pages {
                 chunkRefs.append((r, place))
                 place += UInt64(r.compressedSize)
             }
@@ -66,14 +68,15 @@ package enum IndexReader {
         try prefetch(chunkRefs)
         var next = 0
         var chunks: [String: [ChunkRecord]] = [:]
-        for (f, want) in zip(files, loading) where want && !f.chunkPages.isEmpty {
+        for (c, want) in zip(files.chunked, loading) where want {
+            let f = files.files[c.file]
             var list: [ChunkRecord] = []
-            var left = f.chunkPages.count
+            var left = c.pages.count
             while left > 0 {
                 let batch = min(left, 256)
                 for bytes in try load(Array(chunkRefs[next..<(next + batch)])) {
                     guard case let .chunks(part) = try IndexPage.decode(bytes, source: shown) else {
-                        throw AssetPatchError(.manifest, "\(shown): \"\(f.file.path)\" lists a page that is not a chunk list")
+                        throw AssetPatchError(.manifest, "\(shown): \"\(f.path)\" lists a page that is not a chunk list")
                     }
                     list += part
                 }
@@ -82,52 +85,61 @@ package enum IndexReader {
             }
             let size = list.reduce(UInt64(0)) { $0 + UInt64($1.size) }
             let compressed = list.reduce(UInt64(0)) { $0 + UInt64($1.compressedSize) }
-            guard size == f.file.size, compressed == f.file.location?.compressedSize else {
-                let what = "\(shown): the chunks of \"\(f.file.path)\" add up to \(size) bytes (\(compressed) stored), the file is \(f.file.size) (\(f.file.location?.compressedSize ?? 0) stored)"
-                if f.linked && !strict {
+            guard size == f.size, compressed == f.location?.compressedSize else {
+                let what = "\(shown): the chunks of \"\(f.path)\" add up to \(size) bytes (\(compressed) stored), the file is \(f.size) (\(f.location?.compressedSize ?? 0) stored)"
+                if c.linked && !strict {
                     refused(what + "; it is fetched whole")
                     continue
                 }
                 throw AssetPatchError(.manifest, what)
             }
-            chunks[f.file.path] = list
+            chunks[f.path] = list
         }
         return (files, chunks)
     }
 
     /// The linked tree (at or after `after`, the end of the main tree's pages) read and merged
-    /// into `files`: each file it lists must be a file the main tree lists whole, deflated, with
-    /// the same size, hash and location; its chunk pages lie after the linked tree's tables.
-    private static func merge(_ linked: LinkedIndex, into main: [IndexedFile], _ mainPagesAt: [UInt64?], after: UInt64, end: UInt64,
-                              source shown: String, load: Loader) throws -> ([IndexedFile], [UInt64?]) {
-        var files = main, pagesAt = mainPagesAt
+    /// into `main`'s chunked files: each file it lists must be a file the main tree lists whole,
+    /// deflated, with the same size, hash and location; its chunk pages lie after the linked
+    /// tree's tables. The chunked files and where their pages lie, in file order.
+    private static func merge(_ linked: LinkedIndex, into main: IndexedFiles, _ mainPagesAt: [UInt64], after: UInt64, end: UInt64,
+                              source shown: String, load: Loader) throws -> ([IndexedFiles.Chunked], [UInt64]) {
         guard linked.offset >= after else {
             throw AssetPatchError(.manifest, "\(shown): the linked index overlaps the index's other pages")
         }
         let (list, tablesEnd) = try table(linked.root, at: linked.offset, end: end, source: shown, load: load)
         var at = tablesEnd
-        var i = 0
-        for l in list {
-            while i < files.count && files[i].file.path.utf8.lexicographicallyPrecedes(l.file.path.utf8) { i += 1 }
-            guard i < files.count, files[i].file == l.file, files[i].chunkPages.isEmpty, !l.chunkPages.isEmpty,
-                  l.file.location?.method == 8 else {
-                throw AssetPatchError(.manifest, "\(shown): the linked index lists \"\(l.file.path)\" as the main index does not (a whole deflated file)")
+        var chunked: [IndexedFiles.Chunked] = [], pagesAt: [UInt64] = []
+        var i = 0, m = 0, k = 0  // into main's files, main's chunked files, the linked tree's chunked files
+        for (j, l) in list.files.enumerated() {
+            while i < main.files.count && main.files[i].path.utf8.lexicographicallyPrecedes(l.path.utf8) { i += 1 }
+            while m < main.chunked.count && main.chunked[m].file < i {
+                chunked.append(main.chunked[m])
+                pagesAt.append(mainPagesAt[m])
+                m += 1
             }
-            files[i].chunkPages = l.chunkPages
-            files[i].linked = true
-            pagesAt[i] = at
-            for r in l.chunkPages { at += UInt64(r.compressedSize) }
+            let chunkedInMain = m < main.chunked.count && main.chunked[m].file == i
+            guard i < main.files.count, main.files[i] == l, !chunkedInMain, k < list.chunked.count, list.chunked[k].file == j,
+                  l.location?.method == 8 else {
+                throw AssetPatchError(.manifest, "\(shown): the linked index lists \"\(l.path)\" as the main index does not (a whole deflated file)")
+            }
+            chunked.append(IndexedFiles.Chunked(file: i, pages: list.chunked[k].pages, linked: true))
+            pagesAt.append(at)
+            for r in list.chunked[k].pages { at += UInt64(r.compressedSize) }
+            k += 1
             i += 1
         }
+        chunked += main.chunked[m...]
+        pagesAt += mainPagesAt[m...]
         guard at <= end else {
             throw AssetPatchError(.manifest, "\(shown): the linked index's pages run past the index entry")
         }
-        return (files, pagesAt)
+        return (chunked, pagesAt)
     }
 
     /// A tree's root at `at` and its file-table pages after it, in root order: the files, in
     /// path order, and where the pages after them start.
-    static func table(_ root: PageRef, at start: UInt64, end: UInt64, source shown: String, load: Loader) throws -> (files: [IndexedFile], end: UInt64) {
+    static func table(_ root: PageRef, at start: UInt64, end: UInt64, source shown: String, load: Loader) throws -> (files: IndexedFiles, end: UInt64) {
         let rootBytes = try load([(root, start)])[0]
         guard case let .root(fileRefs) = try IndexPage.decode(rootBytes, source: shown) else {
             throw AssetPatchError(.manifest, "\(shown): the index's root page is not a root page")
@@ -143,18 +155,18 @@ package enum IndexReader {
         }
         var pages = try load(located)
         // Sized once: grown by doubling, the list of 100,000 files took 30 MB as it was read.
-        var files: [IndexedFile] = []
-        files.reserveCapacity(pages.reduce(0) { $0 + (IndexPage.fileCount($1) ?? 0) })
+        var files = IndexedFiles()
+        files.files.reserveCapacity(pages.reduce(0) { $0 + (IndexPage.fileCount($1) ?? 0) })
         for (i, table) in fileRefs.enumerated() {
             let bytes = pages[i]
             pages[i] = []  // each page's bytes go once its files are decoded
             guard case let .files(list) = try IndexPage.decode(bytes, source: shown, base: table.base) else {
                 throw AssetPatchError(.manifest, "\(shown): the root lists a page that is not a file table")
             }
-            if let last = files.last?.file.path, let first = list.first?.file.path, !last.utf8.lexicographicallyPrecedes(first.utf8) {
+            if let last = files.files.last?.path, let first = list.first?.file.path, !last.utf8.lexicographicallyPrecedes(first.utf8) {
                 throw AssetPatchError(.manifest, "\(shown): the index's file pages are out of order at \"\(first)\"")
             }
-            files += list
+            for f in list { files.append(f) }
         }
         return (files, at)
     }
@@ -163,7 +175,7 @@ package enum IndexReader {
     /// lists of the files `chunksWanted` takes (default: all).
     package static func read(archive path: String, _ index: IndexLocation, source: String,
                              chunksWanted: @escaping (Int) -> Bool = { _ in true }) throws
-        -> (files: [IndexedFile], chunks: [String: [ChunkRecord]]) {
+        -> (files: IndexedFiles, chunks: [String: [ChunkRecord]]) {
         let file = try File.openRead(path)
         let size = try file.size()
         return try walk(index, source: source, chunksWanted: { _ in chunksWanted }) { refs in

@@ -1,3 +1,29 @@
+/// A release's files as its index lists them, in path order: the list a format-1 manifest's
+/// `files` would be, and beside it the few chunked files' chunk pages. Apart, because an entry
+/// with its chunk pages (`IndexedFile`) is 16 bytes more than a file alone and only chunked files
+/// need them: 100,000 files are one list of 8.8 MB, not that list and a copy of it with pages.
+package struct IndexedFiles: Sendable, Equatable {
+    package var files: [ManifestFile] = []
+    /// The chunked files, in the order of their numbers in `files`.
+    package var chunked: [Chunked] = []
+
+    package struct Chunked: Sendable, Equatable {
+        /// Its number in `files`.
+        package var file: Int
+        package var pages: [PageRef]
+        /// Its chunks share history (`IndexedFile.linked`).
+        package var linked: Bool
+    }
+
+    package init() {}
+
+    /// Adds a file at the end (after the files before it in path order).
+    mutating func append(_ f: IndexedFile) {
+        if !f.chunkPages.isEmpty { chunked.append(Chunked(file: files.count, pages: f.chunkPages, linked: f.linked)) }
+        files.append(f.file)
+    }
+}
+
 extension Manifest {
     /// What a format-1 manifest's decoder checks of its files, for files an index listed:
     /// locations inside the archive and not overlapping, no path both a file and a directory,
@@ -18,11 +44,12 @@ extension Manifest {
             }
         }
         try Manifest.checkLocations(files, source: source)
-        let paths = Set(files.map(\.path))
-        if let conflict = ResourceName.fileDirectoryConflict(in: paths) {
+        // In path order (as the index reader holds them), both checks need no set of the paths.
+        let paths = files.lazy.map(\.path)
+        if let conflict = try ResourceName.fileDirectoryConflict(sorted: paths, source: source) {
             throw AssetPatchError(.manifest, "\(source): \"\(conflict)\" is both a file and a directory")
         }
-        for p in m.plugins where !paths.contains(p.path) {
+        for p in m.plugins where !ResourceName.contains(sorted: paths, p.path) {
             throw AssetPatchError(.manifest, "\(source): plugin \"\(p.name)\": \(p.path) is not in the index's files")
         }
     }

@@ -28,7 +28,7 @@ package enum HeadCheck {
             }
         }
         let (indexed, chunkLists) = try IndexReader.walk(index, source: source, strict: true, load: load)
-        let files = indexed.map(\.file)
+        let files = indexed.files
         try Manifest.checkIndexedFiles(files, head, source: source)
         // The group page: decoded, its runs covering the files, its counts what they add up to.
         if let ref = index.groups, let at = index.groupsOffset {
@@ -47,7 +47,8 @@ package enum HeadCheck {
             }
         }
         var chunks = 0
-        for (f, linked) in zip(files, indexed.map(\.linked)) {
+        for c in indexed.chunked {
+            let f = files[c.file], linked = c.linked
             guard let list = chunkLists[f.path], let l = f.location else { continue }
             var offset = l.dataOffset
             // A linked file's chunk decodes after the 32 KiB before it.

@@ -59,6 +59,6 @@ package struct RepositoryPlan {
         guard let head = release.head, let size = FS.fileSize(archive),
               let index = try? IndexLocation.decode(head["index"], archiveSize: size, source: archive),
               let read = try? IndexReader.read(archive: archive, index, source: archive, chunksWanted: { _ in false }) else { return nil }
-        return Set(read.files.filter { !$0.chunkPages.isEmpty }.map(\.file.path))
+        return Set(read.files.chunked.map { read.files.files[$0.file].path })
     }
 }

@@ -62,6 +62,41 @@ package enum ResourceName {
         return nil
     }
 
+    /// The same for names in strictly increasing byte order, without a set of them: every name
+    /// that sorts between a name and a longer one it begins has that same beginning, so the names
+    /// under `d/` follow `d` in a run of names that begin with `d`, and a chain of the earlier
+    /// names that begin the current one is all there is to look at. Names out of that order are
+    /// the publisher's fault (`ERR_MANIFEST`).
+    package static func fileDirectoryConflict<C: RandomAccessCollection>(sorted names: C, source: String) throws -> String?
+        where C.Element == String {
+        var chain: [C.Index] = []
+        var previous: C.Index?
+        for i in names.indices {
+            let name = names[i].utf8
+            if let previous, !names[previous].utf8.lexicographicallyPrecedes(name) {
+                throw AssetPatchError(.manifest, "\(source): the files are not in path order at \"\(names[i])\"")
+            }
+            previous = i
+            while let last = chain.last, !name.starts(with: names[last].utf8) { chain.removeLast() }
+            for earlier in chain {
+                let after = name.index(name.startIndex, offsetBy: names[earlier].utf8.count)
+                if name[after] == UInt8(ascii: "/") { return names[earlier] }
+            }
+            chain.append(i)
+        }
+        return nil
+    }
+
+    /// Whether names in strictly increasing byte order include `name` (a binary search).
+    package static func contains<C: RandomAccessCollection>(sorted names: C, _ name: String) -> Bool where C.Element == String {
+        var low = names.startIndex, high = names.endIndex
+        while low < high {
+            let mid = names.index(low, offsetBy: names.distance(from: low, to: high) / 2)
+            if names[mid].utf8.lexicographicallyPrecedes(name.utf8) { low = names.index(after: mid) } else { high = mid }
+        }
+        return low < names.endIndex && names[low].utf8.elementsEqual(name.utf8)
+    }
+
     /// Where a variant suffix goes in `name`: before the last `.` of the last component when
     /// that `.` is not the component's first character, else at the end.
     /// `a.tar.gz` -> index of the last `.`; `README`, `.env` -> `name.count`.

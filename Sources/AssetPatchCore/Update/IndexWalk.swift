@@ -76,7 +76,8 @@ extension Updater {
         // The group page, last in the index entry (`GroupTable`), read once the file tables
         // are: only the chunk lists of the files `chunksOf` takes (by number) are loaded.
         var table: GroupTable?
-        let (files, chunks) = try IndexReader.walk(index, source: shown, prefetch: prefetch, chunksWanted: { files in
+        var indexed: IndexedFiles, chunks: [String: [ChunkRecord]]
+        (indexed, chunks) = try IndexReader.walk(index, source: shown, prefetch: prefetch, chunksWanted: { files in
             if let known {
                 // An installed release's table, read from the archive when it was installed.
                 guard known.fileGroups.count == files.count else {
@@ -87,16 +88,18 @@ extension Updater {
                 table = try GroupTable.decode(try load([(ref, at)])[0], files: files.count, source: shown)
             }
             guard let t = table else { return { _ in true } }
-            return chunksOf(t, files.map(\.file))
+            return chunksOf(t, files)
         }, refused: { log(.warning, $0) }, load: load)
-        var list = files.map(\.file)
+        // The list is held once: taken out, so that setting its groups does not copy it.
+        var list = indexed.files
+        indexed.files = []
         try Manifest.checkIndexedFiles(list, c.manifest, source: shown)
         if let table {
             for i in list.indices { list[i].group = table.fileGroups[i] }
             if known == nil { try table.check(list, source: shown) }
         }
         c.manifest.files = list
-        c.index = IndexContents(files: list, chunks: chunks, linked: Set(files.filter(\.linked).map(\.file.path)), groups: table,
+        c.index = IndexContents(files: list, chunks: chunks, linked: Set(indexed.chunked.filter(\.linked).map { list[$0.file].path }), groups: table,
                                 newPages: newPages, fetchedBytes: moved)
     }
 }

@@ -21,6 +21,42 @@ import Testing
         #expect(ResourceName.applyingVariant("dir.d/file", "@2x") == "dir.d/file@2x")
         #expect(ResourceName.applyingVariant("x.png", "") == "x.png")
     }
+
+    /// Names in path order are checked without a set of them (an index's 100,000 files): the
+    /// same answer as the set's, where a directory's files do not follow it directly ("a",
+    /// "a-b", "a.png", "a/c": "-" and "." sort before "/").
+    @Test func fileDirectoryConflictsInPathOrderAgreeWithTheSet() throws {
+        #expect(try ResourceName.fileDirectoryConflict(sorted: ["a", "a-b", "a.png", "a/c"], source: "t") == "a")
+        #expect(try ResourceName.fileDirectoryConflict(sorted: ["a", "a-b", "a.png", "a.png/x", "b"], source: "t") == "a.png")
+        #expect(try ResourceName.fileDirectoryConflict(sorted: ["a-b", "a.png", "a/c", "ab", "ab0"], source: "t") == nil)
+        #expect(try ResourceName.fileDirectoryConflict(sorted: ["d", "d/\u{301}x"], source: "t") == "d")
+        #expect(statusOf { _ = try ResourceName.fileDirectoryConflict(sorted: ["b", "a"], source: "t") } == .manifest)
+        #expect(statusOf { _ = try ResourceName.fileDirectoryConflict(sorted: ["a", "b", "b"], source: "t") } == .manifest)
+        var x: UInt64 = 99
+        func next() -> Int {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17
+            return Int(x % 1_000_003)
+        }
+        let symbols = ["a", "b", "-", ".", "/", "0"]
+        var conflicts = 0
+        for _ in 0..<4000 {
+            var names = Set<String>()
+            for _ in 0..<(next() % 10) {
+                let name = (0...(next() % 5)).map { _ in symbols[next() % symbols.count] }.joined()
+                if ResourceName.isValid(name) { names.insert(name) }
+            }
+            let sorted = names.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            let found = try ResourceName.fileDirectoryConflict(sorted: sorted, source: "t")
+            #expect((found == nil) == (ResourceName.fileDirectoryConflict(in: names) == nil), "\(sorted)")
+            if let found {
+                conflicts += 1
+                #expect(names.contains(found) && names.contains { $0.utf8.starts(with: (found + "/").utf8) }, "\(sorted)")
+            }
+            for n in names { #expect(ResourceName.contains(sorted: sorted, n)) }
+            for probe in ["", "a", "a/", "b0", "zz"] where !names.contains(probe) { #expect(!ResourceName.contains(sorted: sorted, probe)) }
+        }
+        #expect(conflicts > 100, "the random names include conflicts")
+    }
 }
 
 @Suite struct URLTests {

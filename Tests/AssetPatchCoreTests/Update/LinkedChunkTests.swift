@@ -86,11 +86,12 @@ import Testing
         let r = try publishLinked([("a.json", doc)], version: 1, repo: repo)
         let archive = repo.path + "/" + r.archivePath
         let index = try #require(r.head.index)
-        let (files, lists) = try IndexReader.read(archive: archive, index, source: "test")
-        let file = try #require(files.first { $0.file.path == "a.json" })
+        let (indexed, lists) = try IndexReader.read(archive: archive, index, source: "test")
+        let n = try #require(indexed.files.firstIndex { $0.path == "a.json" })
+        let file = indexed.files[n]
         let records = try #require(lists["a.json"])
-        #expect(file.linked && records.count > 10)
-        let location = try #require(file.file.location)
+        #expect(indexed.chunked.first { $0.file == n }?.linked == true && records.count > 10)
+        let location = try #require(file.location)
         let bytes = try FS.readFile(archive, limit: 64 << 20)
         func stage() throws -> (ChunkedFile, [String: String]) {
             var offset = location.dataOffset, sources: [ChunkOrigin] = [], kept: [String: String] = [:]
@@ -101,7 +102,7 @@ import Testing
                 sources.append(.linked(offset: offset))
                 offset += UInt64(c.compressedSize)
             }
-            return (ChunkedFile(file: file.file, method: 8, linked: true, records: records, sources: sources, localFiles: []), kept)
+            return (ChunkedFile(file: file, method: 8, linked: true, records: records, sources: sources, localFiles: []), kept)
         }
         let store = try Store(root: data.path)
         let installer = Installer(store: store, maxReleaseBytes: 1 << 30, cancel: CancelToken(),
@@ -129,6 +130,40 @@ import Testing
         #expect(!FS.exists(dir.path + "/" + key), "the bad chunk is dropped")
     }
 
+    /// Chunked files of the main tree and of the linked tree, interleaved in path order, come
+    /// out in file order with their own pages and chunks, the linked ones marked.
+    @Test func mainAndLinkedChunkedFilesInterleaveInFileOrder() throws {
+        func chunks(_ seed: UInt8, _ n: Int) -> [ChunkRecord] {
+            (0..<n).map { ChunkRecord(sha256: Array(repeating: seed &+ UInt8($0), count: 32), size: 4096, compressedSize: 50) }
+        }
+        var offset: UInt64 = 0
+        func file(_ path: String, _ chunks: [ChunkRecord], size: UInt64 = 0) -> (file: ManifestFile, chunks: [ChunkRecord]) {
+            let total = chunks.isEmpty ? size : chunks.reduce(0) { $0 + UInt64($1.size) }
+            let stored = chunks.isEmpty ? size : chunks.reduce(0) { $0 + UInt64($1.compressedSize) }
+            defer { offset += 30 + UInt64(path.utf8.count) + stored }
+            return (ManifestFile(path: path, size: total, sha256: String(repeating: "cd", count: 32),
+                                 location: ArchiveLocation(headerOffset: offset, dataOffset: offset + 30 + UInt64(path.utf8.count),
+                                                           compressedSize: stored, method: chunks.isEmpty ? 0 : 8)), chunks)
+        }
+        let files = [file("a.bin", chunks(10, 3)), file("b.json", chunks(20, 2)), file("c", [], size: 7),
+                     file("d.bin", chunks(30, 4)), file("e.json", chunks(40, 5)), file("f.bin", chunks(50, 2))]
+        let built = try IndexBuilder.build(files) { [1, 4].contains($0) }
+        let linked = try #require(built.linked)
+        let index = IndexLocation(offset: 500, size: UInt64(built.bytes.count), root: built.root, chunkSize: 4096,
+                                  linked: LinkedIndex(offset: 500 + linked.offset, root: linked.root))
+        let (read, lists) = try IndexReader.walk(index, source: "test", strict: true) { refs in
+            try refs.map { ref, at in
+                let start = Int(at - 500)
+                return try IndexPage.unseal(Array(built.bytes[start..<(start + Int(ref.compressedSize))]), ref, source: "test")
+            }
+        }
+        #expect(read.files == files.map(\.file))
+        #expect(read.chunked.map(\.file) == [0, 1, 3, 4, 5])
+        #expect(read.chunked.map(\.linked) == [false, true, false, true, false])
+        for c in read.chunked { #expect(lists[files[c.file].file.path] == files[c.file].chunks) }
+        #expect(lists.count == 5)
+    }
+
     @Test func aLinkedTreeThatDisagreesWithTheMainTreeIsRefusedAndItsFilesReadWhole() throws {
         let file = ManifestFile(path: "a.json", size: 8192, sha256: String(repeating: "ab", count: 32),
                                 location: ArchiveLocation(headerOffset: 0, dataOffset: 36, compressedSize: 100, method: 8))
@@ -137,7 +172,7 @@ import Testing
         let good = try IndexBuilder.build([(file, chunks)]) { _ in true }
         let linked = try #require(good.linked)
         var refusals: [String] = []
-        func walk(_ built: IndexBuilder.Built, linkedRoot: PageRef, at: UInt64, strict: Bool = true) throws -> [IndexedFile] {
+        func walk(_ built: IndexBuilder.Built, linkedRoot: PageRef, at: UInt64, strict: Bool = true) throws -> IndexedFiles {
             let index = IndexLocation(offset: 1000, size: UInt64(built.bytes.count), root: built.root, chunkSize: 4096,
                                       linked: LinkedIndex(offset: 1000 + at, root: linkedRoot))
             return try IndexReader.walk(index, source: "test", strict: strict, refused: { refusals.append($0) }) { refs in
@@ -148,7 +183,8 @@ import Testing
             }.files
         }
         let files = try walk(good, linkedRoot: linked.root, at: linked.offset)
-        #expect(files.count == 1 && files[0].linked && files[0].chunkPages.count == 1)
+        #expect(files.files == [file] && files.chunked.count == 1 && files.chunked[0].file == 0 && files.chunked[0].linked
+                && files.chunked[0].pages.count == 1)
         // The main tree lists the file with another size than the linked tree's: refused.
         var other = file
         other.size = 8193
@@ -160,7 +196,7 @@ import Testing
         #expect(statusOf { _ = try walk(good, linkedRoot: good.root, at: 0) } == .manifest)
         // A client (not strict) reads such a release's files whole: the main tree is complete.
         let whole = try walk(mixed, linkedRoot: linked.root, at: UInt64(main.bytes.count), strict: false)
-        #expect(whole.count == 1 && !whole[0].linked && whole[0].chunkPages.isEmpty && whole[0].file.size == 8193)
+        #expect(whole.files.count == 1 && whole.chunked.isEmpty && whole.files[0].size == 8193)
         #expect(refusals.count == 1 && refusals[0].contains("fetched whole"), "\(refusals)")
     }
 }

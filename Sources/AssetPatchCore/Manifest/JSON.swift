@@ -135,8 +135,10 @@ package struct JSONParser {
     /// Read ahead from a `source` at a time.
     static let readAhead = 256 << 10
     /// Consumed bytes are dropped once there are this many (before a value, where no token
-    /// holds a position in `bytes`).
-    static let dropAfter = 1 << 20
+    /// holds a position in `bytes`). With the window sized once for this and two reads, a
+    /// record is read in 1 MiB (window and scratch) unless a single token is longer: dropped
+    /// at 1 MiB and grown by doubling, the window took 3 MiB at an update's peak.
+    static let dropAfter = readAhead
 
     private mutating func document() throws -> JSON {
         try skipWhitespace()
@@ -156,7 +158,10 @@ package struct JSONParser {
     /// `bytes` stay valid (a token may span reads).
     private mutating func fill(_ count: Int) throws -> Bool {
         guard let source else { return false }
-        if scratch.isEmpty { scratch = [UInt8](repeating: 0, count: JSONParser.readAhead) }
+        if scratch.isEmpty {
+            scratch = [UInt8](repeating: 0, count: JSONParser.readAhead)
+            bytes.reserveCapacity(JSONParser.dropAfter + 2 * JSONParser.readAhead)
+        }
         while bytes.count < count {
             let n = try scratch.withUnsafeMutableBytes { try source($0) }
             guard n > 0 else {

@@ -136,7 +136,7 @@ extension FileOrigin {
     static func onDisk(_ installed: InstalledFiles, _ fetched: [String: String],
                        _ bundle: [String: String] = [:]) -> (ManifestFile) -> FileOrigin? {
         { f in
-            if let i = installed[f.digest], i.size == f.size { return .installed(i) }
+            if let i = installed[f] { return .installed(i) }
             // (Most updates have neither: no digest's hex made per file to find that out.)
             if !fetched.isEmpty, let p = fetched[f.sha256] { return .fetched(p) }
             return bundle.isEmpty ? nil : bundle[f.sha256].map(FileOrigin.bundle)

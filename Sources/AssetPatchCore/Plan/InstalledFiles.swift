@@ -1,3 +1,5 @@
+import Glibc
+
 /// A file of an installed release that a new one may take: its release's directory for its
 /// group (one String for all of them) and its path there, both shared with what the store
 /// read, so that 100,000 of them cost no path of their own.
@@ -12,26 +14,41 @@ struct InstalledFile: Equatable {
     }
 }
 
-/// The files of the installed releases by digest, the first given for a digest kept: the
-/// files in the order given, and their digests sorted beside their places (plain words, so
-/// sorting 100,000 moves no String), searched by halves. At 100,000 files a dictionary's
-/// buckets were 19 MB (its capacity a power of two past 4/3 of the count); these are 8 MB.
+/// The files of the installed releases a new release's files may be taken from, found by the
+/// new file. Most are the new release's own files at the same path with the same content
+/// (`sharing`, the new release's list): for those, a root number per new file is all that is
+/// kept (2 bytes). The others are by digest, the first given for a digest kept: the files in
+/// the order given, and their digests sorted beside their places (plain words, so sorting moves
+/// no String), searched by halves. At 100,000 files a dictionary's buckets were 19 MB (its
+/// capacity a power of two past 4/3 of the count), a table of every installed file 8 MB; an
+/// update that changes one file holds 200 KB.
 struct InstalledFiles {
+    /// The new release's files, in path order, and for each the number (from 1) in `roots` of
+    /// the directory holding an installed file at its path with its content; 0: none.
+    private let sharing: [ManifestFile]
+    private var same: [UInt16]
+    private var roots: [String] = []
     private var files: [InstalledFile] = []
     private var order: [(digest: Sha256, file: UInt32)] = []
     /// `order[..<sealed]` is sorted and searched; what was appended after it is not yet.
     private var sealed = 0
     /// The groups of the last files appended, which wait for their roots (`appendPending`).
     private var pendingGroups: [UInt16] = []
+    /// New files found at their path in the record being read, with the group holding them:
+    /// `placePending` gives them their roots.
+    private var pendingSame: [(file: UInt32, group: UInt16)] = []
 
-    init() {}
+    /// `sharing`: the new release's files, in path order (none: every file goes by digest).
+    init(sharing: [ManifestFile] = []) {
+        self.sharing = sharing
+        same = Array(repeating: 0, count: sharing.count)
+    }
 
+    /// The files found by digest (the others are counted by the new release's files).
     var count: Int { order.count }
 
-    mutating func reserveCapacity(_ n: Int) {
-        files.reserveCapacity(n)
-        order.reserveCapacity(n)
-    }
+    /// The new release's files an installed file of the same path and content was found for.
+    var foundInPlace: Int { same.reduce(0) { $1 == 0 ? $0 : $0 + 1 } }
 
     /// Adds `file` as content `digest`, unless a sealed digest is the same (`seal` drops the
     /// later of equal digests appended since): a release kept for rollback shares most of
@@ -45,8 +62,14 @@ struct InstalledFiles {
     }
 
     /// Adds `file` of group number `group`, its root not yet known (the record names its groups
-    /// after its files): `placePending` gives it, before `seal`.
-    mutating func appendPending(_ digest: Sha256, _ file: InstalledFile, group: UInt16) {
+    /// after its files): `placePending` gives it, before `seal`. `sharingIndex`: the new file at
+    /// the same path (the file's path is then that file's String); where its content and size
+    /// are the file's too, the new file is found in place, and nothing is added by digest.
+    mutating func appendPending(_ digest: Sha256, _ file: InstalledFile, group: UInt16, sharingIndex: Int? = nil) {
+        if let i = sharingIndex, sharing[i].digest == digest, sharing[i].size == file.size {
+            if same[i] == 0 { pendingSame.append((UInt32(i), group)) }
+            return
+        }
         if append(digest, file) { pendingGroups.append(group) }
     }
 
@@ -64,6 +87,18 @@ struct InstalledFiles {
         files.removeLast(files.count - kept)
         order.removeLast(order.count - (sealed + kept - first))
         pendingGroups = []
+        // The record's roots, numbered once each (a release has one per group).
+        var numbered: [UInt16: UInt16] = [:]
+        for (i, group) in pendingSame {
+            guard let n = numbered[group] ?? root(group).flatMap({ r -> UInt16? in
+                guard roots.count < Int(UInt16.max) else { return nil }
+                roots.append(r)
+                return UInt16(roots.count)
+            }) else { continue }
+            numbered[group] = n
+            same[Int(i)] = n
+        }
+        pendingSame = []
     }
 
     /// Orders the digests appended for lookups; of equal digests, the first appended stays.
@@ -80,7 +115,29 @@ struct InstalledFiles {
         sealed = order.count
     }
 
-    /// The file of content `digest`, among those sealed.
+    /// Once every record is read: a new file not found in place whose content another new
+    /// file's place holds (a file copied or renamed into the release, or there twice) is found
+    /// by its digest too.
+    mutating func finish() {
+        seal()
+        var wanted = sharing.indices.compactMap { i in same[i] == 0 && self[sharing[i].digest] == nil ? sharing[i].digest : nil }
+        guard !wanted.isEmpty else { return }
+        wanted.sort(by: <)
+        for (i, f) in sharing.enumerated() where same[i] != 0 && InstalledFiles.search(wanted, f.digest) {
+            append(f.digest, InstalledFile(root: roots[Int(same[i]) - 1], path: f.path, size: f.size))
+        }
+        seal()
+    }
+
+    /// Where the content of `f` is installed: at its own path, else anywhere by digest.
+    subscript(_ f: ManifestFile) -> InstalledFile? {
+        if let i = sharingIndex(of: f.path), same[i] != 0, sharing[i].digest == f.digest, sharing[i].size == f.size {
+            return InstalledFile(root: roots[Int(same[i]) - 1], path: sharing[i].path, size: f.size)
+        }
+        return self[f.digest].flatMap { $0.size == f.size ? $0 : nil }
+    }
+
+    /// The file of content `digest` among those found by digest and sealed.
     subscript(_ digest: Sha256) -> InstalledFile? {
         var low = 0
         var high = sealed
@@ -89,6 +146,41 @@ struct InstalledFiles {
             if order[mid].digest < digest { low = mid + 1 } else { high = mid }
         }
         return low < sealed && order[low].digest == digest ? files[Int(order[low].file)] : nil
+    }
+
+    /// The number of the new file at `path` (a search by halves, comparing bytes).
+    private func sharingIndex(of path: String) -> Int? {
+        guard !sharing.isEmpty else { return nil }
+        var low = 0
+        var high = sharing.count
+        while low < high {
+            let mid = (low + high) / 2
+            if InstalledFiles.compare(sharing[mid].path, path) < 0 { low = mid + 1 } else { high = mid }
+        }
+        return low < sharing.count && InstalledFiles.compare(sharing[low].path, path) == 0 ? low : nil
+    }
+
+    private static func search(_ sorted: [Sha256], _ digest: Sha256) -> Bool {
+        var low = 0
+        var high = sorted.count
+        while low < high {
+            let mid = (low + high) / 2
+            if sorted[mid] < digest { low = mid + 1 } else { high = mid }
+        }
+        return low < sorted.count && sorted[low] == digest
+    }
+
+    /// Byte order of two paths (`memcmp`, then the shorter first).
+    @inline(__always)
+    static func compare(_ a: String, _ b: String) -> Int {
+        var a = a, b = b
+        return a.withUTF8 { x in
+            b.withUTF8 { y in
+                let n = min(x.count, y.count)
+                let c = n == 0 ? 0 : memcmp(x.baseAddress!, y.baseAddress!, n)
+                return c != 0 ? Int(c) : x.count - y.count
+            }
+        }
     }
 
     static let empty = InstalledFiles()

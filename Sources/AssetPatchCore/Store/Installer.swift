@@ -47,7 +47,7 @@ struct Installer {
                 try FS.makeDirectories(filesDir + "/" + dir)
                 madeDirs.insert(dir)
             }
-            if let n = expected[e.name], case let f = c.manifest.files[n], let source = reusable[f.digest]?.place.full,
+            if let n = expected[e.name], case let f = c.manifest.files[n], let source = reusable[f]?.place.full,
                link(source, to: filesDir + "/" + e.name, size: f.size) {
                 durable[n] = true
                 bytesDone += f.size

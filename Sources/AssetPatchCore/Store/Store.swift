@@ -217,21 +217,22 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
         discardGroupDownloads(except: live)
     }
 
-    /// The files of the installed releases (active, pending, kept) by sha256, with their sizes:
-    /// their records were written after every byte was verified. Each record's files are taken
-    /// as it is read (never listed: a list of 100,000 was 11 MB). A path equal to one of
-    /// `sharing` (in path order, as a release's files are) is that String, not a copy: an
-    /// update's new files name most of the installed ones again.
+    /// The files of the installed releases (active, pending, kept) that `sharing`'s files (the
+    /// new release's, in path order, as a release's files are) may be taken from: their
+    /// records were written after every byte was verified. Each record's files are taken as it
+    /// is read (never listed: a list of 100,000 was 11 MB), merged with `sharing` by path: a
+    /// file at the same path with the same content costs a number, another the new release's
+    /// String for its path where it names it too, not a copy.
     func installedFiles(_ state: StoreState, sharing: [ManifestFile] = []) -> InstalledFiles {
-        var found = InstalledFiles()
-        found.reserveCapacity(sharing.count)  // most updates keep about as many files
+        var found = InstalledFiles(sharing: sharing)
         for ref in [state.active, state.pending].compactMap({ $0 }) + state.kept {
             var next = 0  // the first of `sharing` not before the last path read
             let info = try? loadRelease(ref.id) { f in
                 var path = f.path
-                while next < sharing.count, sharing[next].path.utf8.lexicographicallyPrecedes(path.utf8) { next += 1 }
-                if next < sharing.count, sharing[next].path.utf8.elementsEqual(path.utf8) { path = sharing[next].path }
-                found.appendPending(f.digest, InstalledFile(root: "", path: path, size: f.size), group: f.group)
+                while next < sharing.count, InstalledFiles.compare(sharing[next].path, path) < 0 { next += 1 }
+                let at = next < sharing.count && InstalledFiles.compare(sharing[next].path, path) == 0 ? next : nil
+                if let at { path = sharing[at].path }
+                found.appendPending(f.digest, InstalledFile(root: "", path: path, size: f.size), group: f.group, sharingIndex: at)
             }
             // Where the files lie follows from the groups, which the record lists after them.
             let roots = info?.roots(in: releaseDir(ref.id) + "/") ?? []
@@ -242,6 +243,7 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
             }
             found.seal()
         }
+        found.finish()
         return found
     }
 

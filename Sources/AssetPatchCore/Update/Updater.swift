@@ -256,7 +256,7 @@ final class Updater {
         case .wholeArchive:
             let linkable = installedFiles(state)
             var total = c.manifest.files.reduce(UInt64(0)) { sum, f in
-                linkable[f.digest]?.size == f.size ? sum : sum + f.size + 4096
+                linkable[f] != nil ? sum : sum + f.size + 4096
             }
             let d = try download(for: c)
             if let size = c.manifest.archiveSize { total += size - min(size, d.resumableBytes()) }

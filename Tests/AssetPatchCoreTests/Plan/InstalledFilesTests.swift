@@ -51,6 +51,38 @@ import Testing
         #expect(files.count == 20 && (30..<40).allSatisfy { files[digest($0)] == nil })
     }
 
+    /// A new file is found at its own path in the first release that has its content there
+    /// (a kept release where the active one changed it), else by digest, never with another
+    /// size; a content found in place is found by digest too once every record is read.
+    @Test func newFilesAreFoundInPlaceThenByDigest() {
+        let new = [ManifestFile(path: "a", size: 1, digest: digest(1)), ManifestFile(path: "b", size: 2, digest: digest(2)),
+                   ManifestFile(path: "c", size: 3, digest: digest(3)), ManifestFile(path: "d", size: 1, digest: digest(1)),
+                   ManifestFile(path: "e", size: 4, digest: digest(4))]
+        var files = InstalledFiles(sharing: new)
+        // The active release: "a" as the new one, "b" with other content, "x" with e's.
+        files.appendPending(digest(1), InstalledFile(root: "", path: "a", size: 1), group: 0, sharingIndex: 0)
+        files.appendPending(digest(9), InstalledFile(root: "", path: "b", size: 9), group: 0, sharingIndex: 1)
+        files.appendPending(digest(4), InstalledFile(root: "", path: "x", size: 4), group: 0)
+        #expect(files[new[0]] == nil, "found before it was placed")
+        files.placePending { _ in "/active/" }
+        files.seal()
+        // A kept release: "a" again, "b" as the new one, "c" in a group not on disk.
+        files.appendPending(digest(1), InstalledFile(root: "", path: "a", size: 1), group: 0, sharingIndex: 0)
+        files.appendPending(digest(2), InstalledFile(root: "", path: "b", size: 2), group: 0, sharingIndex: 1)
+        files.appendPending(digest(3), InstalledFile(root: "", path: "c", size: 3), group: 1, sharingIndex: 2)
+        files.placePending { $0 == 0 ? "/kept/" : nil }
+        files.seal()
+        #expect(files[new[3]] == nil, "a copy is found by digest once every record is read")
+        files.finish()
+        #expect(files[new[0]] == InstalledFile(root: "/active/", path: "a", size: 1))
+        #expect(files[new[1]] == InstalledFile(root: "/kept/", path: "b", size: 2))
+        #expect(files[new[2]] == nil)
+        #expect(files[new[3]] == InstalledFile(root: "/active/", path: "a", size: 1))
+        #expect(files[new[4]] == InstalledFile(root: "/active/", path: "x", size: 4))
+        #expect(files[ManifestFile(path: "a", size: 5, digest: digest(1))] == nil, "same digest, another size")
+        #expect(files.foundInPlace == 2 && files.count == 3)
+    }
+
     @Test func theStoreTakesEachRecordsFilesWhereTheyLieSharingTheNewPaths() throws {
         let dir = TempDir()
         defer { dir.cleanup() }
@@ -69,23 +101,38 @@ import Testing
         var state = StoreState()
         state.active = ReleaseRef(id: id, version: 2, verified: true)
         state.groups.local[id] = ["hd"]
-        // The new release names three of these paths again (and one the record lacks).
-        let new = [0, 1, 15, 3].map { ManifestFile(path: String(decoding: Array("dir/long-file-name-\($0).png".utf8), as: UTF8.self), size: 0, sha256: sha(0)) }
+        // The new release, in path order: files 0 and 1 again (1 in group "hd", on disk), file
+        // 4's content under a new path, file 2 again (group "lo", not on disk), file 3's path
+        // with other content, and file 0's content a second time.
+        func path(_ name: String) -> String { String(decoding: Array("dir/\(name)".utf8), as: UTF8.self) }
+        let new = [ManifestFile(path: path("long-file-name-0.png"), size: 0, sha256: sha(0)),
+                   ManifestFile(path: path("long-file-name-1.png"), size: 1, sha256: sha(1)),
+                   ManifestFile(path: path("long-file-name-15.png"), size: 4, sha256: sha(4)),
+                   ManifestFile(path: path("long-file-name-2.png"), size: 2, sha256: sha(2)),
+                   ManifestFile(path: path("long-file-name-3.png"), size: 9, sha256: sha(9)),
+                   ManifestFile(path: path("zz-copy-of-file-0.png"), size: 0, sha256: sha(0))]
         let installed = store.installedFiles(state, sharing: new)
         let root = store.releaseDir(id) + "/"
-        for f in files {
-            let place = f.group == 2 ? nil : f.group == 1 ? root + "groups/hd/" + f.path : root + "files/" + f.path
-            #expect(installed[f.digest]?.place.full == place, "\(f.path)")
-        }
+        let expected = [root + "files/" + files[0].path, root + "groups/hd/" + files[1].path, root + "groups/hd/" + files[4].path,
+                        nil, nil, root + "files/" + files[0].path]
+        for (f, place) in zip(new, expected) { #expect(installed[f]?.place.full == place, "\(f.path)") }
+        #expect(installed.foundInPlace == 2, "files 0 and 1 cost a number each")
+        // By digest: file 3 (its path the new release's String), file 4, and file 0's content
+        // for its copy; not file 5 (not on disk), nor file 2 (in place, but not on disk).
+        #expect(installed.count == 3)
+        #expect(installed[files[3].digest]?.place.full == root + "files/" + files[3].path)
+        #expect(installed[files[5].digest] == nil && installed[files[2].digest] == nil)
         // Shared with the new release's Strings, not copied (one that sorts between them too).
         func storage(_ s: String) -> UnsafePointer<UInt8>? { s.utf8.withContiguousStorageIfAvailable { $0.baseAddress } ?? nil }
-        for (n, i) in [(0, 0), (1, 1), (3, 3)] {
-            #expect(storage(installed[files[i].digest]!.place.path) == storage(new[n == 3 ? 3 : n].path), "\(i)")
-            #expect(storage(installed[files[i].digest]!.place.path) != nil)
+        for n in [0, 1, 5] {
+            #expect(storage(installed[new[n]]!.place.path) == storage(new[n == 5 ? 0 : n].path), "\(n)")
+            #expect(storage(installed[new[n]]!.place.path) != nil)
         }
-        #expect(storage(installed[files[4].digest]!.place.path) != storage(new[3].path))
+        #expect(storage(installed[files[3].digest]!.place.path) == storage(new[4].path))
+        #expect(storage(installed[new[2]]!.place.path) != storage(new[2].path))
         // A record that does not decode gives none of its files.
         try FS.writeAtomically(store.releaseRecordPath(id), Array(text.dropLast(30)))
-        #expect(store.installedFiles(state, sharing: new).count == 0)
+        let bad = store.installedFiles(state, sharing: new)
+        #expect(bad.count == 0 && bad.foundInPlace == 0 && new.allSatisfy { bad[$0] == nil })
     }
 }

@@ -328,21 +328,22 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
             defer { _ = lock }
             var state = try store.loadState()
             mark = state.downgradeMarkAnyChannel(verifying: updater.config.verifies)
-            let outcome = try updater.run(&state, &e)
-            finished = { if case .noUpdate = outcome { return .noUpdate } else { return .ok } }()
+            // Only the release's reference is kept from the outcome: the update's list of the
+            // release's files goes before the release is served.
+            let installed: ReleaseRef? = try {
+                if case let .installed(candidate, _) = try updater.run(&state, &e) { return candidate.ref }
+                return nil
+            }()
+            finished = installed == nil ? .noUpdate : .ok
             record(e, finished, mark: mark, sourceIndex: updater.context.sources?.served)
-            switch outcome {
-            case .noUpdate:
-                return false
-            case let .installed(candidate, info):
-                if configuration.apply == .immediate {
-                    try serve(candidate.ref, record: info)
-                    // The release this client served until now may have been kept from the
-                    // clean-up by its own lease (keep_versions=0): it can go now.
-                    _ = try? store.collectGarbage(try store.loadState())
-                }
-                return true
+            guard let installed else { return false }
+            if configuration.apply == .immediate {
+                try serve(installed)
+                // The release this client served until now may have been kept from the
+                // clean-up by its own lease (keep_versions=0): it can go now.
+                _ = try? store.collectGarbage(try store.loadState())
             }
+            return true
         } catch let error as AssetPatchError {
             finished = error.status
             record(e, error.status, mark: mark, sourceIndex: updater.context.sources?.served)

@@ -38,10 +38,13 @@ struct InstalledFiles {
     /// `placePending` gives them their roots.
     private var pendingSame: [(file: UInt32, group: UInt16)] = []
 
-    /// `sharing`: the new release's files, in path order (none: every file goes by digest).
+    /// `sharing`: the new release's files. Only files in strictly increasing path order (an
+    /// index's; a format-1 manifest's need not be) are searched by path: otherwise, and with
+    /// none, every file goes by digest.
     init(sharing: [ManifestFile] = []) {
-        self.sharing = sharing
-        same = Array(repeating: 0, count: sharing.count)
+        let ordered = sharing.indices.dropFirst().allSatisfy { InstalledFiles.compare(sharing[$0 - 1].path, sharing[$0].path) < 0 }
+        self.sharing = ordered ? sharing : []
+        same = Array(repeating: 0, count: self.sharing.count)
     }
 
     /// The files found by digest (the others are counted by the new release's files).
@@ -66,7 +69,7 @@ struct InstalledFiles {
     /// the same path (the file's path is then that file's String); where its content and size
     /// are the file's too, the new file is found in place, and nothing is added by digest.
     mutating func appendPending(_ digest: Sha256, _ file: InstalledFile, group: UInt16, sharingIndex: Int? = nil) {
-        if let i = sharingIndex, sharing[i].digest == digest, sharing[i].size == file.size {
+        if let i = sharingIndex, i < sharing.count, sharing[i].digest == digest, sharing[i].size == file.size {
             if same[i] == 0 { pendingSame.append((UInt32(i), group)) }
             return
         }

@@ -81,6 +81,14 @@ import Testing
         #expect(files[new[4]] == InstalledFile(root: "/active/", path: "x", size: 4))
         #expect(files[ManifestFile(path: "a", size: 5, digest: digest(1))] == nil, "same digest, another size")
         #expect(files.foundInPlace == 2 && files.count == 3)
+        // New files out of path order (a format-1 manifest's may be) are all found by digest.
+        var unordered = InstalledFiles(sharing: [new[2], new[0]])
+        unordered.appendPending(digest(1), InstalledFile(root: "", path: "a", size: 1), group: 0)
+        unordered.appendPending(digest(3), InstalledFile(root: "", path: "c", size: 3), group: 0, sharingIndex: 0)
+        unordered.placePending { _ in "/active/" }
+        unordered.finish()
+        #expect(unordered[new[0]] == InstalledFile(root: "/active/", path: "a", size: 1) && unordered.foundInPlace == 0)
+        #expect(unordered[new[2]] == InstalledFile(root: "/active/", path: "c", size: 3))
     }
 
     @Test func theStoreTakesEachRecordsFilesWhereTheyLieSharingTheNewPaths() throws {

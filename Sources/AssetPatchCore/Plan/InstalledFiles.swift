@@ -93,13 +93,20 @@ struct InstalledFiles {
         // The record's roots, numbered once each (a release has one per group).
         var numbered: [UInt16: UInt16] = [:]
         for (i, group) in pendingSame {
-            guard let n = numbered[group] ?? root(group).flatMap({ r -> UInt16? in
-                guard roots.count < Int(UInt16.max) else { return nil }
-                roots.append(r)
-                return UInt16(roots.count)
-            }) else { continue }
-            numbered[group] = n
-            same[Int(i)] = n
+            if let n = numbered[group] {
+                same[Int(i)] = n
+                continue
+            }
+            guard let r = root(group) else { continue }
+            guard roots.count < Int(UInt16.max) - 1 else {
+                // More roots than a number holds (only a damaged record has them): by digest.
+                let f = sharing[Int(i)]
+                append(f.digest, InstalledFile(root: r, path: f.path, size: f.size))
+                continue
+            }
+            roots.append(r)
+            numbered[group] = UInt16(roots.count)
+            same[Int(i)] = UInt16(roots.count)
         }
         pendingSame = []
     }
@@ -123,7 +130,7 @@ struct InstalledFiles {
     /// by its digest too.
     mutating func finish() {
         seal()
-        var wanted = sharing.indices.compactMap { i in same[i] == 0 && self[sharing[i].digest] == nil ? sharing[i].digest : nil }
+        var wanted = sharing.indices.compactMap { i in same[i] == 0 && self[sharing[i]] == nil ? sharing[i].digest : nil }
         guard !wanted.isEmpty else { return }
         wanted.sort(by: <)
         for (i, f) in sharing.enumerated() where same[i] != 0 && InstalledFiles.search(wanted, f.digest) {

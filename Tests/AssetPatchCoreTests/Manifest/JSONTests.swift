@@ -139,7 +139,7 @@ import Testing
         expectSameReadInPieces(Array(big.utf8), sizes: [[4096], [JSONParser.readAhead], [1, 5000, 3, 65536]], "big")
         expectSameReadInPieces(Array(big.dropLast().utf8) + Array(",}".utf8), sizes: [[4096], [7, 65536]], "big, bad at the end")
         // One token longer than the window (a string of 1.2 MiB, after what is dropped) grows it.
-        let long = #"{"files":["# + String(repeating: #""x","#, count: 60_000) + #"{"s":""# + String(repeating: "ab", count: 600 << 10) + #""}],"t":1}"#
+        let long = #"{"files":["# + String(repeating: #""x","#, count: 70_000) + #"{"s":""# + String(repeating: "ab", count: 600 << 10) + #""}],"t":1}"#
         expectSameReadInPieces(Array(long.utf8), sizes: [[JSONParser.readAhead], [65536, 3]], "a long token")
         // Read as parsed: when an element is handed out, at most a read ahead past it was read.
         let pieces = Pieces(Array(big.utf8), [4096])

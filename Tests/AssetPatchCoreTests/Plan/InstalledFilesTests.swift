@@ -91,6 +91,22 @@ import Testing
         #expect(unordered[new[2]] == InstalledFile(root: "/active/", path: "c", size: 3))
     }
 
+    /// Past the roots a number holds (only a damaged record lists so many groups), files found
+    /// in place are kept by digest instead, not dropped.
+    @Test func pastTheRootsANumberHoldsFilesGoByDigest() {
+        let n = Int(UInt16.max) + 1
+        let new = (0..<n).map { i in
+            let digits = String(i)
+            return ManifestFile(path: "f" + String(repeating: "0", count: 6 - digits.count) + digits, size: 1, digest: digest(i))
+        }
+        var files = InstalledFiles(sharing: new)
+        for i in 0..<n { files.appendPending(digest(i), InstalledFile(root: "", path: new[i].path, size: 1), group: UInt16(i), sharingIndex: i) }
+        files.placePending { "/g\($0)/" }
+        files.finish()
+        #expect(files.foundInPlace == Int(UInt16.max) - 1 && files.count == 2)
+        #expect(new.indices.allSatisfy { files[new[$0]]?.place.full == "/g\($0)/" + new[$0].path })
+    }
+
     @Test func theStoreTakesEachRecordsFilesWhereTheyLieSharingTheNewPaths() throws {
         let dir = TempDir()
         defer { dir.cleanup() }

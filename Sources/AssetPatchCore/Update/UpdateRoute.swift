@@ -39,7 +39,9 @@ extension Updater {
     /// Where each of `files` comes from: installed releases, what earlier attempts fetched
     /// (hashed again unless this updater verified it), the bundle (digests cached), else the
     /// archive; a chunked file whose content is nowhere on disk gets an origin per chunk
-    /// (`fetchedChunks`: the chunks earlier attempts kept). nil: a file has no location.
+    /// (`fetchedChunks`: the chunks earlier attempts kept) where some of its chunks need not be
+    /// fetched for it (`ChunkPlanner.worthRebuilding`), else is fetched whole like any file.
+    /// nil: a file has no location.
     func plan(_ files: [ManifestFile], chunkLists: [String: [ChunkRecord]], linked: Set<String> = [], chunkSize: Int, _ state: StoreState,
               fetchedChunks: [String: String]) throws -> FilePlan? {
         let installed = installedFiles(state, sharing: files)
@@ -53,12 +55,18 @@ extension Updater {
             if digests.hashedCount > 0 { log(.info, "hashed \(digests.hashedCount) bundle files (cached for later updates)") }
         }
         let local = FileOrigin.onDisk(installed, fetched, bundle)
-        guard var delta = FilePlan.make(files, local: local, chunked: Set(chunkLists.keys)) else { return nil }
-        // Chunked files whose content is not on disk: rebuilt from chunks, only new ones fetched.
-        let rebuilt = files.filter { local($0) == nil }.compactMap { f in chunkLists[f.path].map { (file: f, chunks: $0) } }
+        // Chunked files whose content is not on disk: rebuilt from chunks, only new ones
+        // fetched, where some chunk need not be fetched for them; the others are fetched whole.
+        var rebuilt = files.filter { local($0) == nil }.compactMap { f in chunkLists[f.path].map { (file: f, chunks: $0) } }
+        var chunksOnDisk = LocalChunks()
         if !rebuilt.isEmpty {
-            let (chunksOnDisk, scanned) = try store.localChunks(state, for: rebuilt, chunkSize: chunkSize, bundleDir: bundleDir, cancel: cancel)
+            let scanned: Int
+            (chunksOnDisk, scanned) = try store.localChunks(state, for: rebuilt, chunkSize: chunkSize, bundleDir: bundleDir, cancel: cancel)
             if scanned > 0 { log(.info, "cut \(scanned) files on disk into chunks to find those the new release shares (cached for later updates)") }
+            rebuilt = ChunkPlanner.worthRebuilding(rebuilt, local: chunksOnDisk, fetched: fetchedChunks, linked: linked)
+        }
+        guard var delta = FilePlan.make(files, local: local, chunked: Set(rebuilt.map(\.file.path))) else { return nil }
+        if !rebuilt.isEmpty {
             let planned = ChunkPlanner.plan(rebuilt, local: chunksOnDisk, fetched: fetchedChunks, linked: linked)
             delta.chunked = planned.files
             delta.chunkRanges = planned.ranges

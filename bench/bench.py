@@ -618,6 +618,17 @@ def write_results(path, r, args):
         *(rollout_targets(r["rollout"], mk) if "rollout" in r else []),
         "",
     ]
+    # Sections measured on their own (a catalog of a million files, run once) are kept from
+    # the file being replaced, before "## Targets": a full run must not lose them.
+    old = open(path).read() if os.path.exists(path) else ""
+    made = {l for l in lines if l.startswith("## ")}
+    kept = []
+    for block in old.split("\n## ")[1:]:
+        title = "## " + block.split("\n", 1)[0]
+        if title not in made:
+            kept += ("## " + block).rstrip("\n").split("\n") + [""]
+    at = lines.index("## Targets")
+    lines[at:at] = kept
     with open(path, "w") as f:
         f.write("\n".join(lines))
 

@@ -39,8 +39,9 @@ extension Updater {
     /// Where each of `files` comes from: installed releases, what earlier attempts fetched
     /// (hashed again unless this updater verified it), the bundle (digests cached), else the
     /// archive; a chunked file whose content is nowhere on disk gets an origin per chunk
-    /// (`fetchedChunks`: the chunks earlier attempts kept) where some of its chunks need not be
-    /// fetched for it (`ChunkPlanner.worthRebuilding`), else is fetched whole like any file.
+    /// (`fetchedChunks`: the chunks earlier attempts kept); with no chunk on disk or kept, only
+    /// where some of its chunks are shared (`ChunkPlanner.worthRebuilding`), else it is fetched
+    /// whole like any file.
     /// nil: a file has no location.
     func plan(_ files: [ManifestFile], chunkLists: [String: [ChunkRecord]], linked: Set<String> = [], chunkSize: Int, _ state: StoreState,
               fetchedChunks: [String: String]) throws -> FilePlan? {
@@ -63,7 +64,12 @@ extension Updater {
             let scanned: Int
             (chunksOnDisk, scanned) = try store.localChunks(state, for: rebuilt, chunkSize: chunkSize, bundleDir: bundleDir, cancel: cancel)
             if scanned > 0 { log(.info, "cut \(scanned) files on disk into chunks to find those the new release shares (cached for later updates)") }
-            rebuilt = ChunkPlanner.worthRebuilding(rebuilt, local: chunksOnDisk, fetched: fetchedChunks, linked: linked)
+            // With no chunk on disk or kept (a fresh install), only files sharing chunks are
+            // rebuilt; otherwise all are, their ranges coalesced together (whole files and
+            // chunks apart took 45 requests and 1.7% more bytes where 32 did).
+            if chunksOnDisk.isEmpty && fetchedChunks.isEmpty {
+                rebuilt = ChunkPlanner.worthRebuilding(rebuilt, local: chunksOnDisk, fetched: fetchedChunks, linked: linked)
+            }
         }
         guard var delta = FilePlan.make(files, local: local, chunked: Set(rebuilt.map(\.file.path))) else { return nil }
         if !rebuilt.isEmpty {

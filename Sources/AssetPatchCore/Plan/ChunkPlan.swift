@@ -142,12 +142,8 @@ enum ChunkPlanner {
         var keys = files.flatMap { $0.chunks.map(\.id.w0) }
         keys.sort()
         func repeated(_ key: UInt64) -> Bool {
-            var low = 0, high = keys.count
-            while low < high {
-                let mid = (low + high) / 2
-                if keys[mid] < key { low = mid + 1 } else { high = mid }
-            }
-            return low + 1 < keys.count && keys[low + 1] == key
+            let at = keys.lowerBound { $0 < key }
+            return at + 1 < keys.count && keys[at + 1] == key
         }
         return files.filter { file, chunks in
             guard let location = file.location else { return true }

@@ -133,7 +133,11 @@ struct InstalledFiles {
         var wanted = sharing.indices.compactMap { i in same[i] == 0 && self[sharing[i]] == nil ? sharing[i].digest : nil }
         guard !wanted.isEmpty else { return }
         wanted.sort(by: <)
-        for (i, f) in sharing.enumerated() where same[i] != 0 && InstalledFiles.search(wanted, f.digest) {
+        func isWanted(_ digest: Sha256) -> Bool {
+            let at = wanted.lowerBound { $0 < digest }
+            return at < wanted.count && wanted[at] == digest
+        }
+        for (i, f) in sharing.enumerated() where same[i] != 0 && isWanted(f.digest) {
             append(f.digest, InstalledFile(root: roots[Int(same[i]) - 1], path: f.path, size: f.size))
         }
         seal()
@@ -149,35 +153,14 @@ struct InstalledFiles {
 
     /// The file of content `digest` among those found by digest and sealed.
     subscript(_ digest: Sha256) -> InstalledFile? {
-        var low = 0
-        var high = sealed
-        while low < high {
-            let mid = (low + high) / 2
-            if order[mid].digest < digest { low = mid + 1 } else { high = mid }
-        }
-        return low < sealed && order[low].digest == digest ? files[Int(order[low].file)] : nil
+        let at = order[..<sealed].lowerBound { $0.digest < digest }
+        return at < sealed && order[at].digest == digest ? files[Int(order[at].file)] : nil
     }
 
     /// The number of the new file at `path` (a search by halves, comparing bytes).
     private func sharingIndex(of path: String) -> Int? {
-        guard !sharing.isEmpty else { return nil }
-        var low = 0
-        var high = sharing.count
-        while low < high {
-            let mid = (low + high) / 2
-            if InstalledFiles.compare(sharing[mid].path, path) < 0 { low = mid + 1 } else { high = mid }
-        }
-        return low < sharing.count && InstalledFiles.compare(sharing[low].path, path) == 0 ? low : nil
-    }
-
-    private static func search(_ sorted: [Sha256], _ digest: Sha256) -> Bool {
-        var low = 0
-        var high = sorted.count
-        while low < high {
-            let mid = (low + high) / 2
-            if sorted[mid] < digest { low = mid + 1 } else { high = mid }
-        }
-        return low < sorted.count && sorted[low] == digest
+        let at = sharing.lowerBound { InstalledFiles.compare($0.path, path) < 0 }
+        return at < sharing.count && InstalledFiles.compare(sharing[at].path, path) == 0 ? at : nil
     }
 
     /// Byte order of two paths (`memcmp`, then the shorter first).

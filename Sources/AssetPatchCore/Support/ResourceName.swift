@@ -89,12 +89,8 @@ package enum ResourceName {
 
     /// Whether names in strictly increasing byte order include `name` (a binary search).
     package static func contains<C: RandomAccessCollection>(sorted names: C, _ name: String) -> Bool where C.Element == String {
-        var low = names.startIndex, high = names.endIndex
-        while low < high {
-            let mid = names.index(low, offsetBy: names.distance(from: low, to: high) / 2)
-            if names[mid].utf8.lexicographicallyPrecedes(name.utf8) { low = names.index(after: mid) } else { high = mid }
-        }
-        return low < names.endIndex && names[low].utf8.elementsEqual(name.utf8)
+        let i = names.lowerBound { $0.utf8.lexicographicallyPrecedes(name.utf8) }
+        return i < names.endIndex && names[i].utf8.elementsEqual(name.utf8)
     }
 
     /// Where a variant suffix goes in `name`: before the last `.` of the last component when

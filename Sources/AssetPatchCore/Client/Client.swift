@@ -331,7 +331,7 @@ package final class Client: @unchecked Sendable {  // mutable state is behind Lo
             // Only the release's reference is kept from the outcome: the update's list of the
             // release's files goes before the release is served.
             let installed: ReleaseRef? = try {
-                if case let .installed(candidate, _) = try updater.run(&state, &e) { return candidate.ref }
+                if case let .installed(candidate) = try updater.run(&state, &e) { return candidate.ref }
                 return nil
             }()
             finished = installed == nil ? .noUpdate : .ok

@@ -12,7 +12,7 @@ extension Candidate {
 /// What an update did.
 enum UpdateOutcome {
     case noUpdate
-    case installed(Candidate, ReleaseRecord)
+    case installed(Candidate)
 }
 
 /// One update or check, step by step: manifest (fetch, verify, judge) -> plan -> fetch ->
@@ -127,15 +127,15 @@ final class Updater {
         let digest = candidate.manifest.archiveDigest
         e.resumed = [store.partialPath(digest), store.fetchedDir(digest), store.chunksDir(digest)].contains(where: FS.exists)
 
-        var info: ReleaseRecord
-        if state.kept.contains(where: { $0.id == candidate.releaseID }), let kept = try? store.loadRelease(candidate.releaseID) {
+        // The kept release's record read for its fields only: whether it is intact.
+        if state.kept.contains(where: { $0.id == candidate.releaseID }), (try? store.loadRelease(candidate.releaseID, listingFiles: false)) != nil {
             // A kept release offered again (a host moving back to a channel that offers it):
             // it is on disk, verified when it was installed.
             log(.info, "version \(candidate.version) is kept on disk: served again without a download")
             e.route = "kept"
             try activate(candidate, state: &state, inPlace: true)
             progress.report(Progress(phase: .done), final: true)
-            return .installed(candidate, kept)
+            return .installed(candidate)
         }
         var startedOver = false
         var sourcesLeft = (context.sources?.count ?? 1) - 1
@@ -150,11 +150,11 @@ final class Updater {
                 let route = try chooseRoute(candidate, state)
                 try store.requireFreeSpace(try spaceNeeded(route, candidate, state), for: "version \(candidate.version)")
                 if case .differential = route { e.route = "differential" }
-                if case let .differential(plan) = route, let done = try installDifferentially(candidate, plan) {
-                    info = done
-                } else {
+                var installed = false
+                if case let .differential(plan) = route { installed = try installDifferentially(candidate, plan) != nil }
+                if !installed {
                     e.route = "whole"
-                    info = try installWholeArchive(candidate, state)
+                    _ = try installWholeArchive(candidate, state)
                 }
                 try cancel.check()
                 try activate(candidate, state: &state)
@@ -194,7 +194,7 @@ final class Updater {
         }
         progress.report(Progress(phase: .done), final: true)
         log(.info, "installed version \(candidate.version)")
-        return .installed(candidate, info)
+        return .installed(candidate)
     }
 
     /// What an update would do now (`assetpatch_check`, `assetpatch status`): the release it

@@ -368,6 +368,61 @@ def test_the_whole_archive_route_installs_the_same_files(site):
     assert not [p for p in on_disk if "/levels/2/" in p or "/lang/" in p], "absent groups were extracted"
 
 
+def bytes_on_disk(*roots):
+    """Bytes of the regular files under `roots`, each inode once (a link is not a second copy)."""
+    seen, total = set(), 0
+    for root in roots:
+        for dp, _, names in os.walk(root):
+            for n in names:
+                try:
+                    st = os.lstat(os.path.join(dp, n))
+                except OSError:
+                    continue
+                if (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    total += st.st_size
+    return total
+
+
+def test_a_group_fetch_never_holds_its_chunks_and_the_files_made_of_them_together(tmp_path):
+    """Files from 64 KiB are fetched as chunks and rebuilt: each chunk is dropped once the last
+    file taking it is rebuilt, so a group's fetch holds about one copy of the group, not its
+    chunks and its files both (which doubled what a quota lets an app keep on disk). Sampled
+    at every progress report of the fetch, the final one included."""
+    rnd = random.Random(7)
+    shared = rnd.randbytes(200_000)
+    big = {f"levels/1/{i:02}.bin": rnd.randbytes(300_000) for i in range(8)}
+    big["levels/1/twin-a.bin"] = shared + rnd.randbytes(100_000)  # chunks in common: rebuilt, not fetched whole
+    big["levels/1/twin-b.bin"] = shared + rnd.randbytes(120_000)
+    files = {"base/readme.txt": b"base\n", **big}
+    root = tmp_path / "site"
+    make_tree(tmp_path / "src", files)
+    subprocess.run([CLI, "publish", str(tmp_path / "src"), "--repo", str(root / "repo"), "--package", "groups", "--version", "1",
+                    "--group", "level1=levels/1/*"], check=True, capture_output=True)
+    server = FaultServer(str(root), str(tmp_path))
+    try:
+        data = tmp_path / "data"
+        group_bytes = sum(len(d) for d in big.values())
+        samples = []
+        with assetpatch.Client(str(data), manifest_url=f"{server.base}/repo/head.json") as c:
+            c.update()
+            downloads = data / "downloads" / "groups"
+            release = os.path.dirname(os.path.dirname(c.resolve("base/readme.txt")))
+
+            def sample(p):
+                samples.append((p.phase, bytes_on_disk(downloads, os.path.join(release, "groups"))))
+            c.fetch_groups("level1", progress=sample)
+            assert_local(c, files, "levels/1/")
+        rebuilding = [b for phase, b in samples if phase == assetpatch.Phase.INSTALL]
+        assert rebuilding, "the fetch reported its install"
+        # One copy of the group, and the chunk lists' and a file's worth of slack: never two.
+        assert max(b for _, b in samples) <= group_bytes + 300_000, (max(b for _, b in samples), group_bytes)
+        assert max(rebuilding) >= group_bytes * 0.9  # the samples saw the group built
+        assert not os.path.exists(downloads) or bytes_on_disk(downloads) == 0
+    finally:
+        server.stop()
+
+
 def test_a_group_larger_than_the_quota_is_refused(site):
     with client(site, group_quota_bytes=KEY_FILES * 30_000 - 1) as c:
         c.update()

@@ -7,6 +7,54 @@ extension Installer {
     /// A rebuild starts writing back what it wrote every this many bytes.
     static let writebackBytes: UInt64 = 16 << 20
 
+    /// For each chunk `files` take from the update's chunk directory (by `chunks`' key: sha256
+    /// hex, and a linked chunk's compressed bytes by `ChunkPlanner.linkedKey`), the last file (by
+    /// number) that takes it: once that file is rebuilt the chunk is dropped.
+    static func lastUses(_ files: [ChunkedFile]) -> [String: Int] {
+        var last: [String: Int] = [:]
+        for (i, f) in files.enumerated() {
+            for (record, source) in f.chunks {
+                switch source {
+                case .local: continue
+                case let .linked(offset): last[ChunkPlanner.linkedKey(record.id, offset)] = i
+                case .fetched, .archive: break
+                }
+                last[record.id.hex] = i  // a linked chunk is kept decoded under it, for later places
+            }
+        }
+        return last
+    }
+
+    /// Rebuilds chunked file `number` of `files` into `dir` (the update's fetched files) under
+    /// its sha256, as if it had been fetched whole, then drops the chunks no later file takes:
+    /// the chunks and the files made of them are never on disk together (a 97 MiB group took
+    /// 194 MiB at the end of its fetch), and an attempt after an interruption finds the file
+    /// among the fetched ones (hashed again) instead of its chunks. Returns its path there.
+    func rebuild(_ files: [ChunkedFile], _ number: Int, into dir: String, chunks: inout [String: String],
+                 lastUses: [String: Int], progress: (UInt64) -> Void) throws -> String {
+        let f = files[number]
+        let kept = dir + "/" + f.file.sha256
+        if FS.exists(kept) { return kept }  // the same content at another path, rebuilt before
+        try FS.makeDirectories(dir)
+        let temp = dir + "/." + f.file.sha256 + ".rebuild"
+        try? FS.unlink(temp)  // an interrupted attempt's
+        do {
+            try rebuild(f, to: temp, chunks: &chunks, progress: progress)
+        } catch {
+            try? FS.unlink(temp)
+            throw error
+        }
+        try FS.rename(temp, kept)
+        for (record, source) in f.chunks {
+            var keys = [record.id.hex]
+            if case let .linked(offset) = source { keys.append(ChunkPlanner.linkedKey(record.id, offset)) }
+            for key in keys where lastUses[key] == number {
+                if let path = chunks.removeValue(forKey: key) { try? FS.unlink(path) }
+            }
+        }
+        return kept
+    }
+
     /// Writes a chunked file into the staging release from its chunks, in order: chunks that
     /// lie one after another in a file on disk (an installed release's, at their offsets) are
     /// copied as one run; a chunk fetched by an earlier, interrupted attempt is hashed again

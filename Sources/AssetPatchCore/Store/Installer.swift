@@ -92,15 +92,17 @@ struct Installer {
                   moveFetched: Bool = false) throws -> ReleaseRecord {
         let info = ReleaseRecord(c, files: c.allFiles)
         let roots = info.roots(in: store.stagingDir(c.releaseID) + "/")
-        let durable = try place(plan, fetched: fetched, chunks: chunks, moveFetched: moveFetched) { TreeLinks.Place(root: roots[Int($0.group)], path: $0.path) }
+        let durable = try place(plan, fetched: fetched, chunks: chunks, rebuiltDir: store.fetchedDir(c.manifest.archiveDigest),
+                                moveFetched: moveFetched) { TreeLinks.Place(root: roots[Int($0.group)], path: $0.path) }
         try store.sealStaging(c.releaseID, info, installed: plan.files.release, durable: durable)
         return info
     }
 
     /// Puts the plan's files at `target(file)`, each as `assemble` says; returns which files of
     /// the list the plan was made from (`plan.files.release`, by number) are durable already
-    /// (links to installed files). `target` is asked on several threads.
-    func place(_ plan: FilePlan, fetched: [String: String], chunks: [String: String] = [:], moveFetched: Bool = false,
+    /// (links to installed files). Chunked files are rebuilt into `rebuiltDir` (the update's
+    /// fetched files) and linked from there. `target` is asked on several threads.
+    func place(_ plan: FilePlan, fetched: [String: String], chunks: [String: String] = [:], rebuiltDir: String, moveFetched: Bool = false,
                target: (ManifestFile) -> TreeLinks.Place) throws -> [Bool] {
         let files = plan.files
         let totalBytes = files.reduce(UInt64(0)) { $0 + $1.file.size } + plan.chunked.reduce(UInt64(0)) { $0 + $1.file.size }
@@ -169,15 +171,17 @@ struct Installer {
             filesDone += 1
             counts.report(bytesDone, files: filesDone)
         }
+        let lastUses = Installer.lastUses(plan.chunked)
         for (i, chunked) in plan.chunked.enumerated() {
             try cancel.check()
             let place = target(chunked.file)
             let target = place.full
             if madeDirs.insert(Array(place.directoryPath.utf8)).inserted { try FS.makeDirectories(place.directoryPath) }
             let base = bytesDone
-            try rebuild(chunked, to: target, chunks: &chunks) { [counts] done in
+            let rebuilt = try rebuild(plan.chunked, i, into: rebuiltDir, chunks: &chunks, lastUses: lastUses) { [counts] done in
                 counts.report(base + done, files: plan.files.count + i)
             }
+            if !link(rebuilt, to: target, size: chunked.file.size) { try copyVerified(rebuilt, to: target, chunked.file) }
             counts.reused.bytes += chunked.chunks.reduce(UInt64(0)) { sum, c in
                 if case .local = c.1 { return sum + UInt64(c.0.size) }
                 return sum

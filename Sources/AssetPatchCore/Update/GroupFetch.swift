@@ -124,7 +124,7 @@ extension Updater {
         try FS.makeDirectories(stage)
         do {
             let durable = try Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: cancel, progress: progress)
-                .place(plan, fetched: fetch.fetched, chunks: chunks) { [root = stage + "/"] in TreeLinks.Place(root: root, path: $0.path) }
+                .place(plan, fetched: fetch.fetched, chunks: chunks, rebuiltDir: download + "/files") { [root = stage + "/"] in TreeLinks.Place(root: root, path: $0.path) }
             return (plan.fetchBytes, durable)
         } catch let f as DifferentialFallback where f.badBytes {
             // A linked chunk that did not decode when its file was rebuilt: the server's bytes.

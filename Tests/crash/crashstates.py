@@ -46,14 +46,9 @@ from report import write_results  # noqa: E402
 PARTIAL = ("the record of a partial download (its URL and validator): when it is lost or torn, the partial "
            "archive is not resumed but downloaded again from byte 0, and every archive is checked against its "
            "digest; the sync only keeps a resume possible after a power cut")
-PAGES = ("an index page is named by its sha256 and checked whenever it is read: a page lost or torn is fetched "
-         "again (one range request) and never used damaged; the sync keeps pages across a power cut, so that "
-         "an installed release's chunk lists need no request")
 NOT_NEEDED = {
     "directory downloads": PARTIAL,
     "fsync downloads/<sha256>.meta.tmp": PARTIAL,
-    "directory index": PAGES,
-    "fsync index/<sha256>.tmp": PAGES,
     "fsync manifest-cache.tmp": ("the manifest cache only supplies validators for a conditional request; a cache "
                                  "lost or torn is not used (a 200 instead of a 304), and a manifest answered by a 304 "
                                  "is verified like a fetched one"),

@@ -43,7 +43,9 @@ package struct PageStore {
             return
         }
         try FS.makeDirectories(dir)
-        try FS.writeAtomically(path(ref), bytes)
+        // Not made durable: a page is checked against its name when read, and one a power cut
+        // left short or gone is fetched again (two fsyncs a page were most of an index's time).
+        try FS.writeAtomically(path(ref), bytes, durable: false)
     }
 
     /// Removes every page but `keep` (hex names).

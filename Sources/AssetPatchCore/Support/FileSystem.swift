@@ -305,7 +305,10 @@ package enum FS {
     /// (`tempName`): nothing already at a temporary name, such as a planted symbolic link, is
     /// ever written through, and two processes writing one file never share a temporary.
     /// `modified`: the modification time to give the file (seconds since 1970), else now.
-    package static func writeAtomically(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o644, modified: Int64? = nil) throws {
+    /// `durable` false: no fsync of the file or its directory, for content its reader checks
+    /// against its name and fetches again when a power cut left it short or gone.
+    package static func writeAtomically(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o644, modified: Int64? = nil,
+                                        durable: Bool = true) throws {
         var tmp = ""
         var file: File?
         for _ in 0..<100 {
@@ -326,7 +329,7 @@ package enum FS {
                               timespec(tv_sec: Int(modified), tv_nsec: 0)]
                 if futimens(file.fd, &times) != 0 { throw ioError("futimens", tmp) }
             }
-            try file.sync()
+            if durable { try file.sync() }
         } catch {
             _ = Glibc.unlink(tmp)
             throw error
@@ -335,7 +338,7 @@ package enum FS {
             _ = Glibc.unlink(tmp)
             throw error
         }
-        try syncDirectory(parent(of: path))
+        if durable { try syncDirectory(parent(of: path)) }
     }
 
     private static let tempCounter = Atomic<UInt64>(0)

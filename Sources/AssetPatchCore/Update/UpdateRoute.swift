@@ -39,9 +39,8 @@ extension Updater {
     /// Where each of `files` comes from: installed releases, what earlier attempts fetched
     /// (hashed again unless this updater verified it), the bundle (digests cached), else the
     /// archive; a chunked file whose content is nowhere on disk gets an origin per chunk
-    /// (`fetchedChunks`: the chunks earlier attempts kept); with no chunk on disk or kept, only
-    /// where some of its chunks are shared (`ChunkPlanner.worthRebuilding`), else it is fetched
-    /// whole like any file.
+    /// (`fetchedChunks`: the chunks earlier attempts kept), where one of its chunks is on disk,
+    /// kept or shared (`ChunkPlanner.worthRebuilding`), else it is fetched whole like any file.
     /// nil: a file has no location.
     /// `wholeWhereUnshared`: an update's plan (a group's fetch keeps every chunked file chunked:
     /// fetched whole, a 100 MiB group's files cost 16 times the overhead its chunks do).
@@ -66,10 +65,9 @@ extension Updater {
             let scanned: Int
             (chunksOnDisk, scanned) = try store.localChunks(state, for: rebuilt, chunkSize: chunkSize, bundleDir: bundleDir, cancel: cancel)
             if scanned > 0 { log(.info, "cut \(scanned) files on disk into chunks to find those the new release shares (cached for later updates)") }
-            // With no chunk on disk or kept (a fresh install), only files sharing chunks are
-            // rebuilt; otherwise all are, their ranges coalesced together (whole files and
-            // chunks apart took 45 requests and 1.7% more bytes where 32 did).
-            if wholeWhereUnshared && chunksOnDisk.isEmpty && fetchedChunks.isEmpty {
+            // An update rebuilds only files with a chunk it need not fetch for them; a group's
+            // fetch keeps all chunked (its chunk lists are what a killed fetch resumes by).
+            if wholeWhereUnshared {
                 rebuilt = ChunkPlanner.worthRebuilding(rebuilt, local: chunksOnDisk, fetched: fetchedChunks, linked: linked)
             }
         }

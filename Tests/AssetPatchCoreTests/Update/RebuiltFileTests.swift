@@ -47,4 +47,29 @@ import Testing
         // Asked again for a (the same content at another path), the kept file is the answer.
         #expect(try installer.rebuild(files, 0, into: rebuilt.path, chunks: &chunks, lastUses: lastUses) { _ in } == a)
     }
+
+    /// With chunks on disk, a chunked file rewritten through and through is fetched whole (one
+    /// entry, nothing rebuilt), while one changed in part is rebuilt from its chunks.
+    @Test func anUpdateFetchesWholeAChunkedFileThatSharesNothing() throws {
+        let repo = TempDir(), data = TempDir()
+        defer { repo.cleanup(); data.cleanup() }
+        var pack = Pack(count: 60, seed: 5)
+        let old = noise(200 << 10, seed: 41), rewritten = noise(200 << 10, seed: 43)
+        try publishChunked([("data/pack.bin", pack.bytes), ("data/other.bin", old)], version: 1, repo: repo)
+        let c = try Client(dataDir: data.path, bundleDir: nil)
+        defer { c.close() }
+        try c.set("manifest_url", URLs.fileURL(forPath: repo.path + "/head.json"))
+        #expect(try c.update(progress: nil))
+        pack.records[30] = noise(pack.records[30].count, seed: 77)
+        try publishChunked([("data/pack.bin", pack.bytes), ("data/other.bin", rewritten)], version: 2, repo: repo)
+        let lines = Locked<[String]>([])
+        c.setLogger { _, line in lines.withLock { $0.append(line) } }
+        #expect(try c.update(progress: nil))
+        #expect(try FS.readFile(try c.resolve("data/pack.bin")) == pack.bytes)
+        #expect(try FS.readFile(try c.resolve("data/other.bin")) == rewritten)
+        // other.bin as one entry (it is 50 chunks of 4 KiB), pack.bin as the few chunks around its edit.
+        let planned = try #require(lines.withLock { $0 }.first { $0.hasPrefix("differential update: ") })
+        let entries = try #require(Int(planned.dropFirst("differential update: ".count).prefix { $0 != " " }))
+        #expect(entries >= 2 && entries <= 1 + 6, "\(planned)")
+    }
 }

@@ -34,17 +34,20 @@ extension Installer {
                  lastUses: [String: Int], progress: (UInt64) -> Void) throws -> String {
         let f = files[number]
         let kept = dir + "/" + f.file.sha256
-        if FS.exists(kept) { return kept }  // the same content at another path, rebuilt before
-        try FS.makeDirectories(dir)
-        let temp = dir + "/." + f.file.sha256 + ".rebuild"
-        try? FS.unlink(temp)  // an interrupted attempt's
-        do {
-            try rebuild(f, to: temp, chunks: &chunks, progress: progress)
-        } catch {
-            try? FS.unlink(temp)
-            throw error
+        // The same content at another path, rebuilt before, is the answer; the chunks it
+        // planned for this place (all of them, `.fetched`) are dropped all the same.
+        if !FS.exists(kept) {
+            try FS.makeDirectories(dir)
+            let temp = dir + "/." + f.file.sha256 + ".rebuild"
+            try? FS.unlink(temp)  // an interrupted attempt's
+            do {
+                try rebuild(f, to: temp, chunks: &chunks, progress: progress)
+            } catch {
+                try? FS.unlink(temp)
+                throw error
+            }
+            try FS.rename(temp, kept)
         }
-        try FS.rename(temp, kept)
         for (record, source) in f.chunks {
             var keys = [record.id.hex]
             if case let .linked(offset) = source { keys.append(ChunkPlanner.linkedKey(record.id, offset)) }
@@ -55,7 +58,7 @@ extension Installer {
         return kept
     }
 
-    /// Writes a chunked file into the staging release from its chunks, in order: chunks that
+    /// Writes a chunked file to `target` from its chunks, in order: chunks that
     /// lie one after another in a file on disk (an installed release's, at their offsets) are
     /// copied as one run; a chunk fetched by an earlier, interrupted attempt is hashed again
     /// before it is used; one fetched now was checked as it arrived. The whole file is hashed

@@ -242,8 +242,8 @@ final class Updater {
             }
             for f in plan.chunked {
                 total += f.file.size + 4096
-                // Chunks fetched are kept until the release is activated (a linked chunk
-                // compressed, then decoded).
+                // Chunks fetched are kept until the last file taking them is rebuilt (a linked
+                // chunk compressed, then decoded): counted whole, an upper bound.
                 total += f.chunks.reduce(UInt64(0)) { sum, c in
                     switch c.1 {
                     case .local: sum

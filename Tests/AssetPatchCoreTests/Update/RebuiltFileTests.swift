@@ -48,6 +48,36 @@ import Testing
         #expect(try installer.rebuild(files, 0, into: rebuilt.path, chunks: &chunks, lastUses: lastUses) { _ in } == a)
     }
 
+    /// The same content at two paths: the second place answers with the file the first
+    /// rebuilt, and the chunks whose last taker it is are dropped there too.
+    @Test func aSecondPlaceOfTheSameContentDropsTheChunksItTook() throws {
+        let data = TempDir(), chunkDir = TempDir(), rebuilt = TempDir()
+        defer { data.cleanup(); chunkDir.cleanup(); rebuilt.cleanup() }
+        let parts = [noise(4096, seed: 51), noise(4096, seed: 61)]
+        var chunks: [String: String] = [:]
+        var records: [ChunkRecord] = []
+        for bytes in parts {
+            let r = ChunkRecord(sha256: try Digest.sha256(bytes), size: 4096, compressedSize: 4096)
+            try chunkDir.write(r.id.hex, bytes)
+            chunks[r.id.hex] = chunkDir.path + "/" + r.id.hex
+            records.append(r)
+        }
+        let bytes = parts.flatMap { $0 }
+        let sha = Hex.encode(try Digest.sha256(bytes))
+        let files = ["a.bin", "copy/a.bin"].map {
+            ChunkedFile(file: ManifestFile(path: $0, size: UInt64(bytes.count), sha256: sha), method: 0, records: records,
+                        sources: [.fetched, .fetched], localFiles: [])
+        }
+        let lastUses = Installer.lastUses(files)
+        let installer = Installer(store: try Store(root: data.path), maxReleaseBytes: 1 << 30, cancel: CancelToken(),
+                                  progress: ProgressReporter(nil, cancel: CancelToken()))
+        let first = try installer.rebuild(files, 0, into: rebuilt.path, chunks: &chunks, lastUses: lastUses) { _ in }
+        #expect(try FS.list(chunkDir.path).count == 2, "the copy still takes them")
+        #expect(try installer.rebuild(files, 1, into: rebuilt.path, chunks: &chunks, lastUses: lastUses) { _ in } == first)
+        #expect(try FS.list(chunkDir.path).isEmpty, "dropped once their last taker is placed")
+        #expect(chunks.isEmpty)
+    }
+
     /// With chunks on disk, a chunked file rewritten through and through is fetched whole (one
     /// entry, nothing rebuilt), while one changed in part is rebuilt from its chunks.
     @Test func anUpdateFetchesWholeAChunkedFileThatSharesNothing() throws {

@@ -13,9 +13,9 @@ struct Installer {
     let cancel: CancelToken
     let progress: ProgressReporter
 
-    /// Installs `archive` (a verified download) for `c`; returns the release record. `installed`
+    /// Installs `archive` (a verified download) for `c` in its staging release. `installed`
     /// maps the sha256 of installed releases' files (`Store.installedFiles`) to what may be linked.
-    func install(_ c: Candidate, archive: String, installed: InstalledFiles) throws -> ReleaseRecord {
+    func install(_ c: Candidate, archive: String, installed: InstalledFiles) throws {
         // Extracting by the zip's own directory (a legacy archive, or one whose entries
         // disagree with the index) installs every file: a release with groups can't be.
         if c.index?.groups != nil {
@@ -78,7 +78,6 @@ struct Installer {
 
         let info = ReleaseRecord(c, files: !c.manifest.isLegacy ? c.manifest.files : files)
         try store.sealStaging(c.releaseID, info, durable: durable)
-        return info
     }
 
     /// Builds the staging release of a differential update from files on disk: installed and
@@ -89,13 +88,12 @@ struct Installer {
     /// so a crash before the release is active costs a local extraction, not a download). A
     /// local file that does not match throws `DifferentialFallback`.
     func assemble(_ c: Candidate, _ plan: FilePlan, fetched: [String: String], chunks: [String: String] = [:],
-                  moveFetched: Bool = false) throws -> ReleaseRecord {
+                  moveFetched: Bool = false) throws {
         let info = ReleaseRecord(c, files: c.allFiles)
         let roots = info.roots(in: store.stagingDir(c.releaseID) + "/")
         let durable = try place(plan, fetched: fetched, chunks: chunks, rebuiltDir: store.fetchedDir(c.manifest.archiveDigest),
                                 moveFetched: moveFetched) { TreeLinks.Place(root: roots[Int($0.group)], path: $0.path) }
         try store.sealStaging(c.releaseID, info, installed: plan.files.release, durable: durable)
-        return info
     }
 
     /// Puts the plan's files at `target(file)`, each as `assemble` says; returns which files of

@@ -81,9 +81,9 @@ extension Updater {
     }
 
     /// Fetches the plan's ranges (retrying transient failures; files verified by one attempt
-    /// are not fetched again), then builds the release from files on disk. nil: the update
+    /// are not fetched again), then builds the release from files on disk. false: the update
     /// must fall back to the whole archive (`DifferentialFallback`); the staging release is gone then.
-    func installDifferentially(_ c: Candidate, _ plan: FilePlan) throws -> ReleaseRecord? {
+    func installDifferentially(_ c: Candidate, _ plan: FilePlan) throws -> Bool {
         if !c.archive.isFile { try allowMetered(plan.fetchBytes, "version \(c.version)") }
         log(.info, "differential update: \(plan.fetchEntries) files and chunks in \(plan.ranges.count + plan.chunkRanges.count) ranges, \(plan.fetchBytes) of \(c.manifest.archiveSize ?? 0) archive bytes")
         let fetch = RangeFetch(source: c.archive, archiveSize: c.manifest.archiveSize ?? 0,
@@ -101,14 +101,15 @@ extension Updater {
                                      filesDone: UInt64(plan.fetchEntries), filesTotal: UInt64(plan.fetchEntries)), final: true)
             for path in fetch.fetched.values { verifiedFetched.insert(path) }
             try cancel.check()
-            return try Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: cancel, progress: progress)
+            try Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: cancel, progress: progress)
                 .assemble(c, plan, fetched: fetch.fetched, chunks: chunks)
+            return true
         } catch let f as DifferentialFallback {
             for path in fetch.fetched.values { verifiedFetched.insert(path) }
             store.discardStaging(c.releaseID)
             log(.warning, "\(f.message); downloading the whole archive instead")
             try store.requireFreeSpace(try spaceNeeded(.wholeArchive(f.message), c, store.loadState()), for: "version \(c.version)")
-            return nil
+            return false
         }
     }
 

@@ -151,10 +151,10 @@ final class Updater {
                 try store.requireFreeSpace(try spaceNeeded(route, candidate, state), for: "version \(candidate.version)")
                 if case .differential = route { e.route = "differential" }
                 var installed = false
-                if case let .differential(plan) = route { installed = try installDifferentially(candidate, plan) != nil }
+                if case let .differential(plan) = route { installed = try installDifferentially(candidate, plan) }
                 if !installed {
                     e.route = "whole"
-                    _ = try installWholeArchive(candidate, state)
+                    try installWholeArchive(candidate, state)
                 }
                 try cancel.check()
                 try activate(candidate, state: &state)
@@ -270,7 +270,7 @@ final class Updater {
     /// directory is checked against the manifest, and the release is assembled from the kept
     /// files as a differential update would be. A legacy manifest, or one without locations,
     /// is extracted after the download.
-    private func installWholeArchive(_ c: Candidate, _ state: StoreState) throws -> ReleaseRecord {
+    private func installWholeArchive(_ c: Candidate, _ state: StoreState) throws {
         let d = try download(for: c)
         if config.metered, !c.archive.isFile {
             try allowMetered(try transferEstimate(d), known: d.expectedSize != nil || !c.manifest.isLegacy, "version \(c.version) (the whole archive)")

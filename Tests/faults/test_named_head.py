@@ -132,6 +132,11 @@ def test_a_client_given_manifest_json_sends_the_bytes_of_one_given_head_json(tmp
     # The first check read the manifest once, then the head it names.
     assert len(first.asked("/same/manifest.json")) == 1 and len(first.asked("/same/head.json")) == 1, first.lines
     assert named_head(given_manifest) == [f"{url}/manifest.json", "head.json", ""]
+    # A check that then finds nothing costs two 304s: the manifest read in full was this copy.
+    with Sent(site) as settled:
+        assert update(given_manifest, f"{url}/manifest.json", site) is False
+    assert sorted((line.split()[1].rsplit("/", 1)[1], line.split()[-2]) for line in settled.lines) == \
+        [("head.json", "304"), ("manifest.json", "304")], settled.lines
     with assetpatch.Client(given_head, manifest_url=f"{url}/head.json", public_keys=[site["public"]]) as c:
         assert c.update() is True
 

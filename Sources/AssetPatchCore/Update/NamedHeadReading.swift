@@ -54,6 +54,8 @@ extension Updater {
         let found = try judge(&state, &e, namesHead: true, declined: kept?.declined)
         guard let named = e.read, let reference = named.head, let served = e.naming else { return found }
         e.naming = nil
+        // Read before the head's fetch keeps that URL's copies in its place.
+        let watch = copyRead(given, served.bytes)
         // The manifest names a head, and was judged up to what reading the head changes.
         func instead(_ why: String, decline: Bool) throws -> Candidate? {
             log(.warning, why)
@@ -73,7 +75,10 @@ extension Updater {
                 return try instead("\(head.shown): \(headEvaluation.read.map { "\($0.order)" } ?? "a legacy manifest"), older than \(named.order) in \(given.shown); reading the manifest",
                                    decline: true)
             }
-            if !readOnly { store.keep(Store.NamedHeadRecord(manifestURL: given.url, reference: reference)) }
+            if !readOnly {
+                store.keep(Store.NamedHeadRecord(manifestURL: given.url, reference: reference, watch: watch,
+                                                 hinted: watch == nil ? nil : named.order.version))
+            }
             log(.info, "\(given.shown) names \(head.shown): reading the head from now on")
             state = tried
             e = headEvaluation
@@ -139,6 +144,15 @@ extension Updater {
             guard let answer, answer.status == 206 || answer.status == 200 else { return nil }
             return ManifestHints.version(prefix).map { ($0, answer.header("ETag").map { "etag " + $0 }) }
         }
+    }
+
+    /// What identifies the copy of the manifest just read in full (its ETag, as kept for a 304
+    /// with validators that are not racy), so that the next check's look at its first KiB is a
+    /// 304 too: the copy is the one whose version `hinted` keeps. nil: none is kept.
+    private func copyRead(_ location: Location, _ bytes: [UInt8]) -> String? {
+        guard case let .http(url) = location, let cache = ManifestCache.load(from: store, url: url),
+              let etag = cache.entries.first(where: { $0.bytes == bytes })?.validators.etag else { return nil }
+        return "etag " + etag
     }
 
     /// A named head that failed for what the head is (gone, answered with an error page,

@@ -84,23 +84,25 @@ extension Installer {
             open[path] = f
             return f
         }
-        /// Copies `count` bytes of `path` at `offset` to the output; `check`: the chunk they
-        /// must hash to (nil: the whole file's hash checks them).
-        func copy(_ path: String, _ offset: UInt64, _ count: Int, check: ChunkRecord?) throws {
-            let failing = DifferentialFallback(message: "\(path): \(count) bytes at \(offset) no longer match the chunks of \"\(f.file.path)\" they were installed as")
-            let buffer = whole.buffer()
-            let chunk = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count])
-            guard try file(path, failing: failing).pread(into: chunk, at: offset) == count else { throw failing }
-            if let check {
-                let d = try Digest(.sha256)
-                d.update(UnsafeRawBufferPointer(chunk))
-                guard ChunkID(d.finalBytes()) == check.id else { throw failing }
+        /// Bytes placed in one of `whole`'s buffers, not yet written: chunks go to the output
+        /// and its hash a buffer at a time (a file of 8 KiB chunks cost a write and a wake of
+        /// the hashing thread per chunk).
+        var filling: (buffer: UnsafeMutableRawBufferPointer, count: Int)?
+        /// Room for `count` more bytes after those placed: fill it, then `placed(count)`.
+        func room(_ count: Int) throws -> UnsafeMutableRawBufferPointer {
+            if let (buffer, used) = filling, used + count <= buffer.count {
+                return UnsafeMutableRawBufferPointer(rebasing: buffer[used..<(used + count)])
             }
-            try append(buffer, count)
+            try flush()
+            let buffer = whole.buffer()
+            filling = (buffer, 0)
+            return UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count])
         }
-        /// Writes the first `count` bytes of `buffer` (one of `whole`'s) at the output's end and
-        /// hands them to the whole file's hash.
-        func append(_ buffer: UnsafeMutableRawBufferPointer, _ count: Int) throws {
+        func placed(_ count: Int) { filling!.count += count }
+        /// Writes the bytes placed at the output's end and hands them to the whole file's hash.
+        func flush() throws {
+            guard let (buffer, count) = filling else { return }
+            filling = nil
             try out.pwrite(UnsafeRawBufferPointer(rebasing: buffer[0..<count]), at: written)
             whole.submit(buffer, count: count)
             written += UInt64(count)
@@ -108,6 +110,19 @@ extension Installer {
                 out.startWriteback()  // a large file's pages go to disk as it grows, not all at the end
             }
             progress(written)
+        }
+        /// Copies `count` bytes of `path` at `offset` to the output; `check`: the chunk they
+        /// must hash to (nil: the whole file's hash checks them).
+        func copy(_ path: String, _ offset: UInt64, _ count: Int, check: ChunkRecord?) throws {
+            let failing = DifferentialFallback(message: "\(path): \(count) bytes at \(offset) no longer match the chunks of \"\(f.file.path)\" they were installed as")
+            let chunk = try room(count)
+            guard try file(path, failing: failing).pread(into: chunk, at: offset) == count else { throw failing }
+            if let check {
+                let d = try Digest(.sha256)
+                d.update(UnsafeRawBufferPointer(chunk))
+                guard ChunkID(d.finalBytes()) == check.id else { throw failing }
+            }
+            placed(count)
         }
 
         /// A linked chunk: copied when it was decoded as it arrived; otherwise its compressed
@@ -133,6 +148,7 @@ extension Installer {
             }
             guard let stored = try? FS.readFile(path, limit: Int(record.compressedSize), followLinks: false),
                   stored.count == Int(record.compressedSize) else { throw bad("is missing or not \(record.compressedSize) bytes") }
+            try flush()  // its history is read back from the output
             let back = min(written, UInt64(ChunkDecoder.historyBytes))
             var history = [UInt8](repeating: 0, count: Int(back))
             if back > 0 {
@@ -152,13 +168,13 @@ extension Installer {
             try KeptChunk.write(bytes, at: kept)
             fetched[record.id.hex] = kept  // later places of the same chunk copy it
             try? FS.unlink(path)
-            let buffer = whole.buffer()
-            bytes.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: buffer[0..<bytes.count]).copyMemory(from: $0) }
-            try append(buffer, bytes.count)
+            let target = try room(bytes.count)
+            bytes.withUnsafeBytes { target.copyMemory(from: $0) }
+            placed(bytes.count)
         }
 
         var run: (path: String, offset: UInt64, count: Int)?
-        func flush() throws {
+        func endRun() throws {
             if let r = run { try copy(r.path, r.offset, r.count, check: nil) }
             run = nil
         }
@@ -172,14 +188,14 @@ extension Installer {
                 if let r = run, r.path == path, r.offset + UInt64(r.count) == offset, r.count + size <= Installer.rebuildRunBytes {
                     run = (path, r.offset, r.count + size)
                 } else {
-                    try flush()
+                    try endRun()
                     run = (path, offset, size)
                 }
             case let .linked(offset):
-                try flush()
+                try endRun()
                 try linked(record, at: offset)
             case .fetched, .archive:
-                try flush()
+                try endRun()
                 guard let path = fetched[record.id.hex] else {
                     throw AssetPatchError(.internal, "a chunk of \"\(f.file.path)\" was planned but not fetched")
                 }
@@ -188,6 +204,7 @@ extension Installer {
                 try copy(path, 0, size, check: source == .fetched ? record : nil)
             }
         }
+        try endRun()
         try flush()
         out.startWriteback()
         let sha = Hex.encode(whole.finish())

@@ -41,7 +41,16 @@ struct LinkedHistory {
             pieces.append(bytes)
             have += bytes.count
         }
-        return Array(pieces.reversed().joined().suffix(ChunkDecoder.historyBytes))
+        // The pieces were gathered backwards: the history is their last bytes, in file order.
+        var history: [UInt8] = []
+        history.reserveCapacity(min(have, ChunkDecoder.historyBytes))
+        var skip = max(0, have - ChunkDecoder.historyBytes)
+        for piece in pieces.reversed() {
+            let drop = min(skip, piece.count)
+            history.append(contentsOf: piece[drop...])
+            skip -= drop
+        }
+        return history
     }
 
     /// One chunk's bytes, checked against its sha256.

@@ -20,13 +20,14 @@ final class RangeFetch {
     /// Bytes received in this attempt, and what was left of the plan when it started: progress.
     private var received: UInt64 = 0
     private var base: UInt64 = 0
-    /// What was fetched and verified, by sha256.
-    private(set) var fetched: [String: String] = [:]
+    /// What was fetched and verified, by sha256 (kept by the consumers' workers).
+    private let kept: Locked<[String: String]>
+    var fetched: [String: String] { kept.withLock { $0 } }
 
     /// `fetched`: files kept already (by sha256), left out of every attempt.
     init(source: Location, archiveSize: UInt64, dir: String, http: HTTPClient, parallel: Int, cancel: CancelToken,
          progress: ProgressReporter?, fetched: [String: String] = [:], sources: Sources? = nil) {
-        self.fetched = fetched
+        kept = Locked(fetched)
         self.sources = sources
         self.source = source
         self.archiveSize = archiveSize
@@ -53,17 +54,22 @@ final class RangeFetch {
         base = plan.fetchBytes - min(plan.fetchBytes, ranges.reduce(0) { $0 + $1.count })
         let report: () -> Void = {
             self.progress?.report(Progress(phase: .download, bytesDone: min(self.base + self.received, plan.fetchBytes), bytesTotal: plan.fetchBytes,
-                                          filesDone: UInt64(self.fetched.count), filesTotal: UInt64(plan.fetchEntries)))
+                                          filesDone: UInt64(self.kept.withLock { $0.count }), filesTotal: UInt64(plan.fetchEntries)))
         }
         let receivers = ranges.map { r in
-            RangeReceiver(r, dir: dir, shown: source.shown) { f, path in self.fetched[f.sha256] = path }
+            RangeReceiver(r, dir: dir, shown: source.shown) { f, path in self.kept.withLock { $0[f.sha256] = path } }
         }
         try drive(receivers, report)
     }
 
     /// Fetches each consumer's range (read from a file:// archive, or requested over HTTP, up
-    /// to `parallel` at once) and pushes its bytes to it as they arrive.
+    /// to `parallel` at once) and pushes its bytes to it as they arrive; the consumers' work runs
+    /// on worker threads (`ConsumerWorkers`), so callbacks they make must be thread-safe.
     func drive(_ consumers: [any RangeConsumer], _ report: () -> Void) throws {
+        guard !consumers.isEmpty else { return report() }
+        let workers = ConsumerWorkers(transfers: min(consumers.count, max(parallel, 2)))
+        defer { workers.stop() }
+        let consumers = consumers.map(workers.wrap)
         defer { for r in consumers { r.abandon() } }
         switch source {
         case let .file(path, _):

@@ -134,23 +134,25 @@ extension Updater {
         try FS.makeDirectories(dir)
         let fetch = RangeFetch(source: c.archive, archiveSize: c.manifest.archiveSize ?? 0, dir: dir, http: http,
                                parallel: config.parallelDownloads, cancel: cancel, progress: progress, sources: context.sources)
-        var kept = store.chunks(in: dir)
+        // Kept by the receivers, on the fetch's worker threads.
+        let kept = Locked(store.chunks(in: dir))
         let history = LinkedHistory(plan.chunked, dir: dir)
         let attempt = {
+            let have = kept.withLock { $0 }
             let left = plan.chunkRanges.compactMap { r -> ChunkRange? in
                 var r = r
-                r.chunks.removeAll { kept[ChunkPlanner.key($0)] != nil || kept[$0.record.id.hex] != nil }
+                r.chunks.removeAll { have[ChunkPlanner.key($0)] != nil || have[$0.record.id.hex] != nil }
                 guard let first = r.chunks.first, let last = r.chunks.last else { return nil }
                 r.start = first.offset
                 r.end = last.offset + UInt64(last.record.compressedSize)
                 return r
             }
             let receivers = left.map {
-                ChunkReceiver($0, dir: dir, shown: c.archive.shown, history: history.before) { name, path in kept[name] = path }
+                ChunkReceiver($0, dir: dir, shown: c.archive.shown, history: history.before) { name, path in kept.withLock { $0[name] = path } }
             }
             try fetch.drive(receivers) {}
         }
         try context.retrying(c.archive) { try attempt() }
-        return kept
+        return kept.withLock { $0 }
     }
 }

@@ -42,10 +42,15 @@ package struct PageStore {
             memory.pages[ref.hex] = bytes
             return
         }
-        try FS.makeDirectories(dir)
         // Not made durable: a page is checked against its name when read, and one a power cut
         // left short or gone is fetched again (two fsyncs a page were most of an index's time).
-        try FS.writeAtomically(path(ref), bytes, durable: false)
+        // `index/` is made by the first page that finds it missing, not asked for at each.
+        do {
+            try FS.writeAtomically(path(ref), bytes, durable: false)
+        } catch let error as AssetPatchError where error.errno == ENOENT {
+            try FS.makeDirectories(dir)
+            try FS.writeAtomically(path(ref), bytes, durable: false)
+        }
     }
 
     /// Removes every page but `keep` (hex names).

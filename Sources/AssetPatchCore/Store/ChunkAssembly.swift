@@ -168,8 +168,8 @@ extension Installer {
             try KeptChunk.write(bytes, at: kept)
             fetched[record.id.hex] = kept  // later places of the same chunk copy it
             try? FS.unlink(path)
-            let target = try room(bytes.count)
-            bytes.withUnsafeBytes { target.copyMemory(from: $0) }
+            let place = try room(bytes.count)
+            bytes.withUnsafeBytes { place.copyMemory(from: $0) }
             placed(bytes.count)
         }
 

@@ -55,6 +55,12 @@ final class ConsumerWorkers {
     var peakQueued: Int { cond.locked { mostQueued } }
     var workerCount: Int { threads.count }
     private var stopping = false
+    private var firstError: Error?
+    /// The first failure a consumer met on a worker: what a batch that failed for another
+    /// reason meanwhile (the connection dropped behind bytes that did not verify) reports.
+    var firstFailure: Error? {
+        get { cond.locked { firstError } }
+    }
 
     private func work() {
         while let (p, items, failed) = next() {
@@ -70,7 +76,10 @@ final class ConsumerWorkers {
                 }
             }
             cond.locked {
-                if let failure { p.failure = failure }
+                if let failure {
+                    p.failure = failure
+                    if firstError == nil { firstError = failure }
+                }
                 queued -= items.reduce(0) { $0 + $1.count }
                 p.running = false
                 if !p.pending.isEmpty {
@@ -151,10 +160,11 @@ final class ConsumerWorkers {
             try inner.finish()
         }
 
+        /// The bytes handed over are consumed first (at most the budget): complete files among
+        /// them are kept, as they were when consumers ran in place, so a failover asks the next
+        /// source only for what follows them.
         func abandon() {
             pool.cond.locked {
-                pool.queued -= pending.reduce(0) { $0 + $1.count }
-                pending = []
                 while running { pool.cond.wait(until: nil) }
             }
             inner.abandon()

@@ -71,6 +71,18 @@ final class RangeFetch {
         defer { workers.stop() }
         let consumers = consumers.map(workers.wrap)
         defer { for r in consumers { r.abandon() } }
+        do {
+            try run(consumers, report)
+        } catch {
+            // Bytes that failed their checks on a worker are the reason, not a connection that
+            // failed after them (a cancellation or a refusal stays what it is).
+            for r in consumers { r.abandon() }
+            if let failure = workers.firstFailure, (error as? AssetPatchError)?.transient == true { throw failure }
+            throw error
+        }
+    }
+
+    private func run(_ consumers: [any RangeConsumer], _ report: () -> Void) throws {
         switch source {
         case let .file(path, _):
             try readLocal(path, consumers, report)

@@ -142,7 +142,9 @@ extension Updater {
                 return nil
             }
             guard let answer, answer.status == 206 || answer.status == 200 else { return nil }
-            return ManifestHints.version(prefix).map { ($0, answer.header("ETag").map { "etag " + $0 }) }
+            // A racy ETag (nginx's is time and size: a rewrite of the same size within the
+            // second keeps it) would make the next look a 304 for another copy: not kept.
+            return ManifestHints.version(prefix).map { ($0, Validators.reusable(answer)?.etag.map { "etag " + $0 }) }
         }
     }
 

@@ -115,6 +115,33 @@ import Testing
         #expect(failing.abandoned)
     }
 
+    @Test func abandoningConsumesWhatWasHandedOverFirst() throws {
+        // A failover asks the next source only for what follows the files these bytes complete.
+        let workers = ConsumerWorkers(transfers: 2, processors: 2)
+        defer { workers.stop() }
+        let handedOver = Flag()
+        let r = Recorder { n in if n == 0 { _ = handedOver.wait() } }
+        let w = workers.wrap(r)
+        let data = pattern(10 * 1000, 5)
+        for start in stride(from: 0, to: data.count, by: 1000) {
+            try data[start..<(start + 1000)].withUnsafeBytes { try w.push($0) }
+        }
+        handedOver.raise()
+        w.abandon()
+        #expect(r.bytes == data)
+        #expect(r.abandoned && !r.finished)
+        #expect(workers.firstFailure == nil)
+    }
+
+    @Test func theFirstFailureOnAnyWorkerIsKeptForTheBatch() throws {
+        let workers = ConsumerWorkers(transfers: 2, processors: 2)
+        defer { workers.stop() }
+        let w = workers.wrap(Recorder { _ in throw Refused(at: 9) })
+        try [UInt8](repeating: 1, count: 10).withUnsafeBytes { try w.push($0) }
+        w.abandon()
+        #expect(workers.firstFailure as? Refused == Refused(at: 9))
+    }
+
     @Test func bytesWaitingForTheWorkersStayWithinTheBudget() throws {
         let budget = 64 << 10
         let workers = ConsumerWorkers(transfers: 2, budget: budget, processors: 2)

@@ -58,9 +58,7 @@ final class ConsumerWorkers {
     private var firstError: Error?
     /// The first failure a consumer met on a worker: what a batch that failed for another
     /// reason meanwhile (the connection dropped behind bytes that did not verify) reports.
-    var firstFailure: Error? {
-        get { cond.locked { firstError } }
-    }
+    var firstFailure: Error? { cond.locked { firstError } }
 
     private func work() {
         while let (p, items, failed) = next() {
@@ -81,10 +79,10 @@ final class ConsumerWorkers {
                     if firstError == nil { firstError = failure }
                 }
                 queued -= items.reduce(0) { $0 + $1.count }
-                p.running = false
-                if !p.pending.isEmpty {
-                    p.running = true  // bytes that came while these were consumed: kept in order
-                    ready.append(p)
+                if p.pending.isEmpty {
+                    p.running = false
+                } else {
+                    ready.append(p)  // bytes that came while these were consumed: kept in order
                 }
                 cond.broadcast()
             }
@@ -147,16 +145,16 @@ final class ConsumerWorkers {
             }
         }
 
-        /// Waits until the workers have consumed every byte handed over; throws what failed.
-        private func drained() throws {
-            try pool.cond.locked {
+        /// Waits until the workers have consumed every byte handed over; what failed, if anything.
+        private func drained() -> Error? {
+            pool.cond.locked {
                 while running { pool.cond.wait(until: nil) }
-                if let failure { throw failure }
+                return failure
             }
         }
 
         func finish() throws {
-            try drained()
+            if let failure = drained() { throw failure }
             try inner.finish()
         }
 
@@ -164,16 +162,12 @@ final class ConsumerWorkers {
         /// them are kept, as they were when consumers ran in place, so a failover asks the next
         /// source only for what follows them.
         func abandon() {
-            pool.cond.locked {
-                while running { pool.cond.wait(until: nil) }
-            }
+            _ = drained()
             inner.abandon()
         }
 
         func rest() -> (any RangeConsumer)? {
-            pool.cond.locked {
-                while running { pool.cond.wait(until: nil) }
-            }
+            _ = drained()
             return inner.rest().map { pool.wrap($0) }
         }
     }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (swiftc -sanitize=fuzzer,address, the core compiled into each
 # target) and runs them.
-#   fuzz/run.sh [TARGET...] [-- SECONDS]     targets: manifest zip name range elf inflate index keys (default: all); 60 s each
+#   fuzz/run.sh [TARGET...] [-- SECONDS]     targets: manifest zip name range elf inflate index keys delta (default: all); 60 s each
 # New crashing inputs land in fuzz/crashes/TARGET/; keep them as regression inputs in
 # fuzz/regressions/TARGET/ (replayed by fuzz/run.sh --regressions and by the test suite).
 set -euo pipefail
@@ -23,11 +23,11 @@ while (($#)); do
     *) targets+=("$1"); shift;;
   esac
 done
-((${#targets[@]})) || targets=(manifest zip name range elf inflate index keys)
+((${#targets[@]})) || targets=(manifest zip name range elf inflate index keys delta)
 
 build() {
   local t=$1 src
-  case $t in manifest) src=FuzzManifest.swift;; zip) src=FuzzZip.swift;; name) src=FuzzName.swift;; range) src=FuzzRange.swift;; elf) src=FuzzELF.swift;; inflate) src=FuzzInflate.swift;; index) src=FuzzIndex.swift;; keys) src=FuzzKeys.swift;;
+  case $t in manifest) src=FuzzManifest.swift;; zip) src=FuzzZip.swift;; name) src=FuzzName.swift;; range) src=FuzzRange.swift;; elf) src=FuzzELF.swift;; inflate) src=FuzzInflate.swift;; index) src=FuzzIndex.swift;; keys) src=FuzzKeys.swift;; delta) src=FuzzDelta.swift;;
     *) echo "unknown target $t" >&2; exit 1;; esac
   if [[ ! -x $out/$t || $root/fuzz/$src -nt $out/$t || -n $(find "$root/Sources/AssetPatchCore" -newer "$out/$t" -name '*.swift' | head -1) ]]; then
     mapfile -t core < <(find "$root/Sources/AssetPatchCore" -name '*.swift' | sort)

@@ -69,6 +69,8 @@ struct Publish: ParsableCommand {
     var chunkSize: Int = Publisher.defaultChunkSize
     @Option(name: .long, help: "Threads compressing files (default: one per processor). The archive is the same whatever the number.")
     var jobs: Int?
+    @Option(name: .long, help: "Write delta files from this many earlier releases (0 to 8; default 1: the one the channel offers now): a client that has one installed fetches its changed files as deltas against their old bytes.")
+    var deltas: Int = Publisher.defaultDeltaReleases
     @Option(name: .long, help: "NAME=PATTERN (repeatable): files whose paths match the shell pattern (its * matching / too) make the on-demand group NAME; a file is in the first group that matches it.")
     var group: [String] = []
     @Option(name: .customLong("install-group"), help: "NAME=PATTERN (repeatable): as --group, for a group installed with every update.")
@@ -109,6 +111,7 @@ struct Publish: ParsableCommand {
             r.chunkThreshold = chunkThreshold
             r.linkThreshold = linkThreshold
             r.chunkSize = chunkSize
+            r.deltaReleases = deltas
             r.seeds = try signing.seeds()
             r.dryRun = dryRun
             r.expiry = try signing.expiry(default: .standard)
@@ -163,6 +166,9 @@ struct Publish: ParsableCommand {
                                    ("chunked_files", .int(Int64(done.chunkedFiles))), ("bytes", .int(Int64(total))),
                                    ("archive", .string(done.archivePath)), ("archive_bytes", .int(Int64(done.archiveSize))),
                                    ("index_pages", .int(Int64(done.indexPages))), ("signed", .bool(!r.seeds.isEmpty)),
+                                   ("deltas", .array(done.deltas.map { v, d in
+                                       .object([("from_version", .int(v)), ("url", .string(d.source.url)), ("files", .int(Int64(d.deltas))),
+                                                ("bytes", .int(Int64(d.deltaBytes))), ("archive_bytes", .int(Int64(d.archiveBytes)))]) })),
                                    ("rollout", r.rollout.map { .string($0.summary) } ?? .null),
                                    ("revision", head?["revision"] ?? .null), ("expires", head?["expires"] ?? .null),
                                    ("groups", .array(done.groups.map { g in
@@ -171,6 +177,9 @@ struct Publish: ParsableCommand {
                 return
             }
             print("\(dryRun ? "would have " : "")published \(m.package ?? "default") version \(m.version): \(files.count) files\(chunked), \(total) bytes, archive \(done.archivePath) (\(done.archiveSize) bytes), index \(done.indexPages) pages\(r.seeds.isEmpty ? "" : ", signed")\(channel.map { ", channel \($0)" } ?? "")\(r.rollout.map { ", rollout \($0.summary)" } ?? "")")
+            for (version, d) in done.deltas {
+                print("  deltas from version \(version): \(d.source.url), \(d.deltas) files, \(d.deltaBytes) bytes (their archive bytes: \(d.archiveBytes))")
+            }
             for g in done.groups {
                 print("  group \(g.name) (\(g.delivery.name)): \(g.files) files, \(g.size) bytes, \(g.storedBytes) in the archive")
             }

@@ -68,7 +68,8 @@ def chunked(repos):
         if name == "c2":
             shutil.copytree(os.path.join(base, "c1"), os.path.join(base, "c2"))
         subprocess.run([CLI, "publish", src, "--repo", os.path.join(base, name), "--package", "chunked",
-                        "--version", str(version), "--chunk-size", str(CHUNK_SIZE), "--chunk-threshold", str(1 << 20)],
+                        "--version", str(version), "--chunk-size", str(CHUNK_SIZE), "--chunk-threshold", str(1 << 20),
+                        "--deltas", "0"],  # the chunks' route (test_deltas.py has the deltas')
                        check=True, stdout=subprocess.DEVNULL)
     pristine = os.path.join(base, "chunked-pristine")
     subprocess.run([CLI, "update", "--data-dir", pristine, "--url", "file://" + os.path.join(base, "c1", "head.json")],

@@ -79,7 +79,7 @@ def linked(repos):
             if version == 2:
                 shutil.copytree(os.path.join(base, f"{kind}1"), os.path.join(base, name))
             subprocess.run([CLI, "publish", src, "--repo", os.path.join(base, name), "--package", "linked",
-                            "--version", str(version), "--chunk-size", str(CHUNK_SIZE)] + extra,
+                            "--version", str(version), "--chunk-size", str(CHUNK_SIZE), "--deltas", "0"] + extra,
                            check=True, stdout=subprocess.DEVNULL)
         pristine = os.path.join(base, f"{kind}-pristine")
         subprocess.run([CLI, "update", "--data-dir", pristine, "--url", "file://" + os.path.join(base, f"{kind}1", "head.json")],

@@ -17,8 +17,12 @@ package struct IndexLocation: Sendable, Equatable {
     /// The linked index (`LinkedIndex`): where its root lies in the archive, nil when no file's
     /// chunks share history.
     package var linked: LinkedIndex?
+    /// Delta files from earlier releases (`DeltaSource`; empty: none).
+    package var deltas: [DeltaSource] = []
 
-    package init(offset: UInt64, size: UInt64, root: PageRef, chunkSize: Int, groups: PageRef? = nil, linked: LinkedIndex? = nil) {
+    package init(offset: UInt64, size: UInt64, root: PageRef, chunkSize: Int, groups: PageRef? = nil, linked: LinkedIndex? = nil,
+                 deltas: [DeltaSource] = []) {
+        self.deltas = deltas
         self.offset = offset
         self.size = size
         self.root = root
@@ -68,7 +72,7 @@ package struct IndexLocation: Sendable, Equatable {
             linked = LinkedIndex(offset: UInt64(at), root: PageRef(sha256: sha, compressedSize: UInt32(n)))
         }
         return IndexLocation(offset: offset, size: size, root: PageRef(sha256: root, compressedSize: UInt32(rootSize)), chunkSize: chunkSize,
-                             groups: groups, linked: linked)
+                             groups: groups, linked: linked, deltas: try DeltaSource.decodeList(v["deltas"], source: source))
     }
 
     func toJSON() -> JSON {
@@ -76,7 +80,8 @@ package struct IndexLocation: Sendable, Equatable {
                  ("root_size", .int(Int64(root.compressedSize))), ("chunk_size", .int(Int64(chunkSize)))]
                 + (groups.map { [("groups", JSON.object([("sha256", .string($0.hex)), ("size", .int(Int64($0.compressedSize)))]))] } ?? [])
                 + (linked.map { [("linked", JSON.object([("offset", .int(Int64($0.offset))), ("sha256", .string($0.root.hex)),
-                                                         ("size", .int(Int64($0.root.compressedSize)))]))] } ?? []))
+                                                         ("size", .int(Int64($0.root.compressedSize)))]))] } ?? [])
+                + (deltas.isEmpty ? [] : [("deltas", JSON.array(deltas.map { $0.toJSON() }))]))
     }
 }
 

@@ -14,6 +14,8 @@ struct Candidate {
     /// What fetching each on-demand group it does not install would transfer, planned as the
     /// fetch plans it (`groupFetchBytes`).
     var groupFetchBytes: [String: UInt64] = [:]
+    /// The delta files the head names (`index.deltas`), each where it is read from.
+    var deltaFiles: [(source: DeltaSource, location: Location)] = []
     /// Every file of the release, installed or not.
     var allFiles: [ManifestFile] { index?.files ?? manifest.files }
     /// Every file has its place in the archive: an index lists them all (also when an update

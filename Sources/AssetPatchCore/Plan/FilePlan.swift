@@ -40,6 +40,10 @@ struct FilePlan {
     /// Chunked files rebuilt chunk by chunk, and the chunk ranges to fetch for them.
     var chunked: [ChunkedFile] = []
     var chunkRanges: [ChunkRange] = []
+    /// Files made from a delta against an installed file (`DeltaTake`), in the delta file's
+    /// order, and that file: its origin in `files` is `.archive` (they join what ranges fetch).
+    var deltas: [DeltaTake] = []
+    var deltaFile: (location: Location, size: UInt64)?
 
     /// Neighbouring entries at most this far apart may share one request, gap and all: on any
     /// real link a request costs a round trip, and a round trip moves far more than this. A gap
@@ -51,16 +55,18 @@ struct FilePlan {
     static let maxRequestBytes: UInt64 = 8 << 20
 
     /// Bytes the ranges transfer (file ranges and chunk ranges).
-    var fetchBytes: UInt64 { ranges.reduce(0) { $0 + $1.count } + chunkRanges.reduce(0) { $0 + $1.count } }
-    /// Entries the ranges fetch (a content shared by several paths is fetched once), chunks counted.
-    var fetchEntries: Int { ranges.reduce(0) { $0 + $1.entries.count } + chunkRanges.reduce(0) { $0 + $1.chunks.count } }
+    var fetchBytes: UInt64 {
+        ranges.reduce(0) { $0 + $1.count } + chunkRanges.reduce(0) { $0 + $1.count } + deltas.reduce(0) { $0 + $1.entry.length }
+    }
+    /// Entries the ranges fetch (a content shared by several paths is fetched once), chunks and deltas counted.
+    var fetchEntries: Int { ranges.reduce(0) { $0 + $1.entries.count } + chunkRanges.reduce(0) { $0 + $1.chunks.count } + deltas.count }
 
     /// Plans `files` (every file must have a location; nil otherwise). `local` finds a file's
     /// content on disk; a content missing there is fetched once, for the first path in archive
     /// order, and the other paths with that content link to it.
     /// Files in `chunked` whose content is not on disk are left out: their chunks are planned
-    /// apart (`ChunkPlanner`).
-    static func make(_ files: [ManifestFile], local: (ManifestFile) -> FileOrigin?, chunked: Set<String> = [],
+    /// apart (`ChunkPlanner`); so are contents in `byDelta` (sha256 hex), which deltas make.
+    static func make(_ files: [ManifestFile], local: (ManifestFile) -> FileOrigin?, chunked: Set<String> = [], byDelta: Set<String> = [],
                      gap: UInt64 = coalesceGap, maxRequest: UInt64 = maxRequestBytes) -> FilePlan? {
         var sources = PlannedFiles(release: files)
         sources.reserveCapacity(files.count)
@@ -73,6 +79,7 @@ struct FilePlan {
             }
             if chunked.contains(f.path) { continue }
             sources.append(i, .archive)
+            if !byDelta.isEmpty && byDelta.contains(f.sha256) { continue }
             if let other = toFetch[f.sha256], other.location!.headerOffset < f.location!.headerOffset { continue }
             toFetch[f.sha256] = f
         }
@@ -117,7 +124,7 @@ extension UpdatePreview {
     /// What a differential update by `plan` would do.
     init(candidate: ReleaseSummary, plan: FilePlan, archiveBytes: UInt64) {
         self.init(candidate: candidate, wholeArchiveReason: nil, transferBytes: plan.fetchBytes, archiveBytes: archiveBytes,
-                  requests: plan.ranges.count + plan.chunkRanges.count)
+                  requests: plan.ranges.count + plan.chunkRanges.count + (plan.deltas.isEmpty ? 0 : 1))
         for (f, origin) in plan.files {
             switch origin {
             case .installed, .fetched: linkedFiles += 1

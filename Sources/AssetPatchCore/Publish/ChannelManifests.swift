@@ -58,8 +58,16 @@ package enum ChannelManifests {
             if let url = j["keys"]?["url"]?.string, url.hasPrefix(prefix) {
                 j = j.setting("keys", j["keys"]!.setting("url", .string(String(url.dropFirst(prefix.count)))))
             }
-            return j
+            return deltaURLs(j) { $0.hasPrefix(prefix) ? String($0.dropFirst(prefix.count)) : $0 }
         }
+    }
+
+    /// The head with each delta file's URL (`index.deltas`) passed through `transform`.
+    static func deltaURLs(_ j: JSON, _ transform: (String) -> String) -> JSON {
+        guard let index = j["index"], let list = index["deltas"]?.array else { return j }
+        return j.setting("index", index.setting("deltas", .array(list.map { d in
+            d["url"]?.string.map { d.setting("url", .string(transform($0))) } ?? d
+        })))
     }
 
     /// The version and package `channel` offers, nil when it has no manifest: read without
@@ -151,6 +159,7 @@ package enum ChannelManifests {
             if let url = j["archive"]?["url"]?.string, URLs.scheme(url) == nil {
                 j = j.setting("archive", j["archive"]!.setting("url", .string(prefix + url)))
             }
+            j = deltaURLs(j) { URLs.scheme($0) == nil ? prefix + $0 : $0 }
             if channel != Channel.defaultName { j = j.setting("channel", .string(channel)) }
             if let rollout { j = j.setting("rollout", rollout.toJSON()) }
             if let keys { j = j.setting("keys", KeyDocumentRef(version: keys.version, url: prefix + KeyDocuments.directoryName + "/").toJSON()) }

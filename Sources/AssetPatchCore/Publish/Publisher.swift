@@ -39,6 +39,8 @@ package struct PublishRequest {
     package var linkThreshold: UInt64 = Publisher.defaultLinkThreshold
     /// The chunks' average size (a power of two, 4 KiB to 1 MiB).
     package var chunkSize = Publisher.defaultChunkSize
+    /// Delta files from this many earlier releases (`DeltaBuilder.earlier`; 0: none).
+    package var deltaReleases = Publisher.defaultDeltaReleases
     /// Threads compressing entries (nil: one per processor this process may run on). The
     /// archive is the same whatever the number.
     package var jobs: Int?
@@ -69,6 +71,8 @@ package struct PublishResult {
     package var archiveSize: UInt64
     /// The groups made (empty: none).
     package var groups: [ReleaseGroup] = []
+    /// The delta files made, one per earlier release that has files worth one.
+    package var deltas: [(version: Int64, built: DeltaBuilder.Built)] = []
 }
 
 /// Publishes a release into a repository: the archive under its own sha256 first (each file
@@ -89,6 +93,8 @@ package enum Publisher {
     package static let defaultLinkThreshold: UInt64 = 64 << 10
     /// 8 KiB chunks: see docs/format.md ("Choosing the chunk size") for the measurements behind it.
     package static let defaultChunkSize = 8 << 10
+    /// Deltas from the release the channel offers before this one: where most clients are.
+    package static let defaultDeltaReleases = 1
 
     /// One thread per processor this process may run on.
     package static var defaultJobs: Int { availableProcessors() }
@@ -129,6 +135,9 @@ package enum Publisher {
         if let keys = try KeyDocuments.newest(repo: repoDir) { try KeyDocuments.checkSigners(r.seeds, against: keys) }
         guard let chunker = Chunker(averageSize: r.chunkSize) else {
             throw AssetPatchError(.argument, "--chunk-size \(r.chunkSize): a power of two from 4 KiB to 1 MiB")
+        }
+        guard (0...DeltaSource.most).contains(r.deltaReleases) else {
+            throw AssetPatchError(.argument, "--deltas \(r.deltaReleases): 0 to \(DeltaSource.most)")
         }
 
         let names = try FS.walkFiles(src).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
@@ -198,13 +207,21 @@ package enum Publisher {
             guard notes.utf8.count <= 65536 else { throw AssetPatchError(.argument, "--notes: more than 64 KiB") }
             manifest.notes = notes
         }
+        // Deltas from earlier releases, for the clients that have one installed.
+        var deltas: [(version: Int64, built: DeltaBuilder.Built)] = []
+        for old in DeltaBuilder.earlier(repo: repoDir, channel: channel, below: newVersion, count: r.deltaReleases) {
+            if let built = try DeltaBuilder.build(repo: repoDir, old: old, files: files, source: src, dryRun: r.dryRun) {
+                deltas.append((old.version, built))
+            }
+        }
         // The head: the same release, its files in the index.
         var head = manifest
         head.kind = .format2
         head.files = []
         let indexOffset = indexFile.location!.dataOffset
         head.index = IndexLocation(offset: indexOffset, size: indexFile.size, root: index.root, chunkSize: r.chunkSize,
-                                   groups: groupsPage, linked: index.linked.map { LinkedIndex(offset: indexOffset + $0.offset, root: $0.root) })
+                                   groups: groupsPage, linked: index.linked.map { LinkedIndex(offset: indexOffset + $0.offset, root: $0.root) },
+                                   deltas: deltas.map(\.built.source))
         manifest.files.append(indexFile)
         let release = ChannelRelease(manifest: manifest.toJSON(), head: head.toJSON())
         if !r.dryRun { try ChannelManifests.recordHistory(repo: repoDir, release) }
@@ -212,7 +229,7 @@ package enum Publisher {
         manifest.payload = Array((manifest.toJSON().serialized(indent: 2) + "\n").utf8)
         head.payload = Array((head.toJSON().serialized(indent: 2) + "\n").utf8)
         return PublishResult(manifest: manifest, head: head, chunkedFiles: indexed.filter { !$0.chunks.isEmpty }.count,
-                             indexPages: index.pages, archivePath: archiveName, archiveSize: zipSize, groups: table?.groups ?? [])
+                             indexPages: index.pages, archivePath: archiveName, archiveSize: zipSize, groups: table?.groups ?? [], deltas: deltas)
     }
 
     /// The repository's default channel's manifest, if any (envelopes are opened without

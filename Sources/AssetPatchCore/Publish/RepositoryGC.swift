@@ -74,7 +74,7 @@ package enum RepositoryGC {
         }
         guard heads > 0 else { throw AssetPatchError(.argument, "no manifest.json or head.json there: not a repository, nothing deleted") }
         var out = Outcome()
-        for object in objects.sorted(by: { $0.key < $1.key }) where object.key.hasPrefix("archives/") {
+        for object in objects.sorted(by: { $0.key < $1.key }) where object.key.hasPrefix("archives/") || object.key.hasPrefix("deltas/") {
             if named.contains(object.key) { out.kept += 1; continue }
             guard object.modified > 0, now - object.modified >= grace else {
                 out.young.append(object.key)

@@ -30,7 +30,7 @@ package enum RepositoryPull {
     package static func pull(from store: ObjectStore, into repo: String, trusted: [[UInt8]]?, trustBucket: Bool = false) throws -> Outcome {
         var out = Outcome()
         func listed() throws -> [String] {
-            try store.list().map(\.key).filter { RepositoryPush.isPublished($0) && !$0.hasPrefix("archives/") }.sorted()
+            try store.list().map(\.key).filter { RepositoryPush.isPublished($0) && !$0.hasPrefix("archives/") && !$0.hasPrefix("deltas/") }.sorted()
         }
         // The heads first, then the rest listed again: a push writes the history before the
         // heads, so what the heads read name is in the second listing, even mid-push.

@@ -55,6 +55,8 @@ package enum RepositoryPush {
         switch parts.first {
         case "archives"?:
             return parts.count == 2 && parts[1].hasSuffix(".zip") && Hex.isHex(String(parts[1].dropLast(4)), length: 64)
+        case "deltas"?:
+            return parts.count == 2 && parts[1].hasSuffix(".delta") && Hex.isHex(String(parts[1].dropLast(6)), length: 64)
         case "keys"?:
             return parts.count == 2 && parts[1].hasSuffix(".json") && (Int64(parts[1].dropLast(5)) ?? 0) >= 1
         case "history"?:
@@ -264,7 +266,7 @@ package enum RepositoryPush {
             return (4, dir + (path.hasSuffix("head.json") ? "0" : "1"))
         }
         if isMutable(path) { return (3, path) }
-        if path.hasPrefix("archives/") { return (0, path) }
+        if path.hasPrefix("archives/") || path.hasPrefix("deltas/") { return (0, path) }
         if path.hasPrefix("keys/") { return (1, path) }
         return (2, path)
     }
@@ -288,6 +290,9 @@ package enum RepositoryPush {
         }
         var out: [String] = []
         if let url = json["archive"]?["url"]?.string, let key = resolve(url) { out.append(key) }
+        for d in json["index"]?["deltas"]?.array ?? [] {
+            if let url = d["url"]?.string, let key = resolve(url) { out.append(key) }
+        }
         if let v = json["keys"]?["version"]?.int64, let url = json["keys"]?["url"]?.string, let base = resolve(url), v >= 1 {
             out += (1...v).map { "\(base)/\($0).json" }
         }

@@ -232,7 +232,12 @@ extension ManifestJudge {
             throw AssetPatchError(.archive, "\(source): release of \(manifest.releaseBytes) bytes exceeds max_release_bytes (\(config.maxReleaseBytes))")
         }
         state = accepted
-        return Candidate(manifest: manifest, archive: archive, version: v, releaseID: releaseID)
+        var c = Candidate(manifest: manifest, archive: archive, version: v, releaseID: releaseID)
+        // Delta files beside the archive, under the archive's rule: a remote manifest names no local file.
+        c.deltaFiles = (manifest.index?.deltas ?? []).compactMap { d in
+            Location(URLs.resolve(d.url, against: finalURL)).flatMap { $0.isFile == archive.isFile ? (d, $0) : nil }
+        }
+        return c
     }
 
     /// This client's rollout id: the option's, else the data directory's (created at the first

@@ -19,10 +19,15 @@ extension Updater {
         guard config.differential else { return .wholeArchive("differential=off") }
         guard !c.manifest.isLegacy, let archiveSize = c.manifest.archiveSize else { return .wholeArchive("a legacy manifest") }
         guard c.locatesEveryFile else { return .wholeArchive("the manifest has no per-file locations") }
-        guard let delta = try plan(c.manifest.files, chunkLists: c.index?.chunks ?? [:], linked: c.index?.linked ?? [],
+        let fetchedChunks = store.fetchedChunks(c.manifest.archiveDigest)
+        guard var delta = try plan(c.manifest.files, chunkLists: c.index?.chunks ?? [:], linked: c.index?.linked ?? [],
                                    chunkSize: c.manifest.index?.chunkSize ?? 0, state, wholeWhereUnshared: true,
-                                   fetchedChunks: store.fetchedChunks(c.manifest.archiveDigest)) else {
+                                   fetchedChunks: fetchedChunks) else {
             return .wholeArchive("the manifest has no per-file locations")
+        }
+        delta = try withDeltas(delta, c, state) { takes in
+            try plan(c.manifest.files, chunkLists: c.index?.chunks ?? [:], linked: c.index?.linked ?? [],
+                     chunkSize: c.manifest.index?.chunkSize ?? 0, state, wholeWhereUnshared: true, fetchedChunks: fetchedChunks, byDelta: takes)
         }
         guard delta.paysOff(archiveSize: archiveSize, maxPercent: config.differentialMaxPercent) else {
             return .wholeArchive("ranges would transfer \(delta.fetchBytes) of the archive's \(archiveSize) bytes (more than \(config.differentialMaxPercent)%)")
@@ -45,7 +50,7 @@ extension Updater {
     /// `wholeWhereUnshared`: an update's plan (a group's fetch keeps every chunked file chunked:
     /// fetched whole, a 100 MiB group's files cost 16 times the overhead its chunks do).
     func plan(_ files: [ManifestFile], chunkLists: [String: [ChunkRecord]], linked: Set<String> = [], chunkSize: Int, _ state: StoreState,
-              wholeWhereUnshared: Bool = false, fetchedChunks: [String: String]) throws -> FilePlan? {
+              wholeWhereUnshared: Bool = false, fetchedChunks: [String: String], byDelta: [String: DeltaTake] = [:]) throws -> FilePlan? {
         let installed = installedFiles(state, sharing: files)
         let fetched = verifiedFetchedFiles()
         var bundle: [String: String] = [:]
@@ -59,7 +64,7 @@ extension Updater {
         let local = FileOrigin.onDisk(installed, fetched, bundle)
         // Chunked files whose content is not on disk: rebuilt from chunks, only new ones
         // fetched, where some chunk need not be fetched for them; the others are fetched whole.
-        var rebuilt = files.filter { local($0) == nil }.compactMap { f in chunkLists[f.path].map { (file: f, chunks: $0) } }
+        var rebuilt = files.filter { local($0) == nil && byDelta[$0.sha256] == nil }.compactMap { f in chunkLists[f.path].map { (file: f, chunks: $0) } }
         var chunksOnDisk = LocalChunks()
         if !rebuilt.isEmpty {
             let scanned: Int
@@ -71,7 +76,8 @@ extension Updater {
                 rebuilt = ChunkPlanner.worthRebuilding(rebuilt, local: chunksOnDisk, fetched: fetchedChunks, linked: linked)
             }
         }
-        guard var delta = FilePlan.make(files, local: local, chunked: Set(rebuilt.map(\.file.path))) else { return nil }
+        guard var delta = FilePlan.make(files, local: local, chunked: Set(rebuilt.map(\.file.path)), byDelta: Set(byDelta.keys)) else { return nil }
+        delta.deltas = byDelta.values.sorted { $0.entry.offset < $1.entry.offset }
         if !rebuilt.isEmpty {
             let planned = ChunkPlanner.plan(rebuilt, local: chunksOnDisk, fetched: fetchedChunks, linked: linked)
             delta.chunked = planned.files
@@ -84,28 +90,39 @@ extension Updater {
     /// are not fetched again), then builds the release from files on disk. false: the update
     /// must fall back to the whole archive (`DifferentialFallback`); the staging release is gone then.
     func installDifferentially(_ c: Candidate, _ plan: FilePlan) throws -> Bool {
+        var plan = plan
         if !c.archive.isFile { try allowMetered(plan.fetchBytes, "version \(c.version)") }
         log(.info, "differential update: \(plan.fetchEntries) files and chunks in \(plan.ranges.count + plan.chunkRanges.count) ranges, \(plan.fetchBytes) of \(c.manifest.archiveSize ?? 0) archive bytes")
         let fetch = RangeFetch(source: c.archive, archiveSize: c.manifest.archiveSize ?? 0,
                                dir: store.fetchedDir(c.manifest.archiveDigest), http: http, parallel: config.parallelDownloads,
                                cancel: cancel, progress: progress, sources: context.sources)
+        var made: [String: String] = [:]
         do {
             try store.prepareStaging(c.releaseID)
             progress.report(Progress(phase: .download, bytesDone: 0, bytesTotal: plan.fetchBytes,
                                      filesDone: 0, filesTotal: UInt64(plan.fetchEntries)))
-            // Chunks first: they lie before the small files in name order of most packs, and
-            // an interruption keeps what arrived either way.
+            // Deltas first (small, and what they can't make joins the ranges); then chunks:
+            // they lie before the small files in name order of most packs, and an
+            // interruption keeps what arrived either way.
+            let (fromDeltas, failed) = try fetchDeltas(plan, into: store.fetchedDir(c.manifest.archiveDigest))
+            made = fromDeltas
+            if !failed.isEmpty {
+                plan.ranges = FilePlan.coalesce((plan.ranges.flatMap(\.entries) + failed).sorted { $0.location!.headerOffset < $1.location!.headerOffset },
+                                                gap: FilePlan.coalesceGap, maxRequest: FilePlan.maxRequestBytes)
+            }
             let chunks = plan.chunkRanges.isEmpty ? store.fetchedChunks(c.manifest.archiveDigest) : try fetchChunks(c, plan)
             try context.retrying(c.archive) { try fetch.attempt(plan) }
             progress.report(Progress(phase: .download, bytesDone: plan.fetchBytes, bytesTotal: plan.fetchBytes,
                                      filesDone: UInt64(plan.fetchEntries), filesTotal: UInt64(plan.fetchEntries)), final: true)
             for path in fetch.fetched.values { verifiedFetched.insert(path) }
+            for path in made.values { verifiedFetched.insert(path) }
             try cancel.check()
             try Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: cancel, progress: progress)
-                .assemble(c, plan, fetched: fetch.fetched, chunks: chunks)
+                .assemble(c, plan, fetched: fetch.fetched.merging(made) { a, _ in a }, chunks: chunks)
             return true
         } catch let f as DifferentialFallback {
             for path in fetch.fetched.values { verifiedFetched.insert(path) }
+            for path in made.values { verifiedFetched.insert(path) }
             store.discardStaging(c.releaseID)
             log(.warning, "\(f.message); downloading the whole archive instead")
             try store.requireFreeSpace(try spaceNeeded(.wholeArchive(f.message), c, store.loadState()), for: "version \(c.version)")

@@ -35,7 +35,8 @@ struct Pack {
 /// `chunkSize` on average; returns the publish result.
 @discardableResult
 func publishChunked(_ files: [(String, [UInt8])], version: Int64, repo: TempDir, threshold: UInt64 = 64 << 10,
-                    linkThreshold: UInt64 = Publisher.defaultLinkThreshold, chunkSize: Int = 4096, seed: [UInt8]? = nil) throws -> PublishResult {
+                    linkThreshold: UInt64 = Publisher.defaultLinkThreshold, chunkSize: Int = 4096, seed: [UInt8]? = nil,
+                    deltas: Int = 0) throws -> PublishResult {
     let staging = TempDir()
     defer { staging.cleanup() }
     for (p, b) in files { try staging.write(p, b) }
@@ -46,6 +47,7 @@ func publishChunked(_ files: [(String, [UInt8])], version: Int64, repo: TempDir,
     request.linkThreshold = linkThreshold
     request.chunkSize = chunkSize
     request.seeds = seed.map { [$0] } ?? []
+    request.deltaReleases = deltas  // the chunks' route unless a test asks for deltas (DeltaUpdateTests)
     return try Publisher.publish(request)
 }
 

@@ -38,6 +38,8 @@ extension Store {
                 } else {
                     path = filesDir(ref.id) + "/" + f.file.path
                 }
+                // A file whose chunk pages were not kept (a delta made it) is cut on disk below.
+                guard f.chunkPages.allSatisfy(pages.has) else { continue }
                 listed.insert(path)
                 guard added.insert(f.file.sha256).inserted else { continue }
                 out.add(path, pages: f.chunkPages) { pages.chunks(of: $0) }

@@ -4,16 +4,31 @@ import Glibc
 /// directory has, the files it makes for fewer bytes than the plan would fetch, and their
 /// fetch. Deltas only ever save bytes: a delta file that can't be read, or a delta that does not
 /// make its file, leaves those files to the archive.
+/// The deltas a candidate's delta file offers, by target sha256 hex, and where that file is.
+struct DeltaOffer {
+    var location: Location
+    var size: UInt64
+    var entries: [String: DeltaEntry]
+}
+
 extension Updater {
-    /// The deltas (by target sha256 hex) of the delta file `c`'s head offers from an installed
-    /// release (the active one first), its page fetched once and kept with the index pages;
-    /// nil when there is none, or it can't be read (logged).
-    func deltaOffer(_ c: Candidate, _ state: StoreState) throws -> (location: Location, size: UInt64, entries: [String: DeltaEntry])? {
-        guard !c.deltaFiles.isEmpty else { return nil }
+    /// The deltas of the delta file `c`'s head offers from an installed release (the active
+    /// one first), its page fetched once and kept with the index pages; nil when there is
+    /// none, or it can't be read (logged).
+    func deltaOffer(_ c: Candidate, _ state: StoreState) throws -> DeltaOffer? {
+        guard config.differential, !c.deltaFiles.isEmpty else { return nil }
         let ids = [state.active, state.pending].compactMap { $0?.id } + state.kept.map(\.id)
         guard let pick = ids.lazy.compactMap({ id in c.deltaFiles.first { id.hasSuffix("-" + $0.source.from.prefix(16)) } }).first else {
             return nil
         }
+        if let cached = deltaOfferCache, cached.page == pick.source.page.hex { return cached.offer }
+        let offer = try readDeltaOffer(pick.source, pick.location)
+        deltaOfferCache = (pick.source.page.hex, offer)
+        return offer
+    }
+
+    private func readDeltaOffer(_ source: DeltaSource, _ location: Location) throws -> DeltaOffer? {
+        let pick = (source: source, location: location)
         let pages = PageStore(store, readOnly: readOnly)
         do {
             if !pages.has(pick.source.page) {
@@ -25,7 +40,8 @@ extension Updater {
             guard let bytes = pages.load(pick.source.page) else { return nil }
             let entries = try DeltaPage.decode(bytes, fileSize: pick.source.size, pageSize: UInt64(pick.source.page.compressedSize),
                                                source: pick.location.shown)
-            return (pick.location, pick.source.size, Dictionary(entries.map { (Hex.encode($0.target), $0) }, uniquingKeysWith: { a, _ in a }))
+            return DeltaOffer(location: pick.location, size: pick.source.size,
+                              entries: Dictionary(entries.map { (Hex.encode($0.target), $0) }, uniquingKeysWith: { a, _ in a }))
         } catch let e as AssetPatchError where e.status == .cancelled {
             throw e
         } catch {

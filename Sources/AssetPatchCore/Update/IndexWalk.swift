@@ -13,7 +13,10 @@ extension Updater {
         guard c.manifest.kind == .format2, c.index == nil else { return nil }
         if config.differential {
             do {
-                try walkIndex(&c, from: c.archive) { self.chunksInstalled($0, files: $1, state) }
+                // A file a delta makes needs no chunk list (a 33 MB pack's is 150 KB): should
+                // the delta fail, the file comes whole.
+                let byDelta = Set(try deltaOffer(c, state)?.entries.keys ?? [:].keys)
+                try walkIndex(&c, from: c.archive, skippingChunksOf: byDelta) { self.chunksInstalled($0, files: $1, state) }
             } catch let f as DifferentialFallback {
                 guard mayDownload else {
                     return "the host does not answer range requests as asked (\(f.message)): an update downloads the whole archive and reads the release index from it"
@@ -45,7 +48,8 @@ extension Updater {
     /// checked against the reference that names it; then the files are
     /// checked as a format-1 manifest's are (paths, locations, sizes, plugins). Fills the
     /// candidate's files and chunk lists.
-    func walkIndex(_ c: inout Candidate, from source: Location, groups known: GroupTable? = nil,
+    /// `skippingChunksOf`: contents (sha256 hex) whose chunk lists are not read.
+    func walkIndex(_ c: inout Candidate, from source: Location, groups known: GroupTable? = nil, skippingChunksOf skip: Set<String> = [],
                    chunksOf: (GroupTable, [ManifestFile]) -> (Int) -> Bool) throws {
         guard let index = c.manifest.index, c.index == nil else { return }
         let pages = PageStore(store, readOnly: readOnly)
@@ -87,8 +91,9 @@ extension Updater {
             } else if let ref = index.groups, let at = index.groupsOffset {
                 table = try GroupTable.decode(try load([(ref, at)])[0], files: files.count, source: shown)
             }
-            guard let t = table else { return { _ in true } }
-            return chunksOf(t, files)
+            let wanted = table.map { chunksOf($0, files) } ?? { _ in true }
+            guard !skip.isEmpty else { return wanted }
+            return { i in wanted(i) && !skip.contains(files[i].sha256) }
         }, refused: { log(.warning, $0) }, load: load)
         // The list is held once: taken out, so that setting its groups does not copy it.
         var list = indexed.files

@@ -48,6 +48,9 @@ final class Updater {
     /// The installed releases' files by sha256, read from their records once per updater: the
     /// plan, the free-space check and the installer all ask.
     var installedCache: (ids: Set<String>, files: InstalledFiles)?
+    /// The delta offer read for a candidate (`deltaOffer`), by its delta page: read once for
+    /// the index walk and the plan.
+    var deltaOfferCache: (page: String, offer: DeltaOffer?)?
 
     /// `sharing`: the new release's files, whose paths the installed ones share where equal.
     func installedFiles(_ state: StoreState, sharing: [ManifestFile] = []) -> InstalledFiles {

@@ -42,6 +42,38 @@ import Testing
         #expect(!lines().contains { $0.contains("the delta of \"doc.json\"") }, "\(lines())")
     }
 
+    /// A file a delta made has no chunk list on disk (its pages were not fetched): a later
+    /// update by chunks cuts the file on disk instead, and still fetches only what changed.
+    @Test func aFileMadeByDeltaStillLendsItsChunksToALaterUpdate() throws {
+        let repo = TempDir(), data = TempDir()
+        defer { repo.cleanup(); data.cleanup() }
+        var pack = Pack(count: 200, seed: 5)
+        try publishChunked([("pack.bin", pack.bytes)], version: 1, repo: repo, deltas: 1)
+        let c = try Client(dataDir: data.path, bundleDir: nil)
+        defer { c.close() }
+        try c.set("manifest_url", headURL(repo))
+        try c.set("keep_versions", "0")  // v1's chunk lists go with it: only v2's file is left
+        #expect(try c.update(progress: nil))
+        pack.records[20] = noise(pack.records[20].count, seed: 81)
+        try publishChunked([("pack.bin", pack.bytes)], version: 2, repo: repo, deltas: 1)
+        var lines = logged(c)
+        #expect(try c.update(progress: nil))
+        #expect(lines().contains { $0.contains("1 files from deltas") }, "\(lines())")
+        try c.markGood()  // v1 goes, and its chunk lists with it
+        // The same record again: v2's chunk page for it is neither v1's nor v3's.
+        pack.records[20] = noise(pack.records[20].count, seed: 82)
+        try publishChunked([("pack.bin", pack.bytes)], version: 3, repo: repo, deltas: 0)
+        lines = logged(c)
+        #expect(try c.update(progress: nil))
+        #expect(try FS.readFile(try c.resolve("pack.bin")) == pack.bytes)
+        #expect(lines().contains { $0.contains("cut 1 files on disk into chunks") }, "\(lines())")
+        #expect(lines().contains { $0.contains("1 files and chunks") || $0.contains("chunks in") }, "\(lines())")
+        let fetched = lines().first { $0.hasPrefix("differential update:") }.flatMap { line in
+            line.split(separator: " ").firstIndex(of: "of").map { UInt64(line.split(separator: " ")[$0 - 1]) ?? 0 }
+        }
+        #expect(fetched.map { $0 > 0 && $0 < UInt64(pack.bytes.count / 8) } == true, "\(lines())")
+    }
+
     @Test func onlyDeltasThatPayAreKept() throws {
         let repo = TempDir()
         defer { repo.cleanup() }

@@ -30,6 +30,16 @@ struct Pack {
     var bytes: [UInt8] { records.flatMap { $0 } }
 }
 
+/// The head of a repository published by `publishChunked`, as a client's `manifest_url`.
+func headURL(_ repo: TempDir) -> String { URLs.fileURL(forPath: repo.path + "/head.json") }
+
+/// What `c` logs from now on.
+func logged(_ c: Client) -> () -> [String] {
+    let lines = Locked<[String]>([])
+    c.setLogger { _, line in lines.withLock { $0.append(line) } }
+    return { lines.withLock { $0 } }
+}
+
 /// Publishes `files` as one release (format-1 manifest and format-2 head) with chunking from
 /// `threshold` bytes (chunks that share history from `linkThreshold` below that) in chunks of
 /// `chunkSize` on average; returns the publish result.
@@ -54,13 +64,6 @@ func publishChunked(_ files: [(String, [UInt8])], version: Int64, repo: TempDir,
 /// Updates from format-2 heads: the release index read by range, chunked files rebuilt from
 /// the chunks already installed plus the new ones, every byte checked.
 @Suite struct ChunkedUpdateTests {
-    func headURL(_ repo: TempDir) -> String { URLs.fileURL(forPath: repo.path + "/head.json") }
-
-    func logged(_ c: Client) -> () -> [String] {
-        let lines = Locked<[String]>([])
-        c.setLogger { _, line in lines.withLock { $0.append(line) } }
-        return { lines.withLock { $0 } }
-    }
 
     @Test func aChangedPackCostsItsNewChunksAndIsRebuiltByteForByte() throws {
         let repo = TempDir(), data = TempDir()

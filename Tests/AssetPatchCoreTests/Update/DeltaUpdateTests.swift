@@ -6,13 +6,6 @@ import Testing
 /// chunks, a base that changed on disk costs that file from the archive, never a wrong file,
 /// and the publisher keeps only deltas that pay.
 @Suite struct DeltaUpdateTests {
-    func headURL(_ repo: TempDir) -> String { URLs.fileURL(forPath: repo.path + "/head.json") }
-
-    func logged(_ c: Client) -> () -> [String] {
-        let lines = Locked<[String]>([])
-        c.setLogger { _, line in lines.withLock { $0.append(line) } }
-        return { lines.withLock { $0 } }
-    }
 
     @Test func aChangedFileComesFromItsDeltaAndAChangedBaseFromTheArchive() throws {
         let repo = TempDir(), data = TempDir()

@@ -6,8 +6,6 @@ import Testing
 /// flush per chunk, listed whole in the main tree and chunked in the linked tree, rebuilt in
 /// order with each fetched chunk decoded after the bytes before it.
 @Suite struct LinkedChunkTests {
-    func headURL(_ repo: TempDir) -> String { URLs.fileURL(forPath: repo.path + "/head.json") }
-
     /// Publishes `files` with chunks that share history from 16 KiB (none cut on its own).
     @discardableResult
     func publishLinked(_ files: [(String, [UInt8])], version: Int64, repo: TempDir) throws -> PublishResult {

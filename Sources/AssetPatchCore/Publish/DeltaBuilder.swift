@@ -38,7 +38,8 @@ package enum DeltaBuilder {
         var made: [(entry: DeltaEntry, body: [UInt8])] = []
         var seen = Set<String>()
         var archiveBytes: UInt64 = 0
-        let scratch = repo + "/archives/.delta-base-\(getpid())"
+        // The old bytes, one file at a time (a dry run writes nothing in the repository).
+        let scratch = (dryRun ? (getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp") : repo + "/archives") + "/.delta-base-\(getpid())"
         defer { try? FS.unlink(scratch) }
         for f in files {
             guard let l = f.location, let o = oldByPath[f.path], o.sha256 != f.sha256, let entry = entries[f.path],

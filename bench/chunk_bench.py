@@ -194,12 +194,15 @@ def bench_pack(tools, nginx, work, runs, chunk_sizes):
     new_pack = os.path.join(src2, "data", "pack.bin")
     out = {"pack_bytes": os.path.getsize(new_pack), "new_bytes": NEW_BYTES, "assetpatch": {}, "tools": {}}
     ub, ms = tools["update_bench"], tools["measure"]
-    for cs in chunk_sizes:
-        name = f"pack{cs // KB}k"
+    # Each chunk size by chunks alone (--deltas 0: what a client not on v1 pays), then the
+    # default (8 KiB chunks, deltas from v1) as the key "deltas".
+    for cs in list(chunk_sizes) + ["deltas"]:
+        size = 8 * KB if cs == "deltas" else cs
+        name = "packdeltas" if cs == "deltas" else f"pack{cs // KB}k"
         repo = os.path.join(root, name)
-        publish(src1, repo, 1, "--chunk-size", str(cs))
+        publish(src1, repo, 1, "--chunk-size", str(size))
         shutil.copytree(repo, repo + "-v2")
-        pub = publish(src2, repo + "-v2", 2, "--chunk-size", str(cs))
+        pub = publish(src2, repo + "-v2", 2, "--chunk-size", str(size), *([] if cs == "deltas" else ["--deltas", "0"]))
         base = os.path.join(work, f"base-{name}")
         subprocess.run([ub, base, nginx.url(f"{name}/head.json")], check=True)
         walls, sent, reqs, rss = [], [], [], []
@@ -220,7 +223,7 @@ def bench_pack(tools, nginx, work, runs, chunk_sizes):
         out["assetpatch"][cs] = {"wall": stats(walls), "bytes": statistics.median(sent), "requests": statistics.median(reqs),
                                  "rss": max(rss), "ratio": statistics.median(sent) / NEW_BYTES, "index_bytes": pages_bytes(repo + "-v2"),
                                  "archive_bytes": m2["archive"]["size"], "publish": pub}
-        log(f"  assetpatch, {cs // KB} KiB chunks: {statistics.median(walls):.2f} s, {statistics.median(sent):,.0f} bytes "
+        log(f"  assetpatch, {'deltas' if cs == 'deltas' else f'{cs // KB} KiB chunks'}: {statistics.median(walls):.2f} s, {statistics.median(sent):,.0f} bytes "
             f"({statistics.median(sent) / NEW_BYTES:.3f}x the new bytes) in {statistics.median(reqs):.0f} requests")
         shutil.rmtree(os.path.join(work, "run"), ignore_errors=True)
 
@@ -522,7 +525,9 @@ def result_lines(r):
     targets = []
     if "pack" in r:
         p = r["pack"]
-        default = p["assetpatch"].get(8 * KB) or p["assetpatch"].get(str(8 * KB))
+        chunks8 = p["assetpatch"].get(8 * KB) or p["assetpatch"].get(str(8 * KB))
+        # Results from before deltas have no "deltas" row: their default was chunks alone.
+        default = p["assetpatch"].get("deltas") or chunks8
         lines += [
             f"A {p['pack_bytes'] / MB:.0f} MiB pack file of records (4-256 KiB, half random bytes, half word-like text) and 20 "
             "small files; v2 rewrites twelve 64 KiB records in place, inserts two 128 KiB records and deletes one 64 KiB record: "
@@ -532,9 +537,12 @@ def result_lines(r):
             "",
             "| tool | wall time (s) | bytes sent | requests | x new bytes |",
             "|---|---|---|---|---|",
-            f"| **assetpatch** (8 KiB chunks, the default) | {fmt(default['wall'])} | {default['bytes']:,.0f} | "
+            f"| **assetpatch** (the default: deltas from v1, 8 KiB chunks) | {fmt(default['wall'])} | {default['bytes']:,.0f} | "
             f"{default['requests']:.0f} | **{default['ratio']:.3f}x** |",
         ]
+        if default is not chunks8:
+            lines.append(f"| assetpatch by chunks alone (8 KiB; a client not on v1, or `publish --deltas 0`) | {fmt(chunks8['wall'])} | "
+                         f"{chunks8['bytes']:,.0f} | {chunks8['requests']:.0f} | {chunks8['ratio']:.3f}x |")
         for label, t in p["tools"].items():
             lines.append(f"| {label} | {fmt(t['wall'])} | {t['bytes']:,.0f} | {t['requests']:.0f} | {t['ratio']:.3f}x |")
         zsync = next(t for label, t in p["tools"].items() if label.startswith("zsync"))
@@ -544,7 +552,8 @@ def result_lines(r):
             "",
             "### Choosing the chunk size",
             "",
-            "The same update published with each average chunk size. Smaller chunks waste less around each edit (a chunk "
+            "The same update published with each average chunk size, fetched by chunks alone (`--deltas 0`: what a client "
+            "that does not have v1 pays). Smaller chunks waste less around each edit (a chunk "
             "that straddles an edit is new too: about one chunk on each side) but make the index larger (about 36 bytes a "
             "chunk; a whole-archive download carries it, an update fetches the pages around the edits) and the plan bigger "
             "(16 bytes a chunk in memory).",
@@ -552,7 +561,7 @@ def result_lines(r):
             "| average chunk | bytes sent | x new bytes | update (s) | index in the archive | archive | publish v2 (s) |",
             "|---|---|---|---|---|---|---|",
         ]
-        for cs, a in sorted(p["assetpatch"].items(), key=lambda kv: int(kv[0])):
+        for cs, a in sorted(((k, v) for k, v in p["assetpatch"].items() if k != "deltas"), key=lambda kv: int(kv[0])):
             lines.append(f"| {int(cs) // KB} KiB | {a['bytes']:,.0f} | {a['ratio']:.3f}x | {fmt(a['wall'])} | "
                          f"{a['index_bytes']:,} | {a['archive_bytes']:,} | {a['publish']:.2f} |")
         lines += [

@@ -8,7 +8,8 @@ import Glibc
 /// The instructions, one after another until the target is complete: a LEB128 number `v`;
 /// `v & 1 == 0` adds the `v >> 1` bytes that follow; `v & 1 == 1` copies `v >> 1` bytes of the
 /// base, from the previous copy's end (0 at first) moved by a zigzag LEB128 number that
-/// follows. Every length is at least 1.
+/// follows. Every length is at least 1, and a target of N bytes takes at most N / 12 + 2
+/// instructions (copies of 24 bytes or more, one add between two copies).
 enum DeltaCode {
     static func zigzag(_ v: Int64) -> UInt64 { UInt64(bitPattern: (v << 1) ^ (v >> 63)) }
     static func unzigzag(_ v: UInt64) -> Int64 { Int64(bitPattern: v >> 1) ^ -Int64(bitPattern: v & 1) }
@@ -106,6 +107,9 @@ final class DeltaApplier {
     }
 
     private var state = State.op(0, 0)
+    /// Instructions read; at most `targetSize / 12 + 2` (the encoder's copies are 24 bytes or
+    /// more, each add lies between two copies): a delta can't cost a system call a byte.
+    private var instructions: UInt64 = 0
     private var lastEnd: UInt64 = 0
     private var buffer: UnsafeMutableRawBufferPointer?
 
@@ -135,6 +139,8 @@ final class DeltaApplier {
                     continue
                 }
                 let length = v >> 1
+                instructions += 1
+                guard instructions <= targetSize / 12 + 2 else { throw fail("more than \(targetSize / 12 + 2) instructions for \(targetSize) bytes") }
                 guard length > 0, length <= targetSize - produced else {
                     throw fail("an instruction of \(length) bytes at \(produced) of \(targetSize)")
                 }

@@ -21,19 +21,19 @@ package struct DeltaSource: Sendable, Equatable {
     /// A head names at most this many (one per earlier release a publisher keeps deltas from).
     package static let most = 8
 
+    /// The entries this client reads: deltas are only ever a shortcut, so an entry it can't
+    /// read (a later format's), and any past the first `most`, are passed over, not refused.
     static func decodeList(_ v: JSON?, source: String) throws -> [DeltaSource] {
-        guard let v, v != .null else { return [] }
-        let shape = "index.deltas must be at most \(most) objects {\"from\": 64 hex digits, \"url\": a URL, \"size\": bytes, \"page\": 64 hex digits, \"page_size\": its stored length, within the file}"
-        guard let list = v.array, list.count <= most else { throw AssetPatchError(.manifest, "\(source): \(shape)") }
-        return try list.map { d in
+        guard let list = v?.array else { return [] }
+        return list.lazy.compactMap { d -> DeltaSource? in
             guard d.isObject, let from = d["from"]?.string, Hex.isHex(from, length: 64),
                   let url = d["url"]?.string, !url.isEmpty, url.utf8.count <= 2048, !url.hasLineBreak,
                   let size = d["size"]?.int64, size > 0, let hex = d["page"]?.string, Hex.isHex(hex, length: 64), let sha = Hex.decode(hex),
                   let pageSize = d["page_size"]?.int64, pageSize > 0, pageSize <= size, pageSize <= Int64(IndexPage.maxBytes) else {
-                throw AssetPatchError(.manifest, "\(source): \(shape)")
+                return nil
             }
             return DeltaSource(from: from, url: url, size: UInt64(size), page: PageRef(sha256: sha, compressedSize: UInt32(pageSize)))
-        }
+        }.prefix(most).map { $0 }
     }
 
     func toJSON() -> JSON {

@@ -30,7 +30,7 @@ extension Manifest {
     /// The manifest's place in its channel.
     package var order: ManifestOrder { ManifestOrder(version: version, revision: revision) }
 
-    /// sha256 of the payload without `signingFields` and the archive's URL (relative to each
+    /// sha256 of the payload without `signingFields` and the archive's and delta files' URLs (relative to each
     /// channel's directory; the archive's size and sha256 name it): the same for every signing
     /// of one release (a halt, a promotion, a re-signing after a key rotation), different for
     /// anything else.
@@ -38,6 +38,10 @@ extension Manifest {
         var j = payload
         for field in signingFields { j = j.removing(field) }
         if let archive = j["archive"] { j = j.setting("archive", archive.removing("url")) }
+        // Delta files' URLs are relative to the channel's directory too (their sha256 names them).
+        if let index = j["index"], let deltas = index["deltas"]?.array {
+            j = j.setting("index", index.setting("deltas", .array(deltas.map { $0.removing("url") })))
+        }
         return Digest.sha256Hex(Array(j.serialized(indent: 0).utf8))
     }
 

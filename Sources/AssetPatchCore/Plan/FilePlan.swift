@@ -124,7 +124,7 @@ extension UpdatePreview {
     /// What a differential update by `plan` would do.
     init(candidate: ReleaseSummary, plan: FilePlan, archiveBytes: UInt64) {
         self.init(candidate: candidate, wholeArchiveReason: nil, transferBytes: plan.fetchBytes, archiveBytes: archiveBytes,
-                  requests: plan.ranges.count + plan.chunkRanges.count + (plan.deltas.isEmpty ? 0 : 1))
+                  requests: plan.ranges.count + plan.chunkRanges.count + DeltaTake.ranges(plan.deltas).count)
         for (f, origin) in plan.files {
             switch origin {
             case .installed, .fetched: linkedFiles += 1

@@ -56,7 +56,11 @@ package enum DeltaBuilder {
                 throw AssetPatchError(.integrity, "\(archivePath): \"\(f.path)\" does not match version \(old.version)'s sha256")
             }
             let instructions = try Mapped.both(out, size: o.size, source + "/" + f.path, size: f.size) { base, target in
-                DeltaEncoder.encode(base: base, target: target)
+                // The bytes the archive holds, or the delta would fail on every client.
+                let d = try Digest(.sha256)
+                d.update(target)
+                guard d.finalHex() == f.sha256 else { throw AssetPatchError(.io, "\(source)/\(f.path) changed while it was published") }
+                return DeltaEncoder.encode(base: base, target: target)
             }
             let body = try RawDeflate.compress(instructions, level: 9)
             guard UInt64(body.count) + 70 <= stored * keepQuarters / 4 else { continue }

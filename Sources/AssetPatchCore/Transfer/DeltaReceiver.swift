@@ -21,6 +21,12 @@ final class DeltaReceiver: RangeConsumer {
     private var digest: Digest?
     private var applier: DeltaApplier?
     private var out: File?
+    /// What the applier made, written and hashed a quarter MiB at a time, not per instruction.
+    private let pending = Pending()
+
+    private final class Pending {
+        var bytes: [UInt8] = []
+    }
     private var tempPath: String?
     /// The current delta failed: its remaining bytes are passed over.
     private var failed = false
@@ -113,6 +119,9 @@ final class DeltaReceiver: RangeConsumer {
         self.out = out
         tempPath = temp
         let digest = digest!
+        let pending = self.pending
+        pending.bytes.removeAll(keepingCapacity: true)
+        pending.bytes.reserveCapacity(256 << 10)
         applier = DeltaApplier(targetSize: t.entry.targetSize, baseSize: t.entry.baseSize, readBase: { at, buffer in
             var done = 0
             while done < buffer.count {
@@ -121,9 +130,21 @@ final class DeltaReceiver: RangeConsumer {
                 done += n
             }
         }, write: { bytes in
-            try out.write(bytes)
-            digest.update(bytes)
+            if pending.bytes.count + bytes.count > 256 << 10 { try DeltaReceiver.flush(pending, out, digest) }
+            if bytes.count >= 256 << 10 {
+                try out.write(bytes)
+                digest.update(bytes)
+            } else {
+                pending.bytes.append(contentsOf: bytes)
+            }
         })
+    }
+
+    private static func flush(_ pending: Pending, _ out: File, _ digest: Digest) throws {
+        guard !pending.bytes.isEmpty else { return }
+        try pending.bytes.withUnsafeBytes { try out.write($0) }
+        digest.update(pending.bytes)
+        pending.bytes.removeAll(keepingCapacity: true)
     }
 
     private func complete() {
@@ -135,7 +156,10 @@ final class DeltaReceiver: RangeConsumer {
         let t = takes[index]
         guard !failed, let applier, let digest, let tempPath, let inflater else { return fail("ended before it began") }
         guard inflater.ended else { return fail("ends inside its deflate stream") }
-        do { try applier.finish() } catch let e as AssetPatchError { return fail(e.message) } catch { return fail("\(error)") }
+        do {
+            try applier.finish()
+            if let out { try DeltaReceiver.flush(pending, out, digest) }
+        } catch let e as AssetPatchError { return fail(e.message) } catch { return fail("\(error)") }
         let sha = digest.finalHex()
         guard sha == t.file.sha256 else { return fail("makes sha256 \(sha), the index says \(t.file.sha256)") }
         out?.startWriteback()

@@ -50,6 +50,19 @@ extension Updater {
         }
     }
 
+    /// The contents (sha256 hex) the offer's deltas make from a base on disk: their chunk lists
+    /// are not read. (The installed files by digest, read for this alone: the plan's own
+    /// lookup is keyed by the new release's files, not known yet.)
+    func deltaTargets(_ c: Candidate, _ state: StoreState) throws -> Set<String> {
+        guard let offer = try deltaOffer(c, state) else { return [] }
+        var installed = store.installedFiles(state)
+        installed.finish()
+        return Set(offer.entries.filter { _, e in
+            guard let digest = Sha256(bytes: e.base), let file = installed[digest] else { return false }
+            return file.size == e.baseSize
+        }.keys)
+    }
+
     /// `plan` again (`replan`) with the files a delta makes for fewer bytes than it fetches for
     /// them, when there are any.
     func withDeltas(_ plan: FilePlan, _ c: Candidate, _ state: StoreState,

@@ -14,8 +14,8 @@ extension Updater {
         if config.differential {
             do {
                 // A file a delta makes needs no chunk list (a 33 MB pack's is 150 KB): should
-                // the delta fail, the file comes whole.
-                let byDelta = Set(try deltaOffer(c, state)?.entries.keys ?? [:].keys)
+                // the delta fail, the file comes whole. Only where the delta's base is on disk.
+                let byDelta = try deltaTargets(c, state)
                 try walkIndex(&c, from: c.archive, skippingChunksOf: byDelta) { self.chunksInstalled($0, files: $1, state) }
             } catch let f as DifferentialFallback {
                 guard mayDownload else {

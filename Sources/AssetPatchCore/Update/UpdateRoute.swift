@@ -109,6 +109,12 @@ extension Updater {
             if !failed.isEmpty {
                 plan.ranges = FilePlan.coalesce((plan.ranges.flatMap(\.entries) + failed).sorted { $0.location!.headerOffset < $1.location!.headerOffset },
                                                 gap: FilePlan.coalesceGap, maxRequest: FilePlan.maxRequestBytes)
+                // Held to the same limits as the plan was: a host that spoils every delta
+                // costs no more than the metered cap and the whole archive.
+                if !c.archive.isFile { try allowMetered(plan.fetchBytes, "version \(c.version)") }
+                guard plan.paysOff(archiveSize: c.manifest.archiveSize ?? 0, maxPercent: config.differentialMaxPercent) else {
+                    throw DifferentialFallback(message: "with the files whose deltas failed, ranges would transfer \(plan.fetchBytes) of the archive's \(c.manifest.archiveSize ?? 0) bytes (more than \(config.differentialMaxPercent)%)")
+                }
             }
             let chunks = plan.chunkRanges.isEmpty ? store.fetchedChunks(c.manifest.archiveDigest) : try fetchChunks(c, plan)
             try context.retrying(c.archive) { try fetch.attempt(plan) }

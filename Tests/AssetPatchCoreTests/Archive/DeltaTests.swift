@@ -124,6 +124,49 @@ import Testing
         #expect(try DeltaTests.apply(base, fits, targetSize: 10) == Array(base[990...]))
     }
 
+    /// A target of N bytes takes at most N / 12 + 2 instructions: bytes added one at a time
+    /// (a system call each) are refused, what the encoder writes never is.
+    @Test func instructionsAreBoundedByTheTargetsSize() throws {
+        var ones: [UInt8] = []
+        for _ in 0..<30 { ones.putVarint(1 << 1); ones.append(0x41) }
+        #expect(throws: AssetPatchError.self) { _ = try DeltaTests.apply([], ones, targetSize: 30) }
+        var one: [UInt8] = []
+        one.putVarint(30 << 1)
+        one += [UInt8](repeating: 0x41, count: 30)
+        #expect(try DeltaTests.apply([], one, targetSize: 30) == [UInt8](repeating: 0x41, count: 30))
+        // The encoder's worst case: edits every 25 bytes.
+        let base = DeltaTests.noise(100_000, seed: 6)
+        var target = base
+        for at in stride(from: 0, to: target.count, by: 25) { target[at] ^= 0xFF }
+        #expect(try DeltaTests.apply(base, DeltaTests.encode(base, target), targetSize: target.count) == target)
+    }
+
+    /// The delta files' URLs, like the archive's, are relative to each channel's directory:
+    /// the same release offered by two channels is one release.
+    @Test func deltaURLsAreNotPartOfWhatTheReleaseIs() throws {
+        func head(_ prefix: String) throws -> JSON {
+            try JSONParser.parse(Array("""
+                {"format": 2, "version": 3, "archive": {"url": "\(prefix)archives/a.zip", "size": 10, "sha256": "00"},
+                 "index": {"offset": 0, "deltas": [{"from": "11", "url": "\(prefix)deltas/d.delta", "size": 5}]}}
+                """.utf8))
+        }
+        #expect(Manifest.contentDigest(try head("")) == Manifest.contentDigest(try head("../../")))
+        var other = try head("")
+        other = other.setting("index", other["index"]!.setting("deltas", .array([])))
+        #expect(Manifest.contentDigest(try head("")) != Manifest.contentDigest(other))
+    }
+
+    /// Deltas are a shortcut: a head whose list a client can't read all of (a later format's
+    /// entries, more than eight) keeps the entries it can, and is not refused.
+    @Test func deltaEntriesAClientCannotReadArePassedOver() throws {
+        let good = JSON.object([("from", .string(String(repeating: "a", count: 64))), ("url", .string("deltas/x.delta")),
+                                ("size", .int(100)), ("page", .string(String(repeating: "b", count: 64))), ("page_size", .int(10))])
+        let later = JSON.object([("from", .string("sha512:" + String(repeating: "a", count: 128))), ("url", .string("d"))])
+        let list = try DeltaSource.decodeList(.array([later] + Array(repeating: good, count: 10)), source: "test")
+        #expect(list.count == DeltaSource.most && list.allSatisfy { $0.size == 100 })
+        #expect(try DeltaSource.decodeList(.array([later]), source: "test").isEmpty)
+    }
+
     /// A delta page lists its targets in order and its deltas fill the file exactly.
     @Test func deltaPageRoundTripsAndRefusesWhatDoesNotAddUp() throws {
         let a = DeltaEntry(target: [UInt8](repeating: 1, count: 32), targetSize: 100, base: [UInt8](repeating: 9, count: 32), baseSize: 90, length: 7)

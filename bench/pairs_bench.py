@@ -250,7 +250,8 @@ def section(r):
              "as one uncompressed tar (names sorted), casync as a directory index seeded with the old tree. Archive: "
              "a fresh install's archive against `zip -r -6` of the same tree. assetpatch as published by default "
              "(files of 4 MiB and more cut into chunks that decode on their own, which clients since 0.4 fetch; "
-             "from 64 KiB, chunks that share history, which clients since 0.5 fetch), and *all linked* "
+             "from 64 KiB, chunks that share history, which clients since 0.5 fetch; each changed file also as a delta "
+             "against v1's, which clients since 0.5 that have v1 fetch instead), and *all linked* "
              "(`--chunk-threshold 0`: every file from 64 KiB with chunks that share history, for fleets of 0.5 "
              "clients), and all linked with 4 KiB chunks (`--chunk-size 4096`).", "",
              "| pair | v2 unpacked | assetpatch | all linked | 4 KiB | zsync | zchunk | casync | x best | all linked, x best "

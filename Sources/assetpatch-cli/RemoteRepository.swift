@@ -55,7 +55,7 @@ struct RemoteRepositoryOptions: ParsableArguments {
         let store = try cli { try s3.store(repo) }
         var dir = workDir.map(FS.absolute) ?? ""
         if dir.isEmpty {
-            var template = Array(((getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp") + "/assetpatch-repo-XXXXXX").utf8CString)
+            var template = Array((FS.temporaryDirectory + "/assetpatch-repo-XXXXXX").utf8CString)
             guard let made = mkdtemp(&template) else { throw CLIFailure(status: .io, message: "mkdtemp: \(String(cString: strerror(errno)))") }
             dir = String(cString: made)
         }

@@ -39,7 +39,7 @@ package enum DeltaBuilder {
         var seen = Set<String>()
         var archiveBytes: UInt64 = 0
         // The old bytes, one file at a time (a dry run writes nothing in the repository).
-        let scratch = (dryRun ? (getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp") : repo + "/archives") + "/.delta-base-\(getpid())"
+        let scratch = (dryRun ? FS.temporaryDirectory : repo + "/archives") + "/.delta-base-\(getpid())"
         defer { try? FS.unlink(scratch) }
         for f in files {
             guard let l = f.location, let o = oldByPath[f.path], o.sha256 != f.sha256, let entry = entries[f.path],

@@ -155,7 +155,7 @@ package enum Publisher {
             try checkPlugin(p, at: src + "/" + p.path)
         }
 
-        let tmpZip = r.dryRun ? (getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp") + "/assetpatch-dry-run-\(getpid()).zip"
+        let tmpZip = r.dryRun ? FS.temporaryDirectory + "/assetpatch-dry-run-\(getpid()).zip"
             : repoDir + "/archives/.publish-\(getpid()).zip"
         let writer = try ZipWriter(path: tmpZip)
         let sources = kept.map { n in

@@ -209,6 +209,9 @@ package enum FS {
         if Glibc.unlink(path) != 0 && errno != ENOENT { throw ioError("unlink", path) }
     }
 
+    /// `$TMPDIR`, else /tmp: where work that must not touch a repository goes.
+    package static var temporaryDirectory: String { getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp" }
+
     /// fsync of a directory, making a rename or creation inside it durable.
     package static func syncDirectory(_ path: String) throws {
         try sync(directory: path, "fsync") { fsync($0) }

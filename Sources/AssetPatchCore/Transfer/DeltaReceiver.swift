@@ -23,13 +23,13 @@ final class DeltaReceiver: RangeConsumer {
     private var out: File?
     /// What the applier made, written and hashed a quarter MiB at a time, not per instruction.
     private let pending = Pending()
+    private var tempPath: String?
+    /// The current delta failed: its remaining bytes are passed over.
+    private var failed = false
 
     private final class Pending {
         var bytes: [UInt8] = []
     }
-    private var tempPath: String?
-    /// The current delta failed: its remaining bytes are passed over.
-    private var failed = false
 
     /// `takes`: deltas in file order, inside `range`.
     init(_ range: FetchRange, takes: [DeltaTake], dir: String, shown: String, onFile: @escaping (ManifestFile, String) -> Void,

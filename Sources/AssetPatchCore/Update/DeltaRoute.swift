@@ -1,9 +1,5 @@
 import Glibc
 
-/// Deltas in a differential update: the delta file the head offers from a release this data
-/// directory has, the files it makes for fewer bytes than the plan would fetch, and their
-/// fetch. Deltas only ever save bytes: a delta file that can't be read, or a delta that does not
-/// make its file, leaves those files to the archive.
 /// The deltas a candidate's delta file offers, by target sha256 hex, and where that file is.
 struct DeltaOffer {
     var location: Location
@@ -11,6 +7,10 @@ struct DeltaOffer {
     var entries: [String: DeltaEntry]
 }
 
+/// Deltas in a differential update: the delta file the head offers from a release this data
+/// directory has, the files it makes for fewer bytes than the plan would fetch, and their
+/// fetch. Deltas only ever save bytes: a delta file that can't be read, or a delta that does not
+/// make its file, leaves those files to the archive.
 extension Updater {
     /// The deltas of the delta file `c`'s head offers from an installed release (the active
     /// one first), its page fetched once and kept with the index pages; nil when there is
@@ -28,26 +28,30 @@ extension Updater {
     }
 
     private func readDeltaOffer(_ source: DeltaSource, _ location: Location) throws -> DeltaOffer? {
-        let pick = (source: source, location: location)
         let pages = PageStore(store, readOnly: readOnly)
         do {
-            if !pages.has(pick.source.page) {
-                try context.retrying(pick.location) {
-                    try PageFetch(source: pick.location, archiveSize: pick.source.size, http: http, cancel: cancel, pages: pages)
-                        .fetch([PageFetch.Wanted(ref: pick.source.page, offset: 0)])
+            if !pages.has(source.page) {
+                try context.retrying(location) {
+                    try PageFetch(source: location, archiveSize: source.size, http: http, cancel: cancel, pages: pages)
+                        .fetch([PageFetch.Wanted(ref: source.page, offset: 0)])
                 }
             }
-            guard let bytes = pages.load(pick.source.page) else { return nil }
-            let entries = try DeltaPage.decode(bytes, fileSize: pick.source.size, pageSize: UInt64(pick.source.page.compressedSize),
-                                               source: pick.location.shown)
-            return DeltaOffer(location: pick.location, size: pick.source.size,
+            guard let bytes = pages.load(source.page) else { return nil }
+            let entries = try DeltaPage.decode(bytes, fileSize: source.size, pageSize: UInt64(source.page.compressedSize), source: location.shown)
+            return DeltaOffer(location: location, size: source.size,
                               entries: Dictionary(entries.map { (Hex.encode($0.target), $0) }, uniquingKeysWith: { a, _ in a }))
         } catch let e as AssetPatchError where e.status == .cancelled {
             throw e
         } catch {
-            log(.warning, "\(pick.location.shown): \((error as? AssetPatchError)?.message ?? (error as? DifferentialFallback)?.message ?? "\(error)"); the update goes without deltas")
+            log(.warning, "\(location.shown): \(SourceSpread.describe(error)); the update goes without deltas")
             return nil
         }
+    }
+
+    /// Where `e`'s base lies among `installed` (same sha256 and size), nil when nowhere.
+    private func base(of e: DeltaEntry, in installed: InstalledFiles) -> InstalledFile? {
+        guard let digest = Sha256(bytes: e.base), let file = installed[digest], file.size == e.baseSize else { return nil }
+        return file
     }
 
     /// The contents (sha256 hex) the offer's deltas make from a base on disk: their chunk lists
@@ -57,10 +61,7 @@ extension Updater {
         guard let offer = try deltaOffer(c, state) else { return [] }
         var installed = store.installedFiles(state)
         installed.finish()
-        return Set(offer.entries.filter { _, e in
-            guard let digest = Sha256(bytes: e.base), let file = installed[digest] else { return false }
-            return file.size == e.baseSize
-        }.keys)
+        return Set(offer.entries.filter { base(of: $0.value, in: installed) != nil }.keys)
     }
 
     /// `plan` again (`replan`) with the files a delta makes for fewer bytes than it fetches for
@@ -69,10 +70,7 @@ extension Updater {
                     replan: ([String: DeltaTake]) throws -> FilePlan?) throws -> FilePlan {
         guard plan.fetchBytes > 0, let offer = try deltaOffer(c, state) else { return plan }
         let installed = installedFiles(state, sharing: c.manifest.files)
-        let takes = DeltaTake.choose(plan, offer: offer.entries) { e in
-            guard let digest = Sha256(bytes: e.base), let file = installed[digest], file.size == e.baseSize else { return nil }
-            return file.place.full
-        }
+        let takes = DeltaTake.choose(plan, offer: offer.entries) { base(of: $0, in: installed)?.place.full }
         guard !takes.isEmpty, var out = try replan(takes) else { return plan }
         out.deltaFile = (offer.location, offer.size)
         log(.info, "\(takes.count) files from deltas: \(out.deltas.reduce(0) { $0 + $1.entry.length }) bytes of \(offer.location.shown)")
@@ -102,7 +100,7 @@ extension Updater {
         } catch let e as AssetPatchError where e.status == .cancelled {
             throw e
         } catch {
-            log(.warning, "\(file.location.shown): \((error as? AssetPatchError)?.message ?? (error as? DifferentialFallback)?.message ?? "\(error)"); the rest comes from the archive")
+            log(.warning, "\(file.location.shown): \(SourceSpread.describe(error)); the rest comes from the archive")
         }
         for (f, why) in failed.withLock({ $0.values }) {
             log(.warning, "\(file.location.shown): the delta of \"\(f.path)\" \(why); fetching it from the archive")

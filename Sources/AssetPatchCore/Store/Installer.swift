@@ -88,20 +88,25 @@ struct Installer {
     /// so a crash before the release is active costs a local extraction, not a download). A
     /// local file that does not match throws `DifferentialFallback`.
     func assemble(_ c: Candidate, _ plan: FilePlan, fetched: [String: String], chunks: [String: String] = [:],
-                  moveFetched: Bool = false) throws {
+                  moveFetched: Bool = false, log: (LogLevel, String) -> Void = { _, _ in }) throws {
         let info = ReleaseRecord(c, files: c.allFiles)
         let roots = info.roots(in: store.stagingDir(c.releaseID) + "/")
+        // On the spare tree, if there is one: the files it holds in place are not placed again.
+        let spare = store.takeSpare(into: c.releaseID, info, files: plan.files.release, cancel: cancel, log: log)
+        if let spare { log(.info, "building on the spare tree: \(spare.present.reduce(0) { $1 ? $0 + 1 : $0 }) of \(plan.files.release.count) files in place") }
         let durable = try place(plan, fetched: fetched, chunks: chunks, rebuiltDir: store.fetchedDir(c.manifest.archiveDigest),
-                                moveFetched: moveFetched) { TreeLinks.Place(root: roots[Int($0.group)], path: $0.path) }
-        try store.sealStaging(c.releaseID, info, installed: plan.files.release, durable: durable)
+                                moveFetched: moveFetched, inPlace: spare?.present) { TreeLinks.Place(root: roots[Int($0.group)], path: $0.path) }
+        try store.sealStaging(c.releaseID, info, installed: plan.files.release, durable: durable, spare: spare)
     }
 
     /// Puts the plan's files at `target(file)`, each as `assemble` says; returns which files of
     /// the list the plan was made from (`plan.files.release`, by number) are durable already
     /// (links to installed files). Chunked files are rebuilt into `rebuiltDir` (the update's
     /// fetched files) and linked from there. `target` is asked on several threads.
+    /// `inPlace`: by number in `plan.files.release`, files already at their place (a spare
+    /// tree's), counted as reused and durable.
     func place(_ plan: FilePlan, fetched: [String: String], chunks: [String: String] = [:], rebuiltDir: String, moveFetched: Bool = false,
-               target: (ManifestFile) -> TreeLinks.Place) throws -> [Bool] {
+               inPlace: [Bool]? = nil, target: (ManifestFile) -> TreeLinks.Place) throws -> [Bool] {
         let files = plan.files
         let totalBytes = files.reduce(UInt64(0)) { $0 + $1.file.size } + plan.chunked.reduce(UInt64(0)) { $0 + $1.file.size }
         let filesTotal = UInt64(files.count + plan.chunked.count)
@@ -115,8 +120,13 @@ struct Installer {
         counts.report(0, files: 0)
         // Where each file goes is a shared root and its own path: a directory's path is made
         // once, where the one before it is another.
+        func isInPlace(_ i: Int) -> Bool {
+            guard let inPlace else { return false }
+            let n = files.releaseIndex(i)
+            return n < inPlace.count && inPlace[n]
+        }
         var previous: TreeLinks.Place?
-        for (f, _) in files {
+        for (i, (f, _)) in files.enumerated() where !isInPlace(i) {
             let t = target(f)
             defer { previous = t }
             if let previous, t.sharesDirectory(with: previous) { continue }
@@ -126,6 +136,7 @@ struct Installer {
         // Files on disk first, linked a directory at a time on several threads; what can't be
         // linked is copied below.
         let linked = try TreeLinks.make(files.count, cancel: cancel, link: { i in
+            if isInPlace(i) { return nil }
             let (f, origin) = files[i]
             switch origin {
             case let .installed(file): return TreeLinks.Link(source: file.place, target: target(f), size: f.size)
@@ -134,15 +145,18 @@ struct Installer {
             }
         }) { files, bytes in counts.report(bytes, files: files) }
         var filesDone = 0
-        for i in files.indices where linked[i] {
+        for i in files.indices where linked[i] || isInPlace(i) {
             let (f, origin) = files[i]
+            // A file in place (a spare tree's) is a link made before, to a durable file.
+            let kept = !linked[i]
             if case .installed = origin { durable[files.releaseIndex(i)] = true }
-            if origin.isOnDisk { counts.reuse(f.size) }
+            if kept { durable[files.releaseIndex(i)] = true }
+            if origin.isOnDisk || kept { counts.reuse(f.size) }
             bytesDone += f.size
             filesDone += 1
         }
         counts.report(bytesDone, files: filesDone)
-        for i in files.indices where !linked[i] {
+        for i in files.indices where !linked[i] && !isInPlace(i) {
             let (f, origin) = files[i]
             try cancel.check()
             let target = target(f).full
@@ -172,6 +186,11 @@ struct Installer {
         let lastUses = Installer.lastUses(plan.chunked)
         for (i, chunked) in plan.chunked.enumerated() {
             try cancel.check()
+            if let inPlace, let n = Installer.number(of: chunked.file.path, in: files.release), n < inPlace.count, inPlace[n] {
+                counts.reuse(chunked.file.size)
+                bytesDone += chunked.file.size
+                continue
+            }
             let place = target(chunked.file)
             let target = place.full
             if madeDirs.insert(Array(place.directoryPath.utf8)).inserted { try FS.makeDirectories(place.directoryPath) }
@@ -188,6 +207,12 @@ struct Installer {
         }
         counts.report(bytesDone, files: Int(filesTotal), final: true)
         return durable
+    }
+
+    /// The number of the file at `path` in `files` (in path order; nil when not there).
+    private static func number(of path: String, in files: [ManifestFile]) -> Int? {
+        let at = files.lowerBound { InstalledFiles.compare($0.path, path) < 0 }
+        return at < files.count && InstalledFiles.compare(files[at].path, path) == 0 ? at : nil
     }
 
     /// Copies `source` to `target` (read-only), sharing extents where the filesystem can

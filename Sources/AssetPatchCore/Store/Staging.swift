@@ -18,7 +18,10 @@ extension Store {
     /// release's own bytes are waited for, never what other processes have dirty on the
     /// filesystem (as syncfs would). A failure means the staging directory is discarded and the
     /// step redone from scratch: an interrupted staging directory is never used.
-    func sealStaging(_ id: String, _ info: ReleaseRecord, installed: [ManifestFile]? = nil, durable: [Bool] = []) throws {
+    /// Built on a spare tree (`spare`), only the directories the tree changed and those of
+    /// files not in place are synced (the others were durable before the tree was taken).
+    func sealStaging(_ id: String, _ info: ReleaseRecord, installed: [ManifestFile]? = nil, durable: [Bool] = [],
+                     spare: SpareTree.Reconciled? = nil) throws {
         let stage = stagingDir(id)
         var paths: [String] = []
         func create(_ name: String) throws -> File {
@@ -47,8 +50,9 @@ extension Store {
         if !info.groupFetchBytes.isEmpty {
             try create(Store.groupFetchName).write(Array(info.groupFetchBytes.sorted { $0.key < $1.key }.map { "\($0.value)\t\($0.key)\n" }.joined().utf8))
         }
-        var dirs = Set<String>(["files"])
+        var dirs = spare.map { $0.touched.subtracting([""]) } ?? ["files"]
         for (i, f) in (installed ?? info.files).enumerated() {
+            if let spare, i < spare.present.count, spare.present[i] { continue }
             let rel = info.relativePath(of: f)
             if i >= durable.count || !durable[i] { paths.append(stage + "/" + rel) }
             var p = rel

@@ -11,6 +11,9 @@ import Glibc
 ///     releases/<id>/group-table        its groups and each file's (`GroupTable`), when it has groups
 ///     releases/<id>/groups/<name>/...  an on-demand group's files, once fetched (`GroupsOnDisk`)
 ///     staging/<id>/                    a release being installed; removed at open, never active
+///     spare/<id>/files/...             a copy of release <id>'s files/ that the next update builds on
+///     spare/<id>/release.json          ... linked to that release's record (`SpareTree`)
+///     spare.new/                       a spare being made; removed at open
 ///     downloads/<digest>.part          a partial archive, kept across restarts for resuming
 ///     downloads/<digest>.meta          what the partial was fetched from (URL, validator, coding)
 ///     downloads/<digest>.files/<sha>   files a differential attempt fetched, kept for the next
@@ -152,7 +155,11 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
     /// With `eachFile`, the record's files are handed to it as they are read, not listed in it
     /// (see `ReleaseRecord.decode(reading:listingFiles:eachFile:)`).
     package func loadRelease(_ id: String, listingFiles: Bool = true, eachFile: ((ManifestFile) -> Void)? = nil) throws -> ReleaseRecord {
-        let path = releaseRecordPath(id)
+        try Store.loadRecord(releaseRecordPath(id), listingFiles: listingFiles, eachFile: eachFile)
+    }
+
+    /// The release record at `path` (`loadRelease`).
+    static func loadRecord(_ path: String, listingFiles: Bool = true, eachFile: ((ManifestFile) -> Void)? = nil) throws -> ReleaseRecord {
         // Read as it is parsed: at 100,000 files the text is 12 MB, and it was the largest
         // thing an update held.
         let file = try File.open(path, O_RDONLY | O_NOFOLLOW)
@@ -268,6 +275,7 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
     /// the state does not name go, partial downloads stay (they are resumed).
     package func recover(_ state: StoreState) throws {
         for name in (try? FS.list(stagingRoot)) ?? [] { try FS.removeTree(stagingRoot + "/" + name) }
+        try FS.removeTree(spareBuildingDir)
         removeStaleTemporaries(in: root)
         removeStaleTemporaries(in: downloadsDir)
         removeStaleTemporaries(in: root + "/events")
@@ -321,7 +329,7 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
             }
             return total
         }
-        let releases = bytes(releasesDir, (try? FS.walkFiles(releasesDir)) ?? [])
+        let releases = bytes(releasesDir, (try? FS.walkFiles(releasesDir)) ?? []) + bytes(spareRoot, (try? FS.walkFiles(spareRoot)) ?? [])
         let downloads = bytes(downloadsDir, (try? FS.walkFiles(downloadsDir)) ?? []) + bytes(stagingRoot, (try? FS.walkFiles(stagingRoot)) ?? [])
         let top = ((try? FS.list(root)) ?? []).filter { FS.isRegularFile(root + "/" + $0) }
         let pages = ((try? FS.list(PageStore(self).dir)) ?? []).map { "index/" + $0 }

@@ -337,7 +337,7 @@ final class Updater {
         try store.prepareStaging(c.releaseID)
         // The files move from the download's directory into the release: the complete archive
         // stays until the release is active, so a crash before that re-extracts them locally.
-        return try installer.assemble(c, plan, fetched: rest.fetched, moveFetched: true)
+        return try installer.assemble(c, plan, fetched: rest.fetched, moveFetched: true, log: log)
     }
 
     /// The files earlier attempts fetched and kept (`downloads/*.files/`), by sha256: hashed
@@ -384,6 +384,12 @@ final class Updater {
             if !inPlace { s.groups.local[ref.id] = c.installedGroups.isEmpty ? nil : c.installedGroups.sorted() }
         }
         do {
+            // A release leaving becomes the tree the next update builds on (`SpareTree`).
+            if !inPlace {
+                let live = state.liveReleaseIDs
+                let leaving = ((try? FS.list(store.releasesDir)) ?? []).filter { !live.contains($0) }
+                store.makeSpare(toward: c.releaseID, ReleaseRecord(c, files: c.allFiles), leaving: leaving, cancel: cancel, log: log)
+            }
             let leased = try store.collectGarbage(state)
             // Every partial download and fetched file is now superseded (one updater at a time),
             // but what group fetches of releases still on disk (named, or served) keep.

@@ -1,0 +1,184 @@
+import Glibc
+
+/// A release's tree of files kept for the next update to build on, so that an update at
+/// 100,000 files does not make 100,000 links and, once active, delete the 100,000 of the
+/// release leaving.
+///
+/// When a release is activated and an earlier one leaves the store (beyond `keep_versions`),
+/// the leaving one's directory is not deleted but made into a copy of the new release's
+/// `files/`: what differs is unlinked, what is missing is hard-linked from the new release,
+/// and the new release's record is linked beside it (`spare/<id>`: the tree is exactly the
+/// `files/` of release `<id>` as that record lists them). The next update moves it into its
+/// staging directory and changes only what its release changes (`reconcile`). Both cost what
+/// changed between the releases, not the catalog; files under `files/` are never written in
+/// place (they are links other releases share), only unlinked and linked.
+///
+/// Nothing reads a spare but an update, under the update lock. It is made complete in
+/// `spare.new` (every directory it changed made durable) before its rename to `spare/<id>`,
+/// and taken with a durable rename before it is changed, so a power cut never leaves a
+/// `spare/<id>` that differs from its record. A spare holds no bytes of its own while its
+/// release is on disk (its files are that release's); `usage` counts it with the releases.
+struct SpareTree {
+    /// The files a tree holds in place for a release, and the directories it changed.
+    struct Reconciled {
+        /// By number in the release's file list: the file is in the tree at its place.
+        var present: [Bool]
+        /// Directories (relative to the tree, "" the tree itself) whose entries changed.
+        var touched: Set<String>
+    }
+
+    /// The record a spare tree lists its files by.
+    static let recordName = Store.recordName
+
+    /// Makes the tree at `dir` (its `files/` exactly what the record `dir/release.json` lists
+    /// there) hold under `files/` only the files of `files` (`info`'s, or a list of the same
+    /// release in path order) that are there with the same content and size, and nothing
+    /// beside `files/`. Throws when the lists are not both in strictly increasing path order
+    /// or the record can't be read: the caller then builds without the tree.
+    static func reconcile(_ dir: String, toward info: ReleaseRecord, files: [ManifestFile], cancel: CancelToken) throws -> Reconciled {
+        let ordered = files.indices.dropFirst().allSatisfy { InstalledFiles.compare(files[$0 - 1].path, files[$0].path) < 0 }
+        guard ordered else { throw AssetPatchError(.state, "\(dir): the release's files are not in path order") }
+        // The base record's files as they are read: those at a new file's path with its
+        // content (and the base's group, known once its groups are read, after its files),
+        // and the others (what changed, few).
+        var matched: [(file: UInt32, group: UInt16)] = []
+        var stale: [(path: String, group: UInt16)] = []
+        var next = 0
+        var last: String?
+        var outOfOrder = false
+        let base = try Store.loadRecord(dir + "/" + recordName, listingFiles: false) { f in
+            if let last, InstalledFiles.compare(last, f.path) >= 0 { outOfOrder = true }
+            last = f.path
+            while next < files.count, InstalledFiles.compare(files[next].path, f.path) < 0 { next += 1 }
+            if next < files.count, InstalledFiles.compare(files[next].path, f.path) == 0,
+               files[next].digest == f.digest, files[next].size == f.size {
+                matched.append((UInt32(next), f.group))
+            } else {
+                stale.append((f.path, f.group))
+            }
+        }
+        guard !outOfOrder else { throw AssetPatchError(.state, "\(dir): its record's files are not in path order") }
+        try cancel.check()
+        func underFiles(_ r: ReleaseRecord, _ group: UInt16) -> Bool {
+            group == 0 || (Int(group) <= r.groups.count && r.groups[Int(group) - 1].delivery != .onDemand)
+        }
+        var result = Reconciled(present: [Bool](repeating: false, count: files.count), touched: [""])
+        for m in matched where underFiles(base, m.group) {
+            if underFiles(info, files[Int(m.file)].group) {
+                result.present[Int(m.file)] = true
+            } else {
+                stale.append((files[Int(m.file)].path, m.group))
+            }
+        }
+        // Everything beside files/ goes (the base's record, names, groups on disk).
+        for name in try FS.list(dir) where name != "files" { try FS.removeTree(dir + "/" + name) }
+        var emptied = Set<String>()
+        for s in stale where underFiles(base, s.group) {
+            try cancel.check()
+            let rel = "files/" + s.path
+            try FS.unlink(dir + "/" + rel)
+            let parent = rel.beforeLastSlash ?? ""
+            result.touched.insert(parent)
+            emptied.insert(parent)
+        }
+        // Directories left empty go, deepest first, and their parents are looked at in turn.
+        var queue = emptied.sorted { $0.utf8.count > $1.utf8.count }
+        while let d = queue.first {
+            queue.removeFirst()
+            guard d != "files", d.hasPrefix("files/"), rmdir(dir + "/" + d) == 0 else { continue }
+            let parent = d.beforeLastSlash ?? ""
+            result.touched.remove(d)
+            result.touched.insert(parent)
+            if !queue.contains(parent) { queue.append(parent) }
+            queue.sort { $0.utf8.count > $1.utf8.count }
+        }
+        return result
+    }
+}
+
+extension Store {
+    /// Where the spare tree lies (`spare/<id>`), and where one is made.
+    var spareRoot: String { root + "/spare" }
+    var spareBuildingDir: String { root + "/spare.new" }
+
+    /// The release the spare tree copies, if there is one.
+    func spareBase() -> String? {
+        ((try? FS.list(spareRoot)) ?? []).first(where: Store.isReleaseID)
+    }
+
+    /// Moves the spare tree into the (empty) staging directory of release `id` and makes it
+    /// hold in place what `files` (the release's, `info`'s or its plan's list) share with it;
+    /// nil when there is no spare, or it can't serve (the staging directory is then empty
+    /// again). The move is durable before the tree changes: a spare is never seen changed.
+    func takeSpare(into id: String, _ info: ReleaseRecord, files: [ManifestFile], cancel: CancelToken,
+                   log: (LogLevel, String) -> Void) -> SpareTree.Reconciled? {
+        guard let base = spareBase() else { return nil }
+        let stage = stagingDir(id)
+        do {
+            try FS.removeTree(stage)
+            try FS.rename(spareRoot + "/" + base, stage)
+            try FS.syncDirectory(spareRoot)
+        } catch {
+            try? prepareStaging(id)
+            return nil
+        }
+        do {
+            var r = try SpareTree.reconcile(stage, toward: info, files: files, cancel: cancel)
+            try FS.makeDirectories(stagingFilesDir(id))
+            r.touched.insert("files")
+            return r
+        } catch {
+            log(.info, "the spare tree of release \(base) can't serve release \(id): \(error)")
+            try? prepareStaging(id)
+            return nil
+        }
+    }
+
+    /// Makes the tree of a release leaving the store (`leaving`: ids on disk the state no
+    /// longer names) the spare: a copy of release `id`'s `files/`, which the state names now.
+    /// A leaving release a client still serves stays for the clean-up, and without one
+    /// leaving nothing is done. Failing costs only the spare (the clean-up removes what is
+    /// left); never throws.
+    func makeSpare(toward id: String, _ info: ReleaseRecord, leaving: [String], cancel: CancelToken, log: (LogLevel, String) -> Void) {
+        guard spareBase() != id else { return }
+        // The newest leaving release is the likeliest to share most with the new one.
+        let byVersion = leaving.filter(Store.isReleaseID).sorted { (Int64($0.prefix { $0 != "-" }) ?? 0) > (Int64($1.prefix { $0 != "-" }) ?? 0) }
+        let building = spareBuildingDir
+        do {
+            try FS.removeTree(building)
+            var taken = false
+            for l in byVersion where !taken {
+                taken = try withExclusiveLease(l) { try FS.rename(releaseDir(l), building) }
+            }
+            guard taken else { return }
+            let r = try SpareTree.reconcile(building, toward: info, files: info.files, cancel: cancel)
+            // What the tree lacks comes from the new release, linked a directory at a time.
+            var touched = r.touched
+            let source = filesDir(id) + "/", target = building + "/files/"
+            let missing = info.files.indices.filter { !r.present[$0] && info.onDemandGroup(of: info.files[$0]) == nil }
+            var made = Set<String>()
+            for i in missing {
+                var rel = "files/" + info.files[i].path
+                while let parent = rel.beforeLastSlash, made.insert(parent).inserted {
+                    touched.insert(parent)
+                    rel = parent
+                }
+                if let dir = ("files/" + info.files[i].path).beforeLastSlash { try FS.makeDirectories(building + "/" + dir) }
+            }
+            let linked = try TreeLinks.make(missing.count, cancel: cancel, link: { k in
+                let f = info.files[missing[k]]
+                return TreeLinks.Link(source: FilePlace(root: source, path: f.path), target: FilePlace(root: target, path: f.path), size: f.size)
+            }) { _, _ in }
+            guard !linked.contains(false) else { throw AssetPatchError(.io, "a file of release \(id) could not be linked") }
+            if Glibc.link(releaseRecordPath(id), building + "/" + SpareTree.recordName) != 0 { throw ioError("link", releaseRecordPath(id)) }
+            try FS.syncFiles([], directories: touched.sorted { $0.utf8.count > $1.utf8.count }.map { $0.isEmpty ? building : building + "/" + $0 })
+            if let old = spareBase() { try FS.removeTree(spareRoot + "/" + old) }
+            try FS.makeDirectories(spareRoot)
+            try FS.rename(building, spareRoot + "/" + id)
+            try FS.syncDirectory(spareRoot)
+        } catch {
+            log(.info, "no spare tree for the next update: \(error)")
+            try? FS.removeTree(building)
+        }
+    }
+}

@@ -49,6 +49,9 @@ PARTIAL = ("the record of a partial download (its URL and validator): when it is
 NOT_NEEDED = {
     "directory downloads": PARTIAL,
     "fsync downloads/<sha256>.meta.tmp": PARTIAL,
+    "directory spare": ("the spare tree's name (the rename that completes it, the rename that takes it): lost, the next "
+                        "update finds no spare, or the spare a crash left, which is complete and matches its record (its "
+                        "contents are durable before it is named), and builds the release from it or by links"),
     "fsync manifest-cache.tmp": ("the manifest cache only supplies validators for a conditional request; a cache "
                                  "lost or torn is not used (a 200 instead of a 304), and a manifest answered by a 304 "
                                  "is verified like a fetched one"),

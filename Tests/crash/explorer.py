@@ -7,7 +7,8 @@ import random
 import shutil
 import sys
 
-from flows import FLOWS, ROOT, publish, publish_options, publish_signed, release_files, run_step, start_server, write_tree
+from flows import (FLOWS, ROOT, publish, publish_options, publish_signed, published_files, release_files, repositories, run_step,
+                   start_server, write_tree)
 from model import MODELS, State, crash_states, parse, resolve, sync_kind, without_syncs, SYNC_OPS
 from verdict import check_in_child, collect, outbox
 
@@ -21,6 +22,7 @@ class Traced:
         self.label = name
         self.options = {}  # the client's options (the pinned key of a signed flow)
         self.refuse_url = None  # a manifest that must be refused once the call returned
+        self.then_url = None  # a next release an update after the crash state's must install
         self.url, self.published, self.server = url, published, server
         self.data = os.path.join(work, "data")
         self.verdicts = {}  # (state key, returned) -> message or None
@@ -56,7 +58,7 @@ class Traced:
             shutil.rmtree(d, ignore_errors=True)
             state.materialize(d)
             args = (d, os.path.join(self.work, "bundle"), self.url, expect, k[1], self.published, self.options, self.refuse_url,
-                    self.events)
+                    self.events, self.then_url)
             running.append((check_in_child(args), d, k, why))
             if len(running) >= jobs:
                 finish(running.pop(0))
@@ -81,12 +83,12 @@ def prepare(name, base, data_from=None):
     os.makedirs(work)
     shutil.copy(os.path.join(base, "fstrace.so"), os.path.join(work, "fstrace.so"))
     chunking = publish_options(name)
-    published = {v: {p: hashlib.sha256(d).hexdigest() for p, d in release_files(v, name).items()} for v in (0, 1, 2)}
+    published = published_files(name)
     options = {}
     if flow.signed:
         options = publish_signed(work, name, chunking, flow.signed)
     else:
-        for v, repo in ((1, "repo1"), (2, "repo2")):
+        for repo, v in repositories(name):
             publish(os.path.join(work, repo), v, release_files(v, name), chunking)
     write_tree(os.path.join(work, "bundle"), release_files(0, name))
     data = os.path.join(work, "data")
@@ -128,6 +130,8 @@ def prepare(name, base, data_from=None):
     t.events = (events_before, events_after[0], events_after[1])
     if flow.expect.refuses_after:
         t.refuse_url = (base_url or "file://" + work) + f"/{flow.expect.refuses_after}/head.json"
+    if flow.then:
+        t.then_url = (base_url or "file://" + work) + "/next/head.json"
     return t
 
 

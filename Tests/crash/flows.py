@@ -46,6 +46,11 @@ class Flow:
     signed: str = ""          # "keep": signed, version 2 by a key a key document adds; "rotate": the
                               # document also retires the pinned key, and repo3 offers version 3
                               # signed by it alone (a thief's release)
+    between: int = 0          # releases published between repo1's and repo2's, in repositories
+                              # mid1.. (versions 2..); repo2's is then version between + 2
+    then: bool = False        # a next release (repository "next", the version after repo2's) that
+                              # an update after the crash state's own must install exactly: what
+                              # the call left for later updates (the spare tree) is checked too
 
 
 UPDATE = Expect(before=[1, 2], after=[2], final=2, kept=[1])
@@ -78,10 +83,32 @@ FLOWS = {
     # Outcome events: an acknowledgement, then an event appended (a check). Every flow's verdict
     # also checks the outbox (verdict.outbox_problem); this one traces the acknowledgement.
     "outbox": Flow([("update1", {}), ("mark_good", {})], ("events_ack", {}), Expect([1], [1], 2, kept=[1])),
+    # The spare tree (docs/architecture.md, "Installing a large catalog"): versions 1, 2 and 3
+    # installed (keep_versions 1), so version 1 left at 3's activation and its tree is the
+    # spare; the update to version 4 moves it into staging, changes only what 4 changes, and
+    # at activation makes version 2, leaving, the next spare.
+    "spare_tree": Flow([("update1", {}), ("mark_good", {}), ("update", {"repo": "mid1"}), ("mark_good", {}),
+                        ("update", {"repo": "mid2"}), ("mark_good", {})], ("update", {"differential": "auto"}),
+                       Expect([3, 4], [4], 4, kept=[3]), between=2, then=True),
     # A second crash: the open that recovers a crash state of full_update, traced and explored
     # in turn (explorer.py picks the first crash's states).
     "crash_during_recovery": Flow([], ("open", {}), Expect([1, 2], [1, 2], 2, kept=[1])),
 }
+
+
+def repositories(flow):
+    """(repository, version) of each release a flow publishes: repo1's version 1, the releases
+    between, repo2's last."""
+    n = FLOWS[flow].between
+    return [("repo1", 1)] + [(f"mid{i}", i + 1) for i in range(1, n + 1)] + [("repo2", n + 2)] + \
+        ([("next", n + 3)] if FLOWS[flow].then else [])
+
+
+def published_files(flow):
+    """Each version's files by path, as sha256 (version 0: the bundle)."""
+    import hashlib
+    versions = [0] + [v for _, v in repositories(flow)]
+    return {v: {p: hashlib.sha256(d).hexdigest() for p, d in release_files(v, flow).items()} for v in versions}
 
 
 def release_files(version, flow):
@@ -89,6 +116,15 @@ def release_files(version, flow):
     the chunked flow, 96 KB cut into 4 KiB chunks of which version 2 rewrites a few. Version 0
     is the bundle: three files, one of a name the releases have too."""
     rnd = random.Random(version)
+    if flow == "spare_tree" and version == 5:
+        # The next release keeps what 4 changed but two files: built on the spare tree the call
+        # made, a file the spare lost or kept from version 2 would show.
+        files = release_files(4, flow)
+        files["f05.bin"] = bytes(rnd.getrandbits(8) for _ in range(5500))
+        # ... and one back at version 2's bytes: a spare naming version 2's record over version
+        # 4's files would hold it "in place".
+        files["f07.bin"] = release_files(2, flow)["f07.bin"]
+        return files
     if version == 0:
         return {"bundle.txt": b"shipped with the app\n" * 10, "f00.bin": b"bundle copy of f00\n" * 50,
                 "sub/bundle.bin": bytes(rnd.getrandbits(8) for _ in range(2000))}
@@ -155,6 +191,10 @@ DRIVER = r"""
 import os, sys, json
 import assetpatch
 step, data, bundle, v1, v2, opts = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], json.loads(sys.argv[6])
+# A release between repo1's and repo2's: its repository beside them.
+repo = opts.pop("repo", None)
+if repo:
+    v2 = v2[:v2.rindex("/repo2/")] + "/" + repo + "/head.json"
 if step == "stamp_bundle":
     import subprocess
     subprocess.run([os.environ["ASSETPATCH_CLI"], "stamp-bundle", bundle, "--package", "crash", "--version", "2"], check=True,

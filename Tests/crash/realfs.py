@@ -10,7 +10,6 @@ Needs root and loop devices; a file system whose tools are missing is skipped wi
 saying why. The last line reads "N crash points on real file systems, M inconsistent".
 """
 import argparse
-import hashlib
 import os
 import shutil
 import signal
@@ -21,7 +20,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from flows import FLOWS, LIB, ROOT, driver_args, driver_env, publish, publish_options, release_files, run_step, write_tree  # noqa: E402
+from flows import (FLOWS, LIB, ROOT, driver_args, driver_env, publish, publish_options, published_files, release_files, repositories,
+                   run_step, write_tree)  # noqa: E402
 from verdict import check_in_child, collect  # noqa: E402
 
 SIZES = {"ext4": 64 << 20, "xfs": 320 << 20, "btrfs": 256 << 20}
@@ -111,9 +111,9 @@ def check_fs(fs, flows, points, base, no_sync=False):
         work = os.path.join(work_root, flow)
         os.makedirs(work)
         shutil.copy(os.path.join(base, "fstrace.so"), os.path.join(work, "fstrace.so"))
-        published = {v: {p: hashlib.sha256(d).hexdigest() for p, d in release_files(v, flow).items()} for v in (0, 1, 2)}
+        published = published_files(flow)
         chunking = publish_options(flow)
-        for v, repo in ((1, "repo1"), (2, "repo2")):
+        for repo, v in repositories(flow):
             publish(os.path.join(work, repo), v, release_files(v, flow), chunking)
         write_tree(os.path.join(work, "bundle"), release_files(0, flow))
         base_img, img, crash_img = (os.path.join(work, n) for n in ("base.img", "work.img", "crash.img"))
@@ -180,7 +180,7 @@ def write_section(path, a, rows):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fs", default="ext4,xfs,btrfs")
-    ap.add_argument("--flows", default="full_update,differential_update,mark_good")
+    ap.add_argument("--flows", default="full_update,differential_update,mark_good,spare_tree")
     ap.add_argument("--points", type=int, default=8)
     ap.add_argument("--work", default=None)
     ap.add_argument("--results", default=None, help="write a markdown section here")

@@ -67,10 +67,12 @@ def outbox_problem(data, expected, returned):
     return None
 
 
-def check_state(data, bundle, url, expect, returned, published, options=None, refuse_url=None, events=None):
+def check_state(data, bundle, url, expect, returned, published, options=None, refuse_url=None, events=None, then_url=None):
     """Runs in a forked child that has not loaded the library yet. `published`: each version's
     files by path, as sha256 (version 0: the bundle); `options`: the client's (a pinned key);
-    `refuse_url`: a manifest an update must refuse once the call returned (a retired key's).
+    `refuse_url`: a manifest an update must refuse once the call returned (a retired key's);
+    `then_url`: a next release that an update after the final one must install exactly (what
+    the call left for later updates, such as the spare tree, built on).
     Returns an error message, or None."""
     import assetpatch
     from fnmatch import fnmatchcase
@@ -166,6 +168,14 @@ def check_state(data, bundle, url, expect, returned, published, options=None, re
         final = expect.final[v] if isinstance(expect.final, dict) else expect.final
         if v2 != final:
             return f"the update after the crash serves version {v2}, not {final}"
+        if then_url:
+            c.set("manifest_url", then_url)
+            c.update()
+            v3 = served(c)
+            if isinstance(v3, str):
+                return "after an update to the next release: " + v3
+            if v3 != max(published):
+                return f"the update to the next release serves version {v3}, not {max(published)}"
     later, _ = outbox(data)
     fresh = [s for s in later if s > seen]
     if not fresh or fresh != later[len(later) - len(fresh):]:

@@ -15,11 +15,14 @@ import signal
 import subprocess
 import time
 
+import pytest
+
+import assetpatch
 from conftest import CLI, make_tree
 
 
-def publish(src, repo, version):
-    subprocess.run([CLI, "publish", src, "--repo", repo, "--package", "spare", "--version", str(version)],
+def publish(src, repo, version, options=()):
+    subprocess.run([CLI, "publish", src, "--repo", repo, "--package", "spare", "--version", str(version), *options],
                    check=True, stdout=subprocess.DEVNULL)
 
 
@@ -38,8 +41,9 @@ def tree(root):
     files, dirs = {}, set()
     for d, subdirs, names in os.walk(root):
         rel = os.path.relpath(d, root)
-        if rel.startswith(".assetpatch"):
-            continue
+        if rel == ".":
+            # The release index (a file of every release, not of the sources) and nothing more.
+            subdirs[:] = [x for x in subdirs if not (x == ".assetpatch" and os.listdir(os.path.join(d, x)) == ["index"])]
         if rel != ".":
             dirs.add(rel)
         for n in names:
@@ -66,13 +70,16 @@ def spare(data):
     return (names[0], os.path.join(root, names[0])) if names else (None, None)
 
 
-def releases():
+def releases(big=False):
     """Ten releases of 300 small files in nested directories, each changing a few files and
     paths: edits, additions, removals, a file becoming a directory and back, a directory
-    emptied, a whole directory removed."""
+    emptied, a whole directory removed. `big`: also two 48 KiB packs, one edited in place by
+    each release (chunked files)."""
     rnd = random.Random(9)
     v = {f"d{i % 6}/e{i % 4}/f{i:03}.bin": rnd.randbytes(200 + rnd.randrange(400)) for i in range(300)}
     v["top.txt"] = b"top\n"
+    if big:
+        v.update({f"big/p{k}.bin": rnd.randbytes(48 << 10) for k in range(2)})
     out = [dict(v)]
     steps = [
         lambda v: v.update({"d0/e0/f000.bin": b"edited"}),
@@ -85,19 +92,35 @@ def releases():
         lambda v: [v.pop(k) for k in list(v) if k.startswith("new/")],
         lambda v: v.update({"d0/e0/f000.bin": out[0]["d0/e0/f000.bin"]}),  # back to v1's bytes
     ]
-    for step in steps:
+    for n, step in enumerate(steps):
         step(v)
+        if big:
+            pack = bytearray(v[f"big/p{n % 2}.bin"])
+            pack[n * 3000:n * 3000 + 100] = rnd.randbytes(100)
+            v[f"big/p{n % 2}.bin"] = bytes(pack)
         out.append(dict(v))
     return out
 
 
-def test_every_release_built_on_a_spare_is_exactly_its_files(tmp_path):
+def assert_copies(sdir, release):
+    """The spare is a copy of the release's files: the same paths and directories, each file
+    the same inode."""
+    got, got_dirs = tree(os.path.join(sdir, "files"))
+    want, want_dirs = tree(release)
+    assert sorted(got) == sorted(want) and got_dirs == want_dirs
+    for rel in want:
+        assert os.stat(got[rel]).st_ino == os.stat(want[rel]).st_ino, rel
+    assert sorted(os.listdir(sdir)) == ["files", "release.json"]
+
+
+@pytest.mark.parametrize("options", [(), ("--chunk-threshold", "16384", "--chunk-size", "4096", "--deltas", "0")], ids=["whole", "chunked"])
+def test_every_release_built_on_a_spare_is_exactly_its_files(tmp_path, options):
     work, data, repo = str(tmp_path), str(tmp_path / "data"), str(tmp_path / "repo")
     built_on = 0
-    for n, files in enumerate(releases(), start=1):
+    for n, files in enumerate(releases(big=bool(options)), start=1):
         src = os.path.join(work, f"src{n}")
         make_tree(src, files)
-        publish(src, repo, n)
+        publish(src, repo, n, options)
         before_id, before = spare(data)
         spare_files = os.stat(os.path.join(before, "files")).st_ino if before else None
         update(data, repo)
@@ -112,12 +135,7 @@ def test_every_release_built_on_a_spare_is_exactly_its_files(tmp_path):
         if n >= 3:
             # A release left (keep_versions 1): its tree is now a copy of the active release's.
             assert sid == active
-            got, got_dirs = tree(os.path.join(sdir, "files"))
-            want, want_dirs = tree(release)
-            assert sorted(got) == sorted(want) and got_dirs == want_dirs
-            for rel in want:
-                assert os.stat(got[rel]).st_ino == os.stat(want[rel]).st_ino, rel
-            assert sorted(os.listdir(sdir)) == ["files", "release.json"]
+            assert_copies(sdir, release)
         else:
             assert sid is None
     assert built_on == 7
@@ -134,14 +152,15 @@ def test_a_spare_that_cannot_serve_costs_only_its_use(tmp_path):
         update(data, repo)
     sid, sdir = spare(data)
     assert sid is not None
-    # Its record gone: the update builds without it, and the release is exact.
+    # Its record gone: the update builds without it, and the release is exact (a file no
+    # record names, left in the spare, would be in a release built on it).
     os.unlink(os.path.join(sdir, "release.json"))
-    inode = os.stat(os.path.join(sdir, "files")).st_ino
+    with open(os.path.join(sdir, "files", "stray.txt"), "wb") as f:
+        f.write(b"in the spare only")
     make_tree(os.path.join(work, "src5"), rs[4])
     publish(os.path.join(work, "src5"), repo, 5)
     update(data, repo)
     release = os.path.join(data, "releases", state(data)["active"]["id"], "files")
-    assert os.stat(release).st_ino != inode
     assert_is(release, os.path.join(work, "src5"))
     assert not os.listdir(os.path.join(data, "staging"))
     # A new spare was made, and the next update builds on it again.
@@ -154,6 +173,41 @@ def test_a_spare_that_cannot_serve_costs_only_its_use(tmp_path):
     release = os.path.join(data, "releases", state(data)["active"]["id"], "files")
     assert os.stat(release).st_ino == inode
     assert_is(release, os.path.join(work, "src6"))
+    # A reset drops it with the releases.
+    with assetpatch.Client(data) as c:
+        c.reset()
+    assert spare(data) == (None, None)
+    assert not os.path.exists(os.path.join(data, "spare.old"))
+
+
+def test_a_damaged_release_leaving_leaves_no_hole_in_the_spare(tmp_path):
+    """A kept release whose files were removed or replaced behind the library's back (a
+    cleaner, a user) leaves: the spare made from it takes those files from the new release,
+    so the release built on it next is complete."""
+    work, data, repo = str(tmp_path), str(tmp_path / "data"), str(tmp_path / "repo")
+    rs = releases()
+    for n in (1, 2):
+        make_tree(os.path.join(work, f"src{n}"), rs[n - 1])
+        publish(os.path.join(work, f"src{n}"), repo, n)
+        update(data, repo)
+    (v1,) = [r for r in os.listdir(os.path.join(data, "releases")) if r.startswith("1-")]
+    files1 = os.path.join(data, "releases", v1, "files")
+    # Shared by every later release: one removed, one replaced by a writable copy of its size.
+    os.unlink(os.path.join(files1, "d3/e3/f003.bin"))
+    replaced = os.path.join(files1, "d4/e0/f004.bin")
+    size = os.path.getsize(replaced)
+    os.unlink(replaced)
+    with open(replaced, "wb") as f:
+        f.write(b"x" * size)
+    for n in (3, 4, 5):
+        make_tree(os.path.join(work, f"src{n}"), rs[n - 1])
+        publish(os.path.join(work, f"src{n}"), repo, n)
+        update(data, repo)
+        release = os.path.join(data, "releases", state(data)["active"]["id"], "files")
+        assert_is(release, os.path.join(work, f"src{n}"))
+        sid, sdir = spare(data)
+        assert sid == state(data)["active"]["id"]
+        assert_copies(sdir, release)
 
 
 def served_tree_is_complete(data, srcs):
@@ -207,7 +261,6 @@ def test_kills_while_spares_are_made_and_taken_leave_one_complete_release(tmp_pa
         sid, sdir = spare(data)
         if sid is not None:
             assert sid == state(data)["active"]["id"]
-            got, _ = tree(os.path.join(sdir, "files"))
-            assert sorted(got) == sorted(tree(srcs[n])[0])
+            assert_copies(sdir, os.path.join(data, "releases", sid, "files"))
+        assert not os.path.exists(os.path.join(data, "spare.new")) and not os.path.exists(os.path.join(data, "spare.old"))
     assert kills == 2 * (versions - 4)
-    assert not os.path.exists(os.path.join(data, "spare.new")) or not os.listdir(os.path.join(data, "spare.new"))

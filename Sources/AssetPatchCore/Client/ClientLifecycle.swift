@@ -68,6 +68,7 @@ extension Client {
             try serve(nil)
             try store.recover(state)
             store.discardDownloads()
+            try store.dropSpare()
             log(.info, "reset: serving the bundle only")
         }
     }

@@ -92,7 +92,16 @@ struct Installer {
         let info = ReleaseRecord(c, files: c.allFiles)
         let roots = info.roots(in: store.stagingDir(c.releaseID) + "/")
         // On the spare tree, if there is one: the files it holds in place are not placed again.
-        let spare = store.takeSpare(into: c.releaseID, info, files: plan.files.release, cancel: cancel, log: log)
+        var spare = try store.takeSpare(into: c.releaseID, info, files: plan.files.release, cancel: cancel, log: log)
+        // A chunked file is rebuilt as planned even where the spare holds it: its rebuild may
+        // decode chunks that later files take (and the plan, made before, counted on it).
+        for chunked in plan.chunked {
+            guard let n = Installer.number(of: chunked.file.path, in: plan.files.release), spare?.present[n] == true else { continue }
+            let rel = info.relativePath(of: chunked.file)
+            try FS.unlink(store.stagingDir(c.releaseID) + "/" + rel)
+            spare?.present[n] = false
+            spare?.touched.insert(Array((rel.beforeLastSlash ?? "").utf8))
+        }
         if let spare { log(.info, "building on the spare tree: \(spare.present.reduce(0) { $1 ? $0 + 1 : $0 }) of \(plan.files.release.count) files in place") }
         let durable = try place(plan, fetched: fetched, chunks: chunks, rebuiltDir: store.fetchedDir(c.manifest.archiveDigest),
                                 moveFetched: moveFetched, inPlace: spare?.present) { TreeLinks.Place(root: roots[Int($0.group)], path: $0.path) }
@@ -186,11 +195,6 @@ struct Installer {
         let lastUses = Installer.lastUses(plan.chunked)
         for (i, chunked) in plan.chunked.enumerated() {
             try cancel.check()
-            if let inPlace, let n = Installer.number(of: chunked.file.path, in: files.release), n < inPlace.count, inPlace[n] {
-                counts.reuse(chunked.file.size)
-                bytesDone += chunked.file.size
-                continue
-            }
             let place = target(chunked.file)
             let target = place.full
             if madeDirs.insert(Array(place.directoryPath.utf8)).inserted { try FS.makeDirectories(place.directoryPath) }

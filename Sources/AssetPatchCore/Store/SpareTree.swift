@@ -15,27 +15,40 @@ import Glibc
 ///
 /// Nothing reads a spare but an update, under the update lock. It is made complete in
 /// `spare.new` (every directory it changed made durable) before its rename to `spare/<id>`,
-/// and taken with a durable rename before it is changed, so a power cut never leaves a
-/// `spare/<id>` that differs from its record. A spare holds no bytes of its own while its
-/// release is on disk (its files are that release's); `usage` counts it with the releases.
+/// and taken (or dropped) with a durable rename before it is changed, so a power cut never
+/// leaves a `spare/<id>` that differs from its record. Every file it keeps from the leaving
+/// release is checked as a link source is (`TreeLinks.isSealed`: the regular, read-only file of
+/// the recorded size) when the spare is made, so a file damaged or removed in a kept release
+/// is linked from the new release instead; the spare itself, which only this code writes, is
+/// trusted when it is taken. A spare holds no bytes of its own while its release is on disk
+/// (its files are that release's); `usage` counts it with the releases, and a reset or a full
+/// disk drops it.
 struct SpareTree {
     /// The files a tree holds in place for a release, and the directories it changed.
     struct Reconciled {
         /// By number in the release's file list: the file is in the tree at its place.
         var present: [Bool]
-        /// Directories (relative to the tree, "" the tree itself) whose entries changed.
-        var touched: Set<String>
+        /// Directories (relative to the tree, empty: the tree itself) whose entries changed,
+        /// as bytes: names equal as Unicode but not as bytes are other directories on disk.
+        var touched: Set<[UInt8]>
+
+        /// The directories changed, deepest first, under `dir`.
+        func touchedPaths(under dir: String) -> [String] {
+            touched.sorted { $0.count > $1.count }.map { $0.isEmpty ? dir : dir + "/" + String(decoding: $0, as: UTF8.self) }
+        }
     }
 
     /// The record a spare tree lists its files by.
     static let recordName = Store.recordName
 
-    /// Makes the tree at `dir` (its `files/` exactly what the record `dir/release.json` lists
-    /// there) hold under `files/` only the files of `files` (`info`'s, or a list of the same
-    /// release in path order) that are there with the same content and size, and nothing
-    /// beside `files/`. Throws when the lists are not both in strictly increasing path order
-    /// or the record can't be read: the caller then builds without the tree.
-    static func reconcile(_ dir: String, toward info: ReleaseRecord, files: [ManifestFile], cancel: CancelToken) throws -> Reconciled {
+    /// Makes the tree at `dir` (its `files/` what the record `dir/release.json` lists there)
+    /// hold under `files/` only the files of `files` (`info`'s, or a list of the same release in
+    /// path order) that are there with the same content and size, and nothing beside `files/`.
+    /// With `verify`, each file kept must also be the sealed file of its size on disk (one
+    /// `lstat` each; for a tree this code did not make). Throws when the lists are not both in
+    /// strictly increasing path order or the record can't be read: the caller then builds
+    /// without the tree.
+    static func reconcile(_ dir: String, toward info: ReleaseRecord, files: [ManifestFile], verify: Bool, cancel: CancelToken) throws -> Reconciled {
         let ordered = files.indices.dropFirst().allSatisfy { InstalledFiles.compare(files[$0 - 1].path, files[$0].path) < 0 }
         guard ordered else { throw AssetPatchError(.state, "\(dir): the release's files are not in path order") }
         // The base record's files as they are read: those at a new file's path with its
@@ -62,44 +75,57 @@ struct SpareTree {
         func underFiles(_ r: ReleaseRecord, _ group: UInt16) -> Bool {
             group == 0 || (Int(group) <= r.groups.count && r.groups[Int(group) - 1].delivery != .onDemand)
         }
-        var result = Reconciled(present: [Bool](repeating: false, count: files.count), touched: [""])
+        var result = Reconciled(present: [Bool](repeating: false, count: files.count), touched: [[]])
         for m in matched where underFiles(base, m.group) {
-            if underFiles(info, files[Int(m.file)].group) {
+            let f = files[Int(m.file)]
+            var st = stat()
+            if underFiles(info, f.group), !verify || (lstat(dir + "/files/" + f.path, &st) == 0 && TreeLinks.isSealed(st, size: f.size)) {
                 result.present[Int(m.file)] = true
             } else {
-                stale.append((files[Int(m.file)].path, m.group))
+                stale.append((f.path, m.group))
             }
         }
         // Everything beside files/ goes (the base's record, names, groups on disk).
         for name in try FS.list(dir) where name != "files" { try FS.removeTree(dir + "/" + name) }
-        var emptied = Set<String>()
+        var emptied = Set<[UInt8]>()
         for s in stale where underFiles(base, s.group) {
             try cancel.check()
             let rel = "files/" + s.path
             try FS.unlink(dir + "/" + rel)
-            let parent = rel.beforeLastSlash ?? ""
+            let parent = Array((rel.beforeLastSlash ?? "").utf8)
             result.touched.insert(parent)
             emptied.insert(parent)
         }
-        // Directories left empty go, deepest first, and their parents are looked at in turn.
-        var queue = emptied.sorted { $0.utf8.count > $1.utf8.count }
-        while let d = queue.first {
-            queue.removeFirst()
-            guard d != "files", d.hasPrefix("files/"), rmdir(dir + "/" + d) == 0 else { continue }
-            let parent = d.beforeLastSlash ?? ""
-            result.touched.remove(d)
-            result.touched.insert(parent)
-            if !queue.contains(parent) { queue.append(parent) }
-            queue.sort { $0.utf8.count > $1.utf8.count }
+        // Directories left empty go, deepest first; a parent of one removed is tried in the
+        // next round. Each is synced before it goes: its unlinks are then durable before its
+        // removal is (a file system that orders each directory on its own could otherwise keep
+        // the directory, and the file in it, past a power cut while a new one of the same name
+        // was made).
+        let files = Array("files".utf8)
+        while !emptied.isEmpty {
+            var parents = Set<[UInt8]>()
+            for d in emptied.sorted(by: { $0.count > $1.count }) where d.count > files.count + 1 && d.starts(with: files + [UInt8(ascii: "/")]) {
+                let path = dir + "/" + String(decoding: d, as: UTF8.self)
+                guard (try? FS.list(path))?.isEmpty == true else { continue }
+                try FS.syncDirectory(path)
+                guard rmdir(path) == 0 else { continue }
+                let parent = Array(d[..<(d.lastIndex(of: UInt8(ascii: "/")) ?? 0)])
+                result.touched.remove(d)
+                result.touched.insert(parent)
+                parents.insert(parent)
+            }
+            emptied = parents
         }
         return result
     }
 }
 
 extension Store {
-    /// Where the spare tree lies (`spare/<id>`), and where one is made.
+    /// Where the spare tree lies (`spare/<id>`), where one is made, and where one goes to be
+    /// removed.
     var spareRoot: String { root + "/spare" }
     var spareBuildingDir: String { root + "/spare.new" }
+    var spareRemovedDir: String { root + "/spare.old" }
 
     /// The release the spare tree copies, if there is one.
     func spareBase() -> String? {
@@ -111,59 +137,73 @@ extension Store {
     /// nil when there is no spare, or it can't serve (the staging directory is then empty
     /// again). The move is durable before the tree changes: a spare is never seen changed.
     func takeSpare(into id: String, _ info: ReleaseRecord, files: [ManifestFile], cancel: CancelToken,
-                   log: (LogLevel, String) -> Void) -> SpareTree.Reconciled? {
+                   log: (LogLevel, String) -> Void) throws -> SpareTree.Reconciled? {
         guard let base = spareBase() else { return nil }
         let stage = stagingDir(id)
+        try FS.removeTree(stage)
         do {
-            try FS.removeTree(stage)
+            // Durable on both sides before anything in it changes: never seen changed where
+            // it was, nor lost where it went.
             try FS.rename(spareRoot + "/" + base, stage)
+            try FS.syncDirectory(stagingRoot)
             try FS.syncDirectory(spareRoot)
-        } catch {
-            try? prepareStaging(id)
-            return nil
-        }
-        do {
-            var r = try SpareTree.reconcile(stage, toward: info, files: files, cancel: cancel)
+            var r = try SpareTree.reconcile(stage, toward: info, files: files, verify: false, cancel: cancel)
             try FS.makeDirectories(stagingFilesDir(id))
-            r.touched.insert("files")
+            r.touched.insert(Array("files".utf8))
             return r
-        } catch {
-            log(.info, "the spare tree of release \(base) can't serve release \(id): \(error)")
-            try? prepareStaging(id)
+        } catch let e as AssetPatchError {
+            log(.info, "the spare tree of release \(base) can't serve release \(id): \(e.message)")
+            // A tree half changed is never built on: the staging directory starts empty.
+            try prepareStaging(id)
             return nil
         }
     }
 
-    /// Makes the tree of a release leaving the store (`leaving`: ids on disk the state no
-    /// longer names) the spare: a copy of release `id`'s `files/`, which the state names now.
-    /// A leaving release a client still serves stays for the clean-up, and without one
-    /// leaving nothing is done. Failing costs only the spare (the clean-up removes what is
-    /// left); never throws.
+    /// Removes the spare tree: renamed away first (durably), so that what is left of it after a
+    /// crash is never taken.
+    func dropSpare() throws {
+        try FS.removeTree(spareRemovedDir)
+        for name in (try? FS.list(spareRoot)) ?? [] {
+            try FS.rename(spareRoot + "/" + name, spareRemovedDir)
+            try FS.syncDirectory(spareRoot)
+            try FS.removeTree(spareRemovedDir)
+        }
+    }
+
+    /// Makes the tree of a release leaving the store (`leaving`: ids this activation took out
+    /// of the state) the spare: a copy of release `id`'s `files/`, which the state names now.
+    /// A leaving release a client still serves stays for the clean-up, and without one leaving
+    /// nothing is done. Failing costs only the spare (the clean-up removes what is left); never
+    /// throws.
     func makeSpare(toward id: String, _ info: ReleaseRecord, leaving: [String], cancel: CancelToken, log: (LogLevel, String) -> Void) {
-        guard spareBase() != id else { return }
+        guard !leaving.isEmpty, spareBase() != id else { return }
         // The newest leaving release is the likeliest to share most with the new one.
         let byVersion = leaving.filter(Store.isReleaseID).sorted { (Int64($0.prefix { $0 != "-" }) ?? 0) > (Int64($1.prefix { $0 != "-" }) ?? 0) }
         let building = spareBuildingDir
         do {
             try FS.removeTree(building)
             var taken = false
-            for l in byVersion where !taken {
+            for l in byVersion where !taken && FS.exists(releaseDir(l)) {
                 taken = try withExclusiveLease(l) { try FS.rename(releaseDir(l), building) }
             }
             guard taken else { return }
-            let r = try SpareTree.reconcile(building, toward: info, files: info.files, cancel: cancel)
+            try FS.syncDirectory(root)
+            let r = try SpareTree.reconcile(building, toward: info, files: info.files, verify: true, cancel: cancel)
             // What the tree lacks comes from the new release, linked a directory at a time.
-            var touched = r.touched
+            var tree = r
             let source = filesDir(id) + "/", target = building + "/files/"
             let missing = info.files.indices.filter { !r.present[$0] && info.onDemandGroup(of: info.files[$0]) == nil }
-            var made = Set<String>()
+            var made = Set<[UInt8]>()
             for i in missing {
-                var rel = "files/" + info.files[i].path
-                while let parent = rel.beforeLastSlash, made.insert(parent).inserted {
-                    touched.insert(parent)
-                    rel = parent
+                guard let dir = ("files/" + info.files[i].path).beforeLastSlash else { continue }
+                var rel = Array(dir.utf8)
+                guard made.insert(rel).inserted else { continue }
+                try FS.makeDirectories(building + "/" + dir)
+                // The directory and each parent it may have made gain an entry.
+                while !rel.isEmpty {
+                    tree.touched.insert(rel)
+                    rel = Array(rel[..<(rel.lastIndex(of: UInt8(ascii: "/")) ?? 0)])
                 }
-                if let dir = ("files/" + info.files[i].path).beforeLastSlash { try FS.makeDirectories(building + "/" + dir) }
             }
             let linked = try TreeLinks.make(missing.count, cancel: cancel, link: { k in
                 let f = info.files[missing[k]]
@@ -171,8 +211,8 @@ extension Store {
             }) { _, _ in }
             guard !linked.contains(false) else { throw AssetPatchError(.io, "a file of release \(id) could not be linked") }
             if Glibc.link(releaseRecordPath(id), building + "/" + SpareTree.recordName) != 0 { throw ioError("link", releaseRecordPath(id)) }
-            try FS.syncFiles([], directories: touched.sorted { $0.utf8.count > $1.utf8.count }.map { $0.isEmpty ? building : building + "/" + $0 })
-            if let old = spareBase() { try FS.removeTree(spareRoot + "/" + old) }
+            try FS.syncFiles([], directories: tree.touchedPaths(under: building))
+            try dropSpare()
             try FS.makeDirectories(spareRoot)
             try FS.rename(building, spareRoot + "/" + id)
             try FS.syncDirectory(spareRoot)

@@ -50,15 +50,17 @@ extension Store {
         if !info.groupFetchBytes.isEmpty {
             try create(Store.groupFetchName).write(Array(info.groupFetchBytes.sorted { $0.key < $1.key }.map { "\($0.value)\t\($0.key)\n" }.joined().utf8))
         }
-        var dirs = spare.map { $0.touched.subtracting([""]) } ?? ["files"]
+        // As bytes: names equal as Unicode but not as bytes are other directories on disk.
+        var dirs = spare?.touched ?? [Array("files".utf8)]
+        dirs.insert([])
         for (i, f) in (installed ?? info.files).enumerated() {
             if let spare, i < spare.present.count, spare.present[i] { continue }
             let rel = info.relativePath(of: f)
             if i >= durable.count || !durable[i] { paths.append(stage + "/" + rel) }
-            var p = rel
-            while let parent = p.beforeLastSlash, dirs.insert(parent).inserted { p = parent }
+            var p = Array(rel.utf8)
+            while let slash = p.lastIndex(of: UInt8(ascii: "/")), dirs.insert(Array(p[..<slash])).inserted { p = Array(p[..<slash]) }
         }
-        let directories = dirs.sorted { $0.utf8.count > $1.utf8.count }.map { stage + "/" + $0 } + [stage]
+        let directories = SpareTree.Reconciled(present: [], touched: dirs).touchedPaths(under: stage)
         try FS.syncFiles(paths, directories: directories)
     }
 

@@ -13,7 +13,7 @@ import Glibc
 ///     staging/<id>/                    a release being installed; removed at open, never active
 ///     spare/<id>/files/...             a copy of release <id>'s files/ that the next update builds on
 ///     spare/<id>/release.json          ... linked to that release's record (`SpareTree`)
-///     spare.new/                       a spare being made; removed at open
+///     spare.new/, spare.old/           a spare being made, and one being removed; removed at open
 ///     downloads/<digest>.part          a partial archive, kept across restarts for resuming
 ///     downloads/<digest>.meta          what the partial was fetched from (URL, validator, coding)
 ///     downloads/<digest>.files/<sha>   files a differential attempt fetched, kept for the next
@@ -46,7 +46,7 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
         self.root = FS.absolute(root)
         try FS.makeDirectories(self.root, mode: 0o755)
         try Store.requireTrusted(self.root, "data directory", followLink: true)
-        for d in [releasesDir, stagingRoot, downloadsDir, leasesDir] {
+        for d in [releasesDir, stagingRoot, downloadsDir, leasesDir, spareRoot] {
             try FS.makeDirectories(d)
             try Store.requireTrusted(d, "data directory's", followLink: false)
         }
@@ -276,6 +276,7 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
     package func recover(_ state: StoreState) throws {
         for name in (try? FS.list(stagingRoot)) ?? [] { try FS.removeTree(stagingRoot + "/" + name) }
         try FS.removeTree(spareBuildingDir)
+        try FS.removeTree(spareRemovedDir)
         removeStaleTemporaries(in: root)
         removeStaleTemporaries(in: downloadsDir)
         removeStaleTemporaries(in: root + "/events")

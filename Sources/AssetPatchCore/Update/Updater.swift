@@ -180,7 +180,8 @@ final class Updater {
                 if let e = error as? AssetPatchError, e.isDiskFull {
                     // A full disk breaks the app too: give back what this update downloaded.
                     store.discardDownloads()
-                    log(.warning, "the disk is full: partial downloads dropped")
+                    try? store.dropSpare()
+                    log(.warning, "the disk is full: partial downloads and the spare tree dropped")
                 }
                 // A partial archive kept by an earlier attempt can hold bytes a power cut never
                 // wrote (its size persisted, some of its data did not): its digest then fails.
@@ -368,7 +369,10 @@ final class Updater {
         let apply = config.apply, keep = config.keepVersions
         // Applied to the state as it is now: opens, mark_good or a rollback may have changed it
         // while this update ran.
+        var leaving: Set<String> = []
         (_, state) = try store.modifyState { s in
+            let wasLive = s.liveReleaseIDs
+            defer { leaving = wasLive.subtracting(s.liveReleaseIDs) }
             switch apply {
             case .immediate:
                 if let old = s.active { s.kept.insert(old, at: 0) }
@@ -384,11 +388,11 @@ final class Updater {
             if !inPlace { s.groups.local[ref.id] = c.installedGroups.isEmpty ? nil : c.installedGroups.sorted() }
         }
         do {
-            // A release leaving becomes the tree the next update builds on (`SpareTree`).
-            if !inPlace {
-                let live = state.liveReleaseIDs
-                let leaving = ((try? FS.list(store.releasesDir)) ?? []).filter { !live.contains($0) }
-                store.makeSpare(toward: c.releaseID, ReleaseRecord(c, files: c.allFiles), leaving: leaving, cancel: cancel, log: log)
+            // A release this activation took out of the state becomes the tree the next update
+            // builds on (`SpareTree`). Not one rolled back from or lost, which left the state
+            // before; not for a legacy release, whose manifest does not list its files.
+            if !inPlace, !c.manifest.isLegacy {
+                store.makeSpare(toward: c.releaseID, ReleaseRecord(c, files: c.allFiles), leaving: Array(leaving), cancel: cancel, log: log)
             }
             let leased = try store.collectGarbage(state)
             // Every partial download and fetched file is now superseded (one updater at a time),

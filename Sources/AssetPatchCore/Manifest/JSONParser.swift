@@ -17,13 +17,23 @@ package struct JSONParser {
     private var pos = 0
     private var depth = 0
     /// `parse(_:streaming:element:)`: the top-level key whose array is handed out element by
-    /// element, and where (nil: checked, not built).
-    private var streamed: (key: String, element: ((JSON) throws -> Void)?)?
+    /// element, and how.
+    private var streamed: (key: String, element: Streamed)?
+    private enum Streamed {
+        /// Checked, not built.
+        case checked
+        /// Built and handed out.
+        case values((JSON) throws -> Void)
+        /// Checked, and handed out as its text (`parse(reading:streamingTextOf:element:)`).
+        case text((UnsafeRawBufferPointer) throws -> Void)
+    }
     /// Where the rest of the document comes from (`parse(reading:streaming:element:)`): fills
     /// the buffer it is given, 0 at the end.
     private var source: ((UnsafeMutableRawBufferPointer) throws -> Int)?
     /// Bytes of the document dropped from the front of `bytes` (consumed).
     private var dropped = 0
+    /// An element's text is being read (`Streamed.text`): nothing is dropped until it is whole.
+    private var holding = false
     /// What the source reads into.
     private var scratch: [UInt8] = []
 
@@ -48,12 +58,36 @@ package struct JSONParser {
     private static func document(_ parser: JSONParser, streaming key: String, element: ((JSON) throws -> Void)?) throws -> JSON {
         guard let element else {
             var p = parser
-            p.streamed = (key, nil)
+            p.streamed = (key, .checked)
             return try p.document()
         }
         return try withoutActuallyEscaping(element) { element in
             var p = parser  // inside: the element must not outlive the call
-            p.streamed = (key, element)
+            p.streamed = (key, .values(element))
+            return try p.document()
+        }
+    }
+
+    /// Parses like `parse(reading:streaming:element:)`, except that each element of the array
+    /// under `key` is checked as strictly as the rest (keys repeated inside its objects aside)
+    /// and handed to `text` as its exact text, valid only during the call: a reader that knows
+    /// the form its writer uses reads it without a tree (a release record's files), and parses
+    /// the text (`parse(_:)`) when it is in any other form.
+    package static func parse(reading source: @escaping (UnsafeMutableRawBufferPointer) throws -> Int, streamingTextOf key: String,
+                              element text: (UnsafeRawBufferPointer) throws -> Void) throws -> JSON {
+        try withoutActuallyEscaping(text) { text in
+            var p = JSONParser([])  // inside: the element must not outlive the call
+            p.source = source
+            p.streamed = (key, .text(text))
+            return try p.document()
+        }
+    }
+
+    /// `parse(reading:streamingTextOf:element:)` of a document in memory.
+    package static func parse(_ bytes: [UInt8], streamingTextOf key: String, element text: (UnsafeRawBufferPointer) throws -> Void) throws -> JSON {
+        try withoutActuallyEscaping(text) { text in
+            var p = JSONParser(bytes)
+            p.streamed = (key, .text(text))
             return try p.document()
         }
     }
@@ -122,11 +156,7 @@ package struct JSONParser {
 
     /// The next value; without `keep`, checked and passed over (`.null`, nothing allocated).
     private mutating func value(keep: Bool = true) throws -> JSON {
-        if source != nil, pos >= JSONParser.dropAfter {
-            bytes.removeFirst(pos)
-            dropped += pos
-            pos = 0
-        }
+        compact()
         guard try more() else { throw fail("unexpected end of JSON") }
         switch bytes[pos] {
         case UInt8(ascii: "{"): return try object(keep: keep)
@@ -152,6 +182,16 @@ package struct JSONParser {
         pos += n
     }
 
+    /// Drops what was consumed, once there is `dropAfter` of it (reading from a source). Only
+    /// between tokens, and not while an element's text is held: positions in `bytes` change.
+    private mutating func compact() {
+        if source != nil, !holding, pos >= JSONParser.dropAfter {
+            bytes.removeFirst(pos)
+            dropped += pos
+            pos = 0
+        }
+    }
+
     private mutating func enter() throws {
         depth += 1
         if depth > JSONParser.maxDepth { throw fail("nesting deeper than \(JSONParser.maxDepth)") }
@@ -161,6 +201,7 @@ package struct JSONParser {
         try enter()
         pos += 1
         var pairs: [(String, JSON)] = []
+        /// The keys, once there are too many to look through (most objects have a few).
         var keys = Set<String>()
         try skipWhitespace()
         if try more(), bytes[pos] == UInt8(ascii: "}") {
@@ -172,7 +213,16 @@ package struct JSONParser {
             try skipWhitespace()
             guard try more(), bytes[pos] == UInt8(ascii: "\"") else { throw fail("expected a string key") }
             let key = try string(keep: keep)
-            if keep, !keys.insert(key).inserted { throw fail("duplicate key \"\(key)\"") }
+            if keep {
+                let repeated: Bool
+                if pairs.count < 16 {
+                    repeated = pairs.contains { $0.0 == key }
+                } else {
+                    if keys.isEmpty { keys = Set(pairs.map(\.0)) }
+                    repeated = !keys.insert(key).inserted
+                }
+                if repeated { throw fail("duplicate key \"\(key)\"") }
+            }
             try skipWhitespace()
             guard try more(), bytes[pos] == UInt8(ascii: ":") else { throw fail("expected ':'") }
             pos += 1
@@ -180,7 +230,7 @@ package struct JSONParser {
             if !keep {
                 _ = try value(keep: false)
             } else if depth == 1, let streamed, streamed.key == key, try more(), bytes[pos] == UInt8(ascii: "[") {
-                try array(each: streamed.element)
+                try array(streamed.element)
                 pairs.append((key, .array([])))
             } else {
                 pairs.append((key, try value()))
@@ -197,12 +247,16 @@ package struct JSONParser {
 
     private mutating func array() throws -> JSON {
         var items: [JSON] = []
-        try array { items.append($0) }
+        try array(each: { items.append($0) })
         return .array(items)
     }
 
-    /// An array, each element handed to `each` as it is parsed (nil: checked, not built).
     private mutating func array(each: ((JSON) throws -> Void)?) throws {
+        try array(each.map { .values($0) } ?? .checked)
+    }
+
+    /// An array, each element handed out as `each` says.
+    private mutating func array(_ each: Streamed) throws {
         try enter()
         pos += 1
         try skipWhitespace()
@@ -213,7 +267,17 @@ package struct JSONParser {
         }
         while true {
             try skipWhitespace()
-            if let each { try each(try value()) } else { _ = try value(keep: false) }
+            switch each {
+            case .checked: _ = try value(keep: false)
+            case let .values(element): try element(try value())
+            case let .text(element):
+                compact()
+                let start = pos
+                holding = true
+                _ = try value(keep: false)
+                holding = false
+                try bytes.withUnsafeBytes { try element(UnsafeRawBufferPointer(rebasing: $0[start..<pos])) }
+            }
             try skipWhitespace()
             guard try more() else { throw fail("unexpected end of JSON") }
             if bytes[pos] == UInt8(ascii: ",") { pos += 1; continue }
@@ -273,6 +337,18 @@ package struct JSONParser {
         let start = pos
         var out: [UInt8] = []
         var runStart = pos
+        // Up to the first quote, escape or control character, over what is read so far (and
+        // more, read as it runs out): byte by byte below, most of a record's parse was this.
+        while true {
+            let end = bytes.count
+            pos = bytes.withUnsafeBufferPointer { b in
+                var i = pos
+                while i < end, b[i] != UInt8(ascii: "\""), b[i] != UInt8(ascii: "\\"), b[i] >= 0x20 { i += 1 }
+                return i
+            }
+            if pos < end { break }
+            guard try more() else { throw fail("unterminated string") }
+        }
         while true {
             guard try more() else { throw fail("unterminated string") }
             let b = bytes[pos]

@@ -114,7 +114,10 @@ package struct ReleaseRecord: Sendable {
     /// the record's other fields (its trust, its index roots) skip building the list. Nil when
     /// the text is not a record this version can read.
     static func decode(_ bytes: [UInt8], listingFiles: Bool = true) -> ReleaseRecord? {
-        try? decode(listingFiles: listingFiles) { try JSONParser.parse(bytes, streaming: "files", element: $0) }
+        try? decode(listingFiles: listingFiles) { text in
+            guard let text else { return try JSONParser.parse(bytes, streaming: "files", element: nil) }
+            return try JSONParser.parse(bytes, streamingTextOf: "files", element: text)
+        }
     }
 
     /// Reads a record's text from `source` as it is parsed (`JSONParser.parse(reading:...)`):
@@ -124,23 +127,28 @@ package struct ReleaseRecord: Sendable {
     /// record (files of a record that turns out bad included: the caller drops them on nil).
     static func decode(reading source: @escaping (UnsafeMutableRawBufferPointer) throws -> Int, listingFiles: Bool = true,
                        eachFile: ((ManifestFile) -> Void)? = nil) throws -> ReleaseRecord? {
-        try decode(listingFiles: listingFiles, eachFile: eachFile) { try JSONParser.parse(reading: source, streaming: "files", element: $0) }
+        try decode(listingFiles: listingFiles, eachFile: eachFile) { text in
+            guard let text else { return try JSONParser.parse(reading: source, streaming: "files", element: nil) }
+            return try JSONParser.parse(reading: source, streamingTextOf: "files", element: text)
+        }
     }
 
+    /// `parse` parses the record, each element of its files handed to the closure it is given
+    /// as its text (nil: checked, not read).
     private static func decode(listingFiles: Bool, eachFile: ((ManifestFile) -> Void)? = nil,
-                               parse: (((JSON) throws -> Void)?) throws -> JSON) throws -> ReleaseRecord? {
+                               parse: (((UnsafeRawBufferPointer) throws -> Void)?) throws -> JSON) throws -> ReleaseRecord? {
         var files: [ManifestFile] = []
         var malformed = false
         var highestGroup: UInt16 = 0
-        let element = { (f: JSON) in
+        let element = { (text: UnsafeRawBufferPointer) in
             guard !malformed else { return }
-            guard let p = f["path"]?.string, ResourceName.isValid(p), let size = f["size"]?.int64, size >= 0,
-                  let sha = f["sha256"]?.string.flatMap(Sha256.init(hex:)), let group = UInt16(exactly: f["group"]?.int64 ?? 0) else {
+            // The form `serialize` writes, read as it is; any other, as JSON.
+            guard let file = RecordedFile.read(text) ?? (try? JSONParser.parse(Array(text))).flatMap(RecordedFile.read),
+                  ResourceName.isValid(file.path) else {
                 malformed = true
                 return
             }
-            let file = ManifestFile(path: p, size: UInt64(size), digest: sha, group: group)
-            highestGroup = max(highestGroup, group)
+            highestGroup = max(highestGroup, file.group)
             if let eachFile { eachFile(file) } else { files.append(file) }
         }
         let json: JSON

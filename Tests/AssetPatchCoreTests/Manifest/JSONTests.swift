@@ -113,11 +113,27 @@ import Testing
                 return "ok \(tree.serialized()) \(JSON.array(seen).serialized())"
             } catch { return "failed \(JSONParser.describe(error))" }
         }
+        // Elements handed out as their text: the tree and failures of the unbuilt parse, and
+        // each text parses to the element the building parse handed out.
+        func texts(_ parse: ((UnsafeRawBufferPointer) throws -> Void) throws -> JSON) -> String {
+            var seen: [String] = []
+            guard let tree = try? parse({ seen.append(String(decoding: $0, as: UTF8.self)) }) else { return "failed" }
+            return "ok \(tree.serialized()) " + seen.joined(separator: "\u{0}")
+        }
         let whole = run { try JSONParser.parse(bytes, streaming: "files", element: $0) }
         let unbuilt = (try? JSONParser.parse(bytes, streaming: "files", element: nil))?.serialized()
+        let textual = texts { try JSONParser.parse(bytes, streamingTextOf: "files", element: $0) }
+        #expect(textual.hasPrefix("ok") == (unbuilt != nil), "\(note)")
+        if whole.hasPrefix("ok") {
+            var seen: [JSON] = []
+            _ = try? JSONParser.parse(bytes, streamingTextOf: "files", element: { seen.append((try? JSONParser.parse(Array($0))) ?? .null) })
+            #expect(whole == "ok \(((try? JSONParser.parse(bytes, streaming: "files", element: nil)) ?? .null).serialized()) \(JSON.array(seen).serialized())",
+                    "\(note)")
+        }
         for s in sizes {
             #expect(run { try JSONParser.parse(reading: Pieces(bytes, s).read, streaming: "files", element: $0) } == whole, "\(note) \(s)")
             #expect((try? JSONParser.parse(reading: Pieces(bytes, s).read, streaming: "files", element: nil))?.serialized() == unbuilt, "\(note) \(s)")
+            #expect(texts { try JSONParser.parse(reading: Pieces(bytes, s).read, streamingTextOf: "files", element: $0) } == textual, "\(note) \(s)")
         }
     }
 
@@ -180,6 +196,43 @@ import Testing
             let text = record.toJSON().setting("files", .array([try parse(bad), try parse(#"{"path":"y","size":1,"sha256":"\#(s)"}"#)])).serialized()
             #expect(ReleaseRecord.decode(Array(text.utf8)) == nil, "\(bad)")
             #expect(ReleaseRecord.decode(Array(text.utf8), listingFiles: false) != nil, "\(bad)")
+        }
+    }
+
+    @Test func aRecordsFilesReadInTheFormItsWriterUsesOrAnyOtherAreTheSame() throws {
+        let sha = String(repeating: "0f", count: 31) + "aB"
+        let files = [ManifestFile(path: "a/b.png", size: 5, sha256: sha), ManifestFile(path: "c", size: 0, sha256: sha),
+                     ManifestFile(path: "ünïcödé/😀 x.png", size: 999_999_999_999_999_999, sha256: sha, group: 2),
+                     ManifestFile(path: "q\"uote", size: 1, sha256: sha), ManifestFile(path: "big", size: UInt64(Int64.max), sha256: sha, group: 1)]
+        var record = ReleaseRecord(version: 3, files: files, plugins: [], signatureVerified: true, archiveDigest: sha, label: nil)
+        record.groups = [ReleaseGroup(name: "g1", delivery: .install), ReleaseGroup(name: "g2", delivery: .install)]
+        var written: [String] = []
+        let recordText = text(record)
+        _ = try JSONParser.parse(Array(recordText.utf8), streaming: "files") { written.append($0.serialized()) }
+        // The writer's own form is read in one pass, except where it had to escape or the size
+        // has 19 digits (read as JSON).
+        let direct = written.map { w in Array(w.utf8).withUnsafeBytes { RecordedFile.read($0) } }
+        #expect(direct.map { $0 != nil } == [true, true, true, false, false])
+        #expect(direct.compactMap { $0 } == Array(files.prefix(3)))
+        let decoded = try #require(ReleaseRecord.decode(Array(recordText.utf8)))
+        #expect(decoded.files == files)
+        // The same files in other forms: spacing, key order, escapes, an explicit base group.
+        let others = [#" { "path" : "a/b.png" , "size" : 5 , "sha256" : "\#(sha)" } "#,
+                      #"{"sha256":"\#(sha)","size":0,"path":"c"}"#,
+                      #"{"path":"\u00fcn\u00efc\u00f6d\u00e9/\ud83d\ude00 x.png","size":999999999999999999,"sha256":"\#(sha)","group":2}"#,
+                      #"{"path":"q\"uote","size":1,"sha256":"\#(sha)","group":0}"#,
+                      #"{"path":"big","size":9223372036854775807,"sha256":"\#(sha.uppercased())","group":1}"#]
+        let other = record.toJSON(listingFiles: false).setting("files", .array(try others.map { try parse($0) })).serialized(indent: 2)
+        #expect(ReleaseRecord.decode(Array(other.utf8))?.files == files)
+        #expect(Array(#"{"path":"c","size":0,"sha256":"\#(sha)","group":65535}"#.utf8).withUnsafeBytes { RecordedFile.read($0) }?.group == 65535)
+        for o in others.prefix(3) { #expect(Array(o.utf8).withUnsafeBytes { RecordedFile.read($0) } == nil, "\(o)") }
+        // Near misses of the form are read as JSON or refused, never misread.
+        for (near, same) in [(#"{"path":"c","size":00,"sha256":"\#(sha)"}"#, false), (#"{"path":"c","size":0,"sha256":"\#(sha)"} "#, true),
+                             (#"{"path":"c","size":0,"sha256":"\#(sha)","group":65536}"#, false), (#"{"path":"c","size":0.0,"sha256":"\#(sha)"}"#, false),
+                             (#"{"path":"c","size":0,"sha256":"\#(sha)","group":-1}"#, false), (#"{"path":"c","size":0,"sha256":"\#(sha)","x":1}"#, true)] {
+            let bytes = Array(near.utf8)
+            #expect(bytes.withUnsafeBytes { RecordedFile.read($0) } == nil, "\(near)")
+            if same { #expect((try? JSONParser.parse(bytes)).flatMap(RecordedFile.read) != nil, "\(near)") }
         }
     }
 

@@ -26,6 +26,17 @@ import Testing
                     "0x" + String(good.dropFirst(2)), String(good.dropLast()) + "\u{e9}"] {
             #expect(Sha256(hex: bad) == nil, "\(bad)")
         }
+        // Every byte in every word: refused unless a hex digit, read as its value when one.
+        for b in 0...255 {
+            let digit = Array("0123456789abcdef".utf8).firstIndex(of: UInt8(b)) ?? Array("0123456789ABCDEF".utf8).firstIndex(of: UInt8(b))
+            for at in [0, 17, 34, 63] {
+                var text = Array(good.utf8)
+                text[at] = UInt8(b)
+                let read = text.withUnsafeBytes { Sha256(hexDigits: $0) }
+                #expect((read == nil) == (digit == nil), "\(b) at \(at)")
+                if let read, let digit { #expect(Array(read.hex.utf8)[at] == Array("0123456789abcdef".utf8)[digit]) }
+            }
+        }
         #expect(Sha256(bytes: [UInt8](repeating: 0, count: 31)) == nil && Sha256(bytes: [UInt8](repeating: 0, count: 33)) == nil)
     }
 }

@@ -27,6 +27,9 @@ static inline int csystem_allowed_cpus(void) {
     for (long i = 0; i < bytes / (long)sizeof mask[0]; i++) count += __builtin_popcountl(mask[i]);
     return count;
 }
+/* getdents64(2): a directory's entries with their inode numbers and types, read straight into
+   `buffer` (no DIR stream, whose descriptor a file-system tracer could not follow). */
+static inline long csystem_getdents64(int fd, void *buffer, unsigned long size) { return syscall(SYS_getdents64, fd, buffer, size); }
 /* A compiler barrier: no memory access is moved across it; the processor may still reorder
    (readers of ReadMostly cells rely on the writer's membarrier for that). */
 static inline void csystem_compiler_barrier(void) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }

@@ -6,21 +6,21 @@ import Glibc
 ///
 /// When a release is activated and an earlier one leaves the store (beyond `keep_versions`),
 /// the leaving one's directory is not deleted but made into a copy of the new release's
-/// `files/`: what differs is unlinked, what is missing is hard-linked from the new release,
-/// and the new release's record is linked beside it (`spare/<id>`: the tree is exactly the
-/// `files/` of release `<id>` as that record lists them). The next update moves it into its
-/// staging directory and changes only what its release changes (`reconcile`). Both cost what
-/// changed between the releases, not the catalog; files under `files/` are never written in
-/// place (they are links other releases share), only unlinked and linked.
+/// `files/` (`TreeMirror`: what is not the new release's own file is unlinked, what is missing
+/// is hard-linked from the new release), and the new release's record is linked beside it
+/// (`spare/<id>`: the tree is exactly the `files/` of release `<id>`, as that record lists
+/// them). The next update moves it into its staging directory and changes only what its release
+/// changes (`reconcile`). Both cost what changed between the releases, not the catalog; files
+/// under `files/` are never written in place (they are links other releases share), only
+/// unlinked and linked.
 ///
 /// Nothing reads a spare but an update, under the update lock. It is made complete in
 /// `spare.new` (every directory it changed made durable) before its rename to `spare/<id>`,
 /// and taken (or dropped) with a durable rename before it is changed, so a power cut never
-/// leaves a `spare/<id>` that differs from its record. Every file it keeps from the leaving
-/// release is checked as a link source is (`TreeLinks.isSealed`: the regular, read-only file of
-/// the recorded size) when the spare is made, so a file damaged or removed in a kept release
-/// is linked from the new release instead; the spare itself, which only this code writes, is
-/// trusted when it is taken. A spare holds no bytes of its own while its release is on disk
+/// leaves a `spare/<id>` that differs from its record. A file it keeps from the leaving release
+/// is the new release's own file (the same inode), so a file damaged, replaced or removed in a
+/// kept release is linked from the new release instead; the spare itself, which only this
+/// code writes, is trusted when it is taken. A spare holds no bytes of its own while its release is on disk
 /// (its files are that release's); `usage` counts it with the releases, and a reset or a full
 /// disk drops it.
 struct SpareTree {
@@ -41,14 +41,12 @@ struct SpareTree {
     /// The record a spare tree lists its files by.
     static let recordName = Store.recordName
 
-    /// Makes the tree at `dir` (its `files/` what the record `dir/release.json` lists there)
-    /// hold under `files/` only the files of `files` (`info`'s, or a list of the same release in
-    /// path order) that are there with the same content and size, and nothing beside `files/`.
-    /// With `verify`, each file kept must also be the sealed file of its size on disk (one
-    /// `lstat` each; for a tree this code did not make). Throws when the lists are not both in
-    /// strictly increasing path order or the record can't be read: the caller then builds
-    /// without the tree.
-    static func reconcile(_ dir: String, toward info: ReleaseRecord, files: [ManifestFile], verify: Bool, cancel: CancelToken) throws -> Reconciled {
+    /// Makes the spare tree at `dir` (its `files/` exactly what the record `dir/release.json`
+    /// lists there) hold under `files/` only the files of `files` (`info`'s, or a list of the
+    /// same release in path order) that are there with the same content and size, and nothing
+    /// beside `files/`. Throws when the lists are not both in strictly increasing path order or
+    /// the record can't be read: the caller then builds without the tree.
+    static func reconcile(_ dir: String, toward info: ReleaseRecord, files: [ManifestFile], cancel: CancelToken) throws -> Reconciled {
         let ordered = files.indices.dropFirst().allSatisfy { InstalledFiles.compare(files[$0 - 1].path, files[$0].path) < 0 }
         guard ordered else { throw AssetPatchError(.state, "\(dir): the release's files are not in path order") }
         // The base record's files as they are read: those at a new file's path with its
@@ -78,8 +76,7 @@ struct SpareTree {
         var result = Reconciled(present: [Bool](repeating: false, count: files.count), touched: [[]])
         for m in matched where underFiles(base, m.group) {
             let f = files[Int(m.file)]
-            var st = stat()
-            if underFiles(info, f.group), !verify || (lstat(dir + "/files/" + f.path, &st) == 0 && TreeLinks.isSealed(st, size: f.size)) {
+            if underFiles(info, f.group) {
                 result.present[Int(m.file)] = true
             } else {
                 stale.append((f.path, m.group))
@@ -147,7 +144,7 @@ extension Store {
             try FS.rename(spareRoot + "/" + base, stage)
             try FS.syncDirectory(stagingRoot)
             try FS.syncDirectory(spareRoot)
-            var r = try SpareTree.reconcile(stage, toward: info, files: files, verify: false, cancel: cancel)
+            var r = try SpareTree.reconcile(stage, toward: info, files: files, cancel: cancel)
             try FS.makeDirectories(stagingFilesDir(id))
             r.touched.insert(Array("files".utf8))
             return r
@@ -188,30 +185,18 @@ extension Store {
             }
             guard taken else { return }
             try FS.syncDirectory(root)
-            let r = try SpareTree.reconcile(building, toward: info, files: info.files, verify: true, cancel: cancel)
-            // What the tree lacks comes from the new release, linked a directory at a time.
-            var tree = r
-            let source = filesDir(id) + "/", target = building + "/files/"
-            let missing = info.files.indices.filter { !r.present[$0] && info.onDemandGroup(of: info.files[$0]) == nil }
-            var made = Set<[UInt8]>()
-            for i in missing {
-                guard let dir = ("files/" + info.files[i].path).beforeLastSlash else { continue }
-                var rel = Array(dir.utf8)
-                guard made.insert(rel).inserted else { continue }
-                try FS.makeDirectories(building + "/" + dir)
-                // The directory and each parent it may have made gain an entry.
-                while !rel.isEmpty {
-                    tree.touched.insert(rel)
-                    rel = Array(rel[..<(rel.lastIndex(of: UInt8(ascii: "/")) ?? 0)])
-                }
+            // Everything beside files/ goes (the leaving record, names, groups on disk); the new
+            // release's files/ is mirrored by its own inodes (durable when it returns).
+            for name in try FS.list(building) where name != "files" { try FS.removeTree(building + "/" + name) }
+            if !FS.isDirectory(building + "/files") {
+                try FS.removeTree(building + "/files")
+                try FS.makeDirectories(building + "/files")
             }
-            let linked = try TreeLinks.make(missing.count, cancel: cancel, link: { k in
-                let f = info.files[missing[k]]
-                return TreeLinks.Link(source: FilePlace(root: source, path: f.path), target: FilePlace(root: target, path: f.path), size: f.size)
-            }) { _, _ in }
-            guard !linked.contains(false) else { throw AssetPatchError(.io, "a file of release \(id) could not be linked") }
+            let changes = try TreeMirror.mirror(source: filesDir(id), target: building + "/files", cancel: cancel)
+            log(.debug, "spare tree for release \(id): \(changes.linked) files linked, \(changes.removed) removed, "
+                + "\(changes.directoriesMade) directories made")
             if Glibc.link(releaseRecordPath(id), building + "/" + SpareTree.recordName) != 0 { throw ioError("link", releaseRecordPath(id)) }
-            try FS.syncFiles([], directories: tree.touchedPaths(under: building))
+            try FS.syncDirectory(building)
             try dropSpare()
             try FS.makeDirectories(spareRoot)
             try FS.rename(building, spareRoot + "/" + id)

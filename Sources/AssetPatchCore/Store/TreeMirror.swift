@@ -1,0 +1,212 @@
+internal import CSystem
+import Glibc
+
+/// Makes one directory tree the same as another on the same file system by hard links: what
+/// differs in the target is removed, what it lacks is linked (or made, for a directory) from
+/// the source, and a file it keeps is one that is already the source's own file (the same
+/// inode). What it costs follows what differs, and the two trees' directory listings: no
+/// record is read and no file is looked at on its own.
+///
+/// Used for the spare tree (`Store.makeSpare`): a leaving release's `files/` made the new
+/// release's. Keeping a file only when it is the new release's inode is stronger than checking
+/// it against a record: a file damaged, replaced or removed in the leaving tree is never the
+/// new release's file, so it is linked afresh.
+///
+/// Every directory whose entries changed is fsynced once its own subtree is done (deepest
+/// first), and a directory removed is emptied and synced before its removal, so that the tree is
+/// durable as a whole when `mirror` returns. The descriptors are opened relative to their
+/// parents: names stay bytes, and no path is walked twice.
+enum TreeMirror {
+    /// What `mirror` did, for logs and tests.
+    struct Changes {
+        var linked = 0, removed = 0, directoriesMade = 0, directoriesSynced = 0
+    }
+
+    /// Makes directory `target` hold exactly what `source` holds. Throws when a directory can't
+    /// be read or changed, or `source` holds anything but directories and regular files; the
+    /// target is then partly changed, and is not to be used as a copy.
+    static func mirror(source: String, target: String, cancel: CancelToken) throws -> Changes {
+        let s = Glibc.open(source, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        if s < 0 { throw ioError("open", source) }
+        defer { close(s) }
+        let t = Glibc.open(target, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        if t < 0 { throw ioError("open", target) }
+        defer { close(t) }
+        var changes = Changes()
+        try mirror(s, t, at: target, cancel: cancel, &changes)
+        return changes
+    }
+
+    private static func mirror(_ s: Int32, _ t: Int32, at path: String, cancel: CancelToken, _ changes: inout Changes) throws {
+        try cancel.check()
+        let want = try Listing(s, path: path), have = try Listing(t, path: path)
+        var changed = false
+        var i = 0, j = 0
+        while i < want.count || j < have.count {
+            let order = i == want.count ? 1 : j == have.count ? -1 : want.compare(i, have, j)
+            if order > 0 {
+                // Only in the target: it goes.
+                try remove(have, j, in: t, at: path, &changes)
+                changed = true
+                j += 1
+                continue
+            }
+            let w = want.entries[i]
+            let wantType = try want.type(i, in: s, at: path)
+            guard wantType == DT_DIR || wantType == DT_REG else {
+                throw AssetPatchError(.state, "\(path)/\(want.name(i)): neither a directory nor a regular file in the source")
+            }
+            var present = false
+            if order == 0 {
+                let haveType = try have.type(j, in: t, at: path)
+                if haveType == wantType && (wantType == DT_DIR || have.entries[j].inode == w.inode) {
+                    present = true
+                } else {
+                    try remove(have, j, in: t, at: path, &changes)
+                    changed = true
+                }
+                j += 1
+            }
+            try want.withName(i) { name in
+                if wantType == DT_REG {
+                    guard !present else { return }
+                    if linkat(s, name, t, name, 0) != 0 { throw ioError("link", path + "/" + want.name(i)) }
+                    changes.linked += 1
+                    changed = true
+                    return
+                }
+                if !present {
+                    if mkdirat(t, name, 0o755) != 0 { throw ioError("mkdir", path + "/" + want.name(i)) }
+                    changes.directoriesMade += 1
+                    changed = true
+                }
+                let sub = path + "/" + want.name(i)
+                let cs = openat(s, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                if cs < 0 { throw ioError("open", sub) }
+                defer { close(cs) }
+                let ct = openat(t, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                if ct < 0 { throw ioError("open", sub) }
+                defer { close(ct) }
+                try mirror(cs, ct, at: sub, cancel: cancel, &changes)
+            }
+            i += 1
+        }
+        if changed {
+            try sync(t, path)
+            changes.directoriesSynced += 1
+        }
+    }
+
+    /// Removes entry `k` of `listing` from directory `dir`; a directory is emptied and synced
+    /// first (its unlinks durable before its removal is: a file system that orders each
+    /// directory on its own could otherwise bring it back, with its old files, past a power cut).
+    private static func remove(_ listing: Listing, _ k: Int, in dir: Int32, at path: String, _ changes: inout Changes) throws {
+        let type = try listing.type(k, in: dir, at: path)
+        let sub = path + "/" + listing.name(k)
+        try listing.withName(k) { name in
+            if type == DT_DIR {
+                let d = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                if d < 0 { throw ioError("open", sub) }
+                defer { close(d) }
+                let inside = try Listing(d, path: sub)
+                for e in 0..<inside.count { try remove(inside, e, in: d, at: sub, &changes) }
+                try sync(d, sub)
+                changes.directoriesSynced += 1
+                if unlinkat(dir, name, AT_REMOVEDIR) != 0 { throw ioError("rmdir", sub) }
+            } else if unlinkat(dir, name, 0) != 0 {
+                throw ioError("unlink", sub)
+            }
+            changes.removed += 1
+        }
+    }
+
+    private static func sync(_ fd: Int32, _ path: String) throws {
+        if let e = FaultInjection.check("fsync") { throw ioError("fsync", path, e) }
+        if fsync(fd) != 0 { throw ioError("fsync", path) }
+    }
+
+    /// A directory's entries ("." and ".." aside), sorted by name as bytes, with their inode
+    /// numbers and types as the directory gives them.
+    struct Listing {
+        struct Entry {
+            var start: Int32, length: Int32
+            var inode: UInt64
+            var type: UInt8
+        }
+        /// The names, each followed by a NUL.
+        private var names: [UInt8] = []
+        private(set) var entries: [Entry] = []
+        var count: Int { entries.count }
+
+        init(_ fd: Int32, path: String) throws {
+            // Read from the start: a descriptor is listed once.
+            var buffer = [UInt8](repeating: 0, count: 32 << 10)
+            while true {
+                let n = buffer.withUnsafeMutableBytes { csystem_getdents64(fd, $0.baseAddress, UInt(32 << 10)) }
+                if n < 0 { throw ioError("getdents64", path) }
+                if n == 0 { break }
+                buffer.withUnsafeBytes { b in
+                    // struct linux_dirent64: d_ino (8), d_off (8), d_reclen (2), d_type (1), d_name.
+                    var at = 0
+                    while at < n {
+                        let inode = b.loadUnaligned(fromByteOffset: at, as: UInt64.self)
+                        let length = Int(b.loadUnaligned(fromByteOffset: at + 16, as: UInt16.self))
+                        let type = b[at + 18]
+                        var end = at + 19
+                        while b[end] != 0 { end += 1 }
+                        let name = UnsafeRawBufferPointer(rebasing: b[(at + 19)..<end])
+                        let dots = name.count == 1 && name[0] == UInt8(ascii: ".") || name.count == 2 && name[0] == UInt8(ascii: ".") && name[1] == UInt8(ascii: ".")
+                        if !dots {
+                            entries.append(Entry(start: Int32(names.count), length: Int32(name.count), inode: inode, type: type))
+                            names.append(contentsOf: name)
+                            names.append(0)
+                        }
+                        at += length
+                    }
+                }
+            }
+            let all = names
+            entries.sort { a, b in
+                all.withUnsafeBytes { p in
+                    let c = memcmp(p.baseAddress! + Int(a.start), p.baseAddress! + Int(b.start), Int(min(a.length, b.length)))
+                    return c != 0 ? c < 0 : a.length < b.length
+                }
+            }
+        }
+
+        /// Entry `i` of this listing against entry `j` of `other`, by name as bytes.
+        func compare(_ i: Int, _ other: Listing, _ j: Int) -> Int {
+            let a = entries[i], b = other.entries[j]
+            return names.withUnsafeBytes { p in
+                other.names.withUnsafeBytes { q in
+                    let c = memcmp(p.baseAddress! + Int(a.start), q.baseAddress! + Int(b.start), Int(min(a.length, b.length)))
+                    return c != 0 ? Int(c) : Int(a.length) - Int(b.length)
+                }
+            }
+        }
+
+        /// Entry `i`'s name as a C string, during `body`.
+        func withName<R>(_ i: Int, _ body: (UnsafePointer<CChar>) throws -> R) rethrows -> R {
+            try names.withUnsafeBytes { try body(($0.baseAddress! + Int(entries[i].start)).assumingMemoryBound(to: CChar.self)) }
+        }
+
+        /// Entry `i`'s name, for messages.
+        func name(_ i: Int) -> String {
+            String(decoding: names[Int(entries[i].start)..<Int(entries[i].start + entries[i].length)], as: UTF8.self)
+        }
+
+        /// Entry `i`'s type (`DT_DIR`, `DT_REG`, ...): as listed, or looked up (without following
+        /// a link) where the file system does not say.
+        func type(_ i: Int, in dir: Int32, at path: String) throws -> Int {
+            let t = Int(entries[i].type)
+            guard t == DT_UNKNOWN else { return t }
+            var st = stat()
+            if try withName(i, { fstatat(dir, $0, &st, AT_SYMLINK_NOFOLLOW) }) != 0 { throw ioError("stat", path + "/" + name(i)) }
+            switch st.st_mode & S_IFMT {
+            case S_IFDIR: return DT_DIR
+            case S_IFREG: return DT_REG
+            default: return -1
+            }
+        }
+    }
+}

@@ -1,0 +1,85 @@
+import Glibc
+import Testing
+@testable import AssetPatchCore
+
+@Suite struct TreeMirrorTests {
+    /// Every entry under `root` (relative path: inode, or 0 for a directory), symbolic links
+    /// included and not followed.
+    private func tree(_ root: String) -> [String: UInt] {
+        var out: [String: UInt] = [:]
+        var stack = [""]
+        while let rel = stack.popLast() {
+            for name in (try? FS.list(rel.isEmpty ? root : root + "/" + rel)) ?? [] {
+                let r = rel.isEmpty ? name : rel + "/" + name
+                var st = stat()
+                guard lstat(root + "/" + r, &st) == 0 else { continue }
+                if (st.st_mode & S_IFMT) == S_IFDIR {
+                    out[r] = 0
+                    stack.append(r)
+                } else {
+                    out[r] = UInt(st.st_ino)
+                }
+            }
+        }
+        return out
+    }
+
+    @Test func theTargetBecomesTheSourcesTreeOfTheSameInodesKeepingOnlyItsOwnFiles() throws {
+        let dir = TempDir()
+        defer { dir.cleanup() }
+        let src = dir.path + "/src", dst = dir.path + "/dst"
+        // The source: files in nested directories, and one directory of 3,000 long names (more
+        // than one read of its listing).
+        for p in ["a/same.txt", "a/copy.txt", "a/b/deep.txt", "moved", "dir-then-file", "new/x/y.txt", "top.txt"] {
+            try dir.write("src/" + p, Array("source \(p)\n".utf8))
+        }
+        for i in 0..<3000 { try dir.write("src/many/" + String(repeating: "n", count: 40) + "\(i)", [UInt8(i & 0xFF)]) }
+        // The target: a linked file (kept), a copy of the same bytes (not the source's file), a
+        // directory where the source has a file and a file where it has a directory, files and a
+        // directory tree the source lacks, a symbolic link (removed, not followed), a name that
+        // is not UTF-8, and half of the many names.
+        try FS.makeDirectories(dst + "/a/b")
+        #expect(link(src + "/a/same.txt", dst + "/a/same.txt") == 0)
+        try dir.write("dst/a/copy.txt", Array("source a/copy.txt\n".utf8))
+        try dir.write("dst/dir-then-file/inner/f", Array("x".utf8))
+        try dir.write("dst/moved", Array("a file, not a directory".utf8))
+        try FS.unlink(dst + "/moved")
+        try dir.write("dst/moved/sub", Array("was a directory".utf8))
+        try dir.write("dst/gone/deeper/still/f", Array("x".utf8))
+        try dir.write("dst/a/stale.txt", Array("x".utf8))
+        try dir.write("outside", Array("must stay".utf8))
+        #expect(symlink(dir.path + "/outside", dst + "/a/link") == 0)
+        let raw: [UInt8] = Array((dst + "/a/").utf8) + [0x66, 0xFF, 0xFE, 0]
+        let fd = raw.withUnsafeBufferPointer { Glibc.open(UnsafeRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self), O_CREAT | O_WRONLY, 0o644) }
+        #expect(fd >= 0)
+        close(fd)
+        try FS.makeDirectories(dst + "/many")
+        for i in stride(from: 0, to: 3000, by: 2) {
+            let name = "/many/" + String(repeating: "n", count: 40) + "\(i)"
+            #expect(link(src + name, dst + name) == 0)
+        }
+        let keptInode = tree(dst)["a/same.txt"]
+
+        let changes = try TreeMirror.mirror(source: src, target: dst, cancel: CancelToken())
+        #expect(tree(dst) == tree(src))
+        #expect(tree(dst)["a/same.txt"] == keptInode)
+        #expect(try dir.read("outside") == Array("must stay".utf8))
+        // Linked: copy.txt, b/deep.txt, dir-then-file, moved, new/x/y.txt, top.txt and 1,500 of many.
+        #expect(changes.linked == 6 + 1500)
+        #expect(changes.directoriesMade == 2)
+        // Mirrored again: nothing to do.
+        let again = try TreeMirror.mirror(source: src, target: dst, cancel: CancelToken())
+        #expect(again.linked == 0 && again.removed == 0 && again.directoriesMade == 0 && again.directoriesSynced == 0)
+        #expect(tree(dst) == tree(src))
+    }
+
+    @Test func aSourceHoldingAnythingButFilesAndDirectoriesIsRefused() throws {
+        let dir = TempDir()
+        defer { dir.cleanup() }
+        try dir.write("src/f", Array("x".utf8))
+        #expect(symlink(dir.path + "/src/f", dir.path + "/src/l") == 0)
+        try FS.makeDirectories(dir.path + "/dst")
+        #expect(throws: AssetPatchError.self) { try TreeMirror.mirror(source: dir.path + "/src", target: dir.path + "/dst", cancel: CancelToken()) }
+        #expect(throws: AssetPatchError.self) { try TreeMirror.mirror(source: dir.path + "/nowhere", target: dir.path + "/dst", cancel: CancelToken()) }
+    }
+}

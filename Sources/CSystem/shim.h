@@ -30,6 +30,11 @@ static inline int csystem_allowed_cpus(void) {
 /* getdents64(2): a directory's entries with their inode numbers and types, read straight into
    `buffer` (no DIR stream, whose descriptor a file-system tracer could not follow). */
 static inline long csystem_getdents64(int fd, void *buffer, unsigned long size) { return syscall(SYS_getdents64, fd, buffer, size); }
+/* fstatfs(2)'s f_type (the first field of struct statfs on 64-bit Linux), -1 on failure. */
+static inline long csystem_fs_type(int fd) {
+    long buffer[32];
+    return syscall(SYS_fstatfs, fd, buffer) == 0 ? (long)(unsigned int)buffer[0] : -1;
+}
 /* A compiler barrier: no memory access is moved across it; the processor may still reorder
    (readers of ReadMostly cells rely on the writer's membarrier for that). */
 static inline void csystem_compiler_barrier(void) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }

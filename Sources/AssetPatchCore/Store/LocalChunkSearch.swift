@@ -16,6 +16,10 @@ extension Store {
         /// chunks need one place (`LocalChunks` holds 65,536 files).
         var added = Set<String>()
         var releases: [String] = []
+        /// Files pages read for releases without on-demand groups: releases share most pages,
+        /// and a content's chunks need one place (a release with groups reads its own, where
+        /// which of a page's files are on disk depends on the release).
+        var read = Set<String>()
         for ref in [state.active, state.pending].compactMap({ $0 }) + state.kept {
             releases.append(filesDir(ref.id))
             // The files only where some lie in on-demand groups' directories.
@@ -30,7 +34,10 @@ extension Store {
             for f in record.files where record.onDemandGroup(of: f) != nil {
                 inGroups[f.path] = record.isPresent(f, local: local) ? releaseDir(ref.id) + "/" + record.relativePath(of: f) : .some(nil)
             }
-            for f in record.indexRoots.flatMap(pages.chunkedFiles) {
+            var own = Set<String>()
+            let chunked = record.groups.isEmpty ? record.indexRoots.flatMap { pages.chunkedFiles(root: $0, skipping: [], read: &read) }
+                : record.indexRoots.flatMap { pages.chunkedFiles(root: $0, skipping: [], read: &own) }
+            for f in chunked {
                 let path: String
                 if let placed = inGroups[f.file.path] {
                     guard let placed else { continue }

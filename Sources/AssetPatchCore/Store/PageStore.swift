@@ -72,19 +72,35 @@ extension PageStore {
 
     /// The hex names of the pages `root` reaches (those stored, and the references to others).
     func reachable(root: PageRef) -> Set<String> {
-        var out: Set<String> = [root.hex]
-        guard let bytes = load(root), case let .root(refs)? = try? IndexPage.decode(bytes, source: "index") else { return out }
-        for r in refs { out.insert(r.page.hex) }
-        for f in chunkedFiles(root: root) { for r in f.chunkPages { out.insert(r.hex) } }
+        var out = Set<String>()
+        reachable(root: root, into: &out)
         return out
+    }
+
+    /// Adds the pages reachable from `root` to `out`. A files page already in `out` is not read
+    /// again (its chunk pages are there already): releases share most of their pages, and each
+    /// page read is a decode of up to hundreds of files.
+    func reachable(root: PageRef, into out: inout Set<String>) {
+        out.insert(root.hex)
+        guard let bytes = load(root), case let .root(refs)? = try? IndexPage.decode(bytes, source: "index") else { return }
+        var read = Set<String>()
+        for f in chunkedFiles(root: root, skipping: out, read: &read) { for r in f.chunkPages { out.insert(r.hex) } }
+        for r in refs { out.insert(r.page.hex) }
     }
 
     /// The files of the index under `root` that have chunk lists, chosen a page at a time (a
     /// release of 100,000 files is never held whole for the few an update looks for).
     func chunkedFiles(root: PageRef) -> [IndexedFile] {
+        var read = Set<String>()
+        return chunkedFiles(root: root, skipping: [], read: &read)
+    }
+
+    /// `chunkedFiles(root:)` from the files pages not in `skipping` nor in `read`, adding those
+    /// it reads to `read`: what several indexes sharing pages hold, each page decoded once.
+    func chunkedFiles(root: PageRef, skipping: Set<String>, read: inout Set<String>) -> [IndexedFile] {
         guard let bytes = load(root), case let .root(refs)? = try? IndexPage.decode(bytes, source: "index") else { return [] }
         var out: [IndexedFile] = []
-        for r in refs {
+        for r in refs where !skipping.contains(r.page.hex) && read.insert(r.page.hex).inserted {
             guard let b = load(r.page), case let .files(list)? = try? IndexPage.decode(b, source: "index", base: r.base) else { continue }
             out += list.filter { !$0.chunkPages.isEmpty }
         }

@@ -185,6 +185,8 @@ extension Store {
             }
             guard taken else { return }
             try FS.syncDirectory(root)
+            var st = stat()
+            guard lstat(building, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else { throw AssetPatchError(.state, "\(building): not a directory") }
             // Everything beside files/ goes (the leaving record, names, groups on disk); the new
             // release's files/ is mirrored by its own inodes (durable when it returns).
             for name in try FS.list(building) where name != "files" { try FS.removeTree(building + "/" + name) }
@@ -192,7 +194,20 @@ extension Store {
                 try FS.removeTree(building + "/files")
                 try FS.makeDirectories(building + "/files")
             }
-            let changes = try TreeMirror.mirror(source: filesDir(id), target: building + "/files", cancel: cancel)
+            // The new release's tree must be what its record lists: each file linked is a listed
+            // file, sealed at its size (as a link source must be), and the count is the list's
+            // (a file missing from the release or one added to it is never carried on).
+            let files = info.files
+            let listed = files.reduce(0) { $0 + (info.onDemandGroup(of: $1) == nil ? 1 : 0) }
+            let changes = try TreeMirror.mirror(source: filesDir(id), target: building + "/files", cancel: cancel) { path, dir, name in
+                let k = files.lowerBound { InstalledFiles.compare($0.path, path) < 0 }
+                guard k < files.count, InstalledFiles.compare(files[k].path, path) == 0, info.onDemandGroup(of: files[k]) == nil else { return false }
+                var st = stat()
+                return fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && TreeLinks.isSealed(st, size: files[k].size)
+            }
+            guard changes.sourceFiles == listed else {
+                throw AssetPatchError(.state, "release \(id) holds \(changes.sourceFiles) files under files/, its record lists \(listed)")
+            }
             log(.debug, "spare tree for release \(id): \(changes.linked) files linked, \(changes.removed) removed, "
                 + "\(changes.directoriesMade) directories made")
             if Glibc.link(releaseRecordPath(id), building + "/" + SpareTree.recordName) != 0 { throw ioError("link", releaseRecordPath(id)) }

@@ -311,7 +311,7 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
         guard FS.exists(pages.dir) else { return }
         var keep = Set<String>()
         for id in ids {
-            for root in (try? loadRelease(id, listingFiles: false))?.indexRoots ?? [] { keep.formUnion(pages.reachable(root: root)) }
+            for root in (try? loadRelease(id, listingFiles: false))?.indexRoots ?? [] { pages.reachable(root: root, into: &keep) }
         }
         pages.prune(keeping: keep)
     }

@@ -12,6 +12,12 @@ import Glibc
 /// it against a record: a file damaged, replaced or removed in the leaving tree is never the
 /// new release's file, so it is linked afresh.
 ///
+/// Inode numbers are compared as listed only on file systems whose listings give a file's own
+/// inode number (ext4, XFS, btrfs, tmpfs, F2FS), and only within one device: every directory
+/// of both trees must be on the device of the two roots (a mount point or btrfs subvolume
+/// inside either is refused). Elsewhere (FUSE, overlayfs, network file systems) each same-named
+/// pair is compared by `fstatat` (device and inode).
+///
 /// Every directory whose entries changed is fsynced once its own subtree is done (deepest
 /// first), and a directory removed is emptied and synced before its removal, so that the tree is
 /// durable as a whole when `mirror` returns. The descriptors are opened relative to their
@@ -20,103 +26,155 @@ enum TreeMirror {
     /// What `mirror` did, for logs and tests.
     struct Changes {
         var linked = 0, removed = 0, directoriesMade = 0, directoriesSynced = 0
+        /// The regular files the source holds.
+        var sourceFiles = 0
     }
 
-    /// Makes directory `target` hold exactly what `source` holds. Throws when a directory can't
-    /// be read or changed, or `source` holds anything but directories and regular files; the
-    /// target is then partly changed, and is not to be used as a copy.
-    static func mirror(source: String, target: String, cancel: CancelToken) throws -> Changes {
+    /// Directories deeper than this (in either tree) are refused: two descriptors are open per
+    /// level.
+    static let maxDepth = 128
+
+    /// File systems (`statfs.f_type`) whose directory listings give each file's own inode
+    /// number: ext2/3/4, XFS, btrfs, tmpfs, F2FS.
+    static let listedInodesExact: Set<Int> = [0xEF53, 0x5846_5342, 0x9123_683E, 0x0102_1994, 0xF2F5_2010]
+
+    /// Makes directory `target` hold exactly what `source` holds. `linking(path, dir, name)`
+    /// is asked about each file of the source before it is linked (its path relative to
+    /// `source`, and its name in the open directory `dir`); false refuses the mirror. Throws
+    /// when a directory can't be read or changed, `source` holds anything but directories and
+    /// regular files, a directory is on another device or deeper than `maxDepth`, or a file is
+    /// refused; the target is then partly changed, and is not to be used as a copy.
+    static func mirror(source: String, target: String, cancel: CancelToken,
+                       linking: (String, Int32, UnsafePointer<CChar>) -> Bool = { _, _, _ in true }) throws -> Changes {
         let s = Glibc.open(source, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         if s < 0 { throw ioError("open", source) }
         defer { close(s) }
         let t = Glibc.open(target, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         if t < 0 { throw ioError("open", target) }
         defer { close(t) }
+        var ss = stat(), ts = stat()
+        guard fstat(s, &ss) == 0, fstat(t, &ts) == 0 else { throw ioError("stat", target) }
+        guard ss.st_dev == ts.st_dev else { throw AssetPatchError(.state, "\(source) and \(target) are on different devices") }
+        return try withoutActuallyEscaping(linking) { linking in
+            var walk = Walk(device: ss.st_dev, exact: listedInodesExact.contains(csystem_fs_type(t)), cancel: cancel, linking: linking)
+            try walk.mirror(s, t, at: target, relative: "", depth: 0)
+            return walk.changes
+        }
+    }
+
+    private struct Walk {
+        let device: dev_t
+        /// Listed inode numbers are the files' own.
+        let exact: Bool
+        let cancel: CancelToken
+        let linking: (String, Int32, UnsafePointer<CChar>) -> Bool
         var changes = Changes()
-        try mirror(s, t, at: target, cancel: cancel, &changes)
-        return changes
-    }
 
-    private static func mirror(_ s: Int32, _ t: Int32, at path: String, cancel: CancelToken, _ changes: inout Changes) throws {
-        try cancel.check()
-        let want = try Listing(s, path: path), have = try Listing(t, path: path)
-        var changed = false
-        var i = 0, j = 0
-        while i < want.count || j < have.count {
-            let order = i == want.count ? 1 : j == have.count ? -1 : want.compare(i, have, j)
-            if order > 0 {
-                // Only in the target: it goes.
-                try remove(have, j, in: t, at: path, &changes)
-                changed = true
-                j += 1
-                continue
+        /// Opens directory `name` in `dir`, refusing one on another device.
+        func open(_ dir: Int32, _ name: UnsafePointer<CChar>, _ path: String) throws -> Int32 {
+            let fd = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            if fd < 0 { throw ioError("open", path) }
+            var st = stat()
+            guard fstat(fd, &st) == 0, st.st_dev == device else {
+                close(fd)
+                throw AssetPatchError(.state, "\(path): on another device than the tree")
             }
-            let w = want.entries[i]
-            let wantType = try want.type(i, in: s, at: path)
-            guard wantType == DT_DIR || wantType == DT_REG else {
-                throw AssetPatchError(.state, "\(path)/\(want.name(i)): neither a directory nor a regular file in the source")
-            }
-            var present = false
-            if order == 0 {
-                let haveType = try have.type(j, in: t, at: path)
-                if haveType == wantType && (wantType == DT_DIR || have.entries[j].inode == w.inode) {
-                    present = true
-                } else {
-                    try remove(have, j, in: t, at: path, &changes)
-                    changed = true
-                }
-                j += 1
-            }
-            try want.withName(i) { name in
-                if wantType == DT_REG {
-                    guard !present else { return }
-                    if linkat(s, name, t, name, 0) != 0 { throw ioError("link", path + "/" + want.name(i)) }
-                    changes.linked += 1
-                    changed = true
-                    return
-                }
-                if !present {
-                    if mkdirat(t, name, 0o755) != 0 { throw ioError("mkdir", path + "/" + want.name(i)) }
-                    changes.directoriesMade += 1
-                    changed = true
-                }
-                let sub = path + "/" + want.name(i)
-                let cs = openat(s, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                if cs < 0 { throw ioError("open", sub) }
-                defer { close(cs) }
-                let ct = openat(t, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                if ct < 0 { throw ioError("open", sub) }
-                defer { close(ct) }
-                try mirror(cs, ct, at: sub, cancel: cancel, &changes)
-            }
-            i += 1
+            return fd
         }
-        if changed {
-            try sync(t, path)
-            changes.directoriesSynced += 1
-        }
-    }
 
-    /// Removes entry `k` of `listing` from directory `dir`; a directory is emptied and synced
-    /// first (its unlinks durable before its removal is: a file system that orders each
-    /// directory on its own could otherwise bring it back, with its old files, past a power cut).
-    private static func remove(_ listing: Listing, _ k: Int, in dir: Int32, at path: String, _ changes: inout Changes) throws {
-        let type = try listing.type(k, in: dir, at: path)
-        let sub = path + "/" + listing.name(k)
-        try listing.withName(k) { name in
-            if type == DT_DIR {
-                let d = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                if d < 0 { throw ioError("open", sub) }
-                defer { close(d) }
-                let inside = try Listing(d, path: sub)
-                for e in 0..<inside.count { try remove(inside, e, in: d, at: sub, &changes) }
-                try sync(d, sub)
+        /// Whether entry `i` of `want` (in `s`) and entry `j` of `have` (in `t`), both regular
+        /// files, are the same file.
+        func same(_ want: Listing, _ i: Int, in s: Int32, _ have: Listing, _ j: Int, in t: Int32) -> Bool {
+            let a = want.entries[i].inode, b = have.entries[j].inode
+            if exact { return a == b && a != 0 }
+            var x = stat(), y = stat()
+            return want.withName(i) { fstatat(s, $0, &x, AT_SYMLINK_NOFOLLOW) } == 0 && have.withName(j) { fstatat(t, $0, &y, AT_SYMLINK_NOFOLLOW) } == 0
+                && x.st_dev == y.st_dev && x.st_ino == y.st_ino
+        }
+
+        mutating func mirror(_ s: Int32, _ t: Int32, at path: String, relative: String, depth: Int) throws {
+            try cancel.check()
+            guard depth <= TreeMirror.maxDepth else { throw AssetPatchError(.state, "\(path): deeper than \(TreeMirror.maxDepth) directories") }
+            let want = try Listing(s, path: path), have = try Listing(t, path: path)
+            var changed = false
+            var i = 0, j = 0
+            while i < want.count || j < have.count {
+                let order = i == want.count ? 1 : j == have.count ? -1 : want.compare(i, have, j)
+                if order > 0 {
+                    // Only in the target: it goes.
+                    try remove(have, j, in: t, at: path, depth: depth)
+                    changed = true
+                    j += 1
+                    continue
+                }
+                let w = want.entries[i]
+                let wantType = try want.type(i, in: s, at: path)
+                guard wantType == DT_DIR || wantType == DT_REG else {
+                    throw AssetPatchError(.state, "\(path)/\(want.name(i)): neither a directory nor a regular file in the source")
+                }
+                var present = false
+                if order == 0 {
+                    let haveType = try have.type(j, in: t, at: path)
+                    if haveType == wantType && (wantType == DT_DIR || same(want, i, in: s, have, j, in: t)) {
+                        present = true
+                    } else {
+                        try remove(have, j, in: t, at: path, depth: depth)
+                        changed = true
+                    }
+                    j += 1
+                }
+                let rel = relative.isEmpty ? want.name(i) : relative + "/" + want.name(i)
+                try want.withName(i) { name in
+                    if wantType == DT_REG {
+                        changes.sourceFiles += 1
+                        guard !present else { return }
+                        guard linking(rel, s, name) else { throw AssetPatchError(.state, "\(path)/\(want.name(i)): refused as a source file") }
+                        if linkat(s, name, t, name, 0) != 0 { throw ioError("link", path + "/" + want.name(i)) }
+                        changes.linked += 1
+                        changed = true
+                        return
+                    }
+                    if !present {
+                        if mkdirat(t, name, 0o755) != 0 { throw ioError("mkdir", path + "/" + want.name(i)) }
+                        changes.directoriesMade += 1
+                        changed = true
+                    }
+                    let sub = path + "/" + want.name(i)
+                    let cs = try open(s, name, sub)
+                    defer { close(cs) }
+                    let ct = try open(t, name, sub)
+                    defer { close(ct) }
+                    try mirror(cs, ct, at: sub, relative: rel, depth: depth + 1)
+                }
+                i += 1
+            }
+            if changed {
+                try TreeMirror.sync(t, path)
                 changes.directoriesSynced += 1
-                if unlinkat(dir, name, AT_REMOVEDIR) != 0 { throw ioError("rmdir", sub) }
-            } else if unlinkat(dir, name, 0) != 0 {
-                throw ioError("unlink", sub)
             }
-            changes.removed += 1
+        }
+
+        /// Removes entry `k` of `listing` from directory `dir`; a directory is emptied and synced
+        /// first (its unlinks durable before its removal is: a file system that orders each
+        /// directory on its own could otherwise bring it back, with its old files, past a power cut).
+        mutating func remove(_ listing: Listing, _ k: Int, in dir: Int32, at path: String, depth: Int) throws {
+            let type = try listing.type(k, in: dir, at: path)
+            let sub = path + "/" + listing.name(k)
+            try listing.withName(k) { name in
+                if type == DT_DIR {
+                    guard depth < TreeMirror.maxDepth else { throw AssetPatchError(.state, "\(sub): deeper than \(TreeMirror.maxDepth) directories") }
+                    let d = try open(dir, name, sub)
+                    defer { close(d) }
+                    let inside = try Listing(d, path: sub)
+                    for e in 0..<inside.count { try remove(inside, e, in: d, at: sub, depth: depth + 1) }
+                    try TreeMirror.sync(d, sub)
+                    changes.directoriesSynced += 1
+                    if unlinkat(dir, name, AT_REMOVEDIR) != 0 { throw ioError("rmdir", sub) }
+                } else if unlinkat(dir, name, 0) != 0 {
+                    throw ioError("unlink", sub)
+                }
+                changes.removed += 1
+            }
         }
     }
 
@@ -148,12 +206,13 @@ enum TreeMirror {
                 buffer.withUnsafeBytes { b in
                     // struct linux_dirent64: d_ino (8), d_off (8), d_reclen (2), d_type (1), d_name.
                     var at = 0
-                    while at < n {
+                    while at + 19 < n {
                         let inode = b.loadUnaligned(fromByteOffset: at, as: UInt64.self)
                         let length = Int(b.loadUnaligned(fromByteOffset: at + 16, as: UInt16.self))
                         let type = b[at + 18]
+                        guard length > 19, at + length <= n else { break }
                         var end = at + 19
-                        while b[end] != 0 { end += 1 }
+                        while end < at + length, b[end] != 0 { end += 1 }
                         let name = UnsafeRawBufferPointer(rebasing: b[(at + 19)..<end])
                         let dots = name.count == 1 && name[0] == UInt8(ascii: ".") || name.count == 2 && name[0] == UInt8(ascii: ".") && name[1] == UInt8(ascii: ".")
                         if !dots {
@@ -166,12 +225,15 @@ enum TreeMirror {
                 }
             }
             let all = names
-            entries.sort { a, b in
+            func order(_ a: Entry, _ b: Entry) -> Int {
                 all.withUnsafeBytes { p in
                     let c = memcmp(p.baseAddress! + Int(a.start), p.baseAddress! + Int(b.start), Int(min(a.length, b.length)))
-                    return c != 0 ? c < 0 : a.length < b.length
+                    return c != 0 ? Int(c) : Int(a.length) - Int(b.length)
                 }
             }
+            entries.sort { order($0, $1) < 0 }
+            // A name listed twice (the directory changed while it was read) counts once.
+            entries = entries.indices.filter { $0 == 0 || order(entries[$0 - 1], entries[$0]) != 0 }.map { entries[$0] }
         }
 
         /// Entry `i` of this listing against entry `j` of `other`, by name as bytes.

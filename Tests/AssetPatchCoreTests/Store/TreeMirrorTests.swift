@@ -73,6 +73,42 @@ import Testing
         #expect(tree(dst) == tree(src))
     }
 
+    @Test func aFileRefusedAsASourceADeepTreeOrAnotherDeviceStopsTheMirror() throws {
+        let dir = TempDir()
+        defer { dir.cleanup() }
+        for p in ["a/one", "a/two", "b/three"] { try dir.write("src/" + p, Array(p.utf8)) }
+        try FS.makeDirectories(dir.path + "/dst")
+        // Asked about each file it links, by its path under the source; one refused stops it.
+        var asked: [String] = []
+        #expect(throws: AssetPatchError.self) {
+            try TreeMirror.mirror(source: dir.path + "/src", target: dir.path + "/dst", cancel: CancelToken()) { path, _, _ in
+                asked.append(path)
+                return path != "a/two"
+            }
+        }
+        #expect(asked == ["a/one", "a/two"])
+        let all = try TreeMirror.mirror(source: dir.path + "/src", target: dir.path + "/dst", cancel: CancelToken())
+        #expect(all.sourceFiles == 3 && all.linked == 2)
+        // A tree deeper than the bound, in the target (to be removed) or the source, is refused.
+        let deep = "/deep" + String(repeating: "/d", count: TreeMirror.maxDepth + 1)
+        try FS.makeDirectories(dir.path + "/dst" + deep)
+        #expect(throws: AssetPatchError.self) { try TreeMirror.mirror(source: dir.path + "/src", target: dir.path + "/dst", cancel: CancelToken()) }
+        try FS.makeDirectories(dir.path + "/src2" + deep)
+        try FS.makeDirectories(dir.path + "/dst2")
+        #expect(throws: AssetPatchError.self) { try TreeMirror.mirror(source: dir.path + "/src2", target: dir.path + "/dst2", cancel: CancelToken()) }
+        // A directory on another device (a mount point inside the target) is refused, and
+        // nothing on it is removed. Needs root for the mount.
+        try FS.removeTree(dir.path + "/dst/deep")
+        try dir.write("dst/b/mounted/keep", Array("x".utf8))
+        try FS.unlink(dir.path + "/dst/b/mounted/keep")
+        if getuid() == 0, mount("tmpfs", dir.path + "/dst/b/mounted", "tmpfs", 0, nil) == 0 {
+            defer { umount(dir.path + "/dst/b/mounted") }
+            try dir.write("dst/b/mounted/keep", Array("on another device".utf8))
+            #expect(throws: AssetPatchError.self) { try TreeMirror.mirror(source: dir.path + "/src", target: dir.path + "/dst", cancel: CancelToken()) }
+            #expect(try dir.read("dst/b/mounted/keep") == Array("on another device".utf8))
+        }
+    }
+
     @Test func aSourceHoldingAnythingButFilesAndDirectoriesIsRefused() throws {
         let dir = TempDir()
         defer { dir.cleanup() }

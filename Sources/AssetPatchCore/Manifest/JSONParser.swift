@@ -24,8 +24,9 @@ package struct JSONParser {
         case checked
         /// Built and handed out.
         case values((JSON) throws -> Void)
-        /// Checked, and handed out as its text (`parse(reading:streamingTextOf:element:)`).
-        case text((UnsafeRawBufferPointer) throws -> Void)
+        /// Checked, and handed out as its text (`parse(reading:streamingTextOf:element:)`),
+        /// unless the reader read it.
+        case text((UnsafeRawBufferPointer) throws -> Void, reader: ((UnsafeRawBufferPointer) throws -> Int)?)
     }
     /// Where the rest of the document comes from (`parse(reading:streaming:element:)`): fills
     /// the buffer it is given, 0 at the end.
@@ -73,22 +74,38 @@ package struct JSONParser {
     /// and handed to `text` as its exact text, valid only during the call: a reader that knows
     /// the form its writer uses reads it without a tree (a release record's files), and parses
     /// the text (`parse(_:)`) when it is in any other form.
+    ///
+    /// `reader`, first, is given the bytes from each element's start to the end of what is read
+    /// so far, and returns the length of the element it read there, in a form that it knows to
+    /// be valid JSON (the writer's own, checked as it is read), or 0: the element is then checked
+    /// and handed to `text`. An element its writer wrote is then read in one pass, not two.
     package static func parse(reading source: @escaping (UnsafeMutableRawBufferPointer) throws -> Int, streamingTextOf key: String,
+                              reader: ((UnsafeRawBufferPointer) throws -> Int)? = nil,
                               element text: (UnsafeRawBufferPointer) throws -> Void) throws -> JSON {
-        try withoutActuallyEscaping(text) { text in
-            var p = JSONParser([])  // inside: the element must not outlive the call
-            p.source = source
-            p.streamed = (key, .text(text))
-            return try p.document()
-        }
+        var p = JSONParser([])
+        p.source = source
+        return try document(p, streamingTextOf: key, reader: reader, element: text)
     }
 
-    /// `parse(reading:streamingTextOf:element:)` of a document in memory.
-    package static func parse(_ bytes: [UInt8], streamingTextOf key: String, element text: (UnsafeRawBufferPointer) throws -> Void) throws -> JSON {
+    /// `parse(reading:streamingTextOf:reader:element:)` of a document in memory.
+    package static func parse(_ bytes: [UInt8], streamingTextOf key: String, reader: ((UnsafeRawBufferPointer) throws -> Int)? = nil,
+                              element text: (UnsafeRawBufferPointer) throws -> Void) throws -> JSON {
+        try document(JSONParser(bytes), streamingTextOf: key, reader: reader, element: text)
+    }
+
+    private static func document(_ parser: JSONParser, streamingTextOf key: String, reader: ((UnsafeRawBufferPointer) throws -> Int)?,
+                                 element text: (UnsafeRawBufferPointer) throws -> Void) throws -> JSON {
         try withoutActuallyEscaping(text) { text in
-            var p = JSONParser(bytes)
-            p.streamed = (key, .text(text))
-            return try p.document()
+            guard let reader else {
+                var p = parser  // inside: the element must not outlive the call
+                p.streamed = (key, .text(text, reader: nil))
+                return try p.document()
+            }
+            return try withoutActuallyEscaping(reader) { reader in
+                var p = parser
+                p.streamed = (key, .text(text, reader: reader))
+                return try p.document()
+            }
         }
     }
 
@@ -162,7 +179,7 @@ package struct JSONParser {
         case UInt8(ascii: "{"): return try object(keep: keep)
         case UInt8(ascii: "["):
             guard keep else {
-                try array(each: nil)
+                try array(.checked)
                 return .null
             }
             return try array()
@@ -235,24 +252,26 @@ package struct JSONParser {
             } else {
                 pairs.append((key, try value()))
             }
-            try skipWhitespace()
-            guard try more() else { throw fail("unexpected end of JSON") }
-            if bytes[pos] == UInt8(ascii: ",") { pos += 1; continue }
-            if bytes[pos] == UInt8(ascii: "}") { pos += 1; break }
-            throw fail("expected ',' or '}'")
+            guard try another(closing: UInt8(ascii: "}")) else { break }
         }
         depth -= 1
         return .object(pairs)
     }
 
-    private mutating func array() throws -> JSON {
-        var items: [JSON] = []
-        try array(each: { items.append($0) })
-        return .array(items)
+    /// After a member or an element: whether another follows (","), or its container ends at
+    /// `close`.
+    private mutating func another(closing close: UInt8) throws -> Bool {
+        try skipWhitespace()
+        guard try more() else { throw fail("unexpected end of JSON") }
+        if bytes[pos] == UInt8(ascii: ",") { pos += 1; return true }
+        if bytes[pos] == close { pos += 1; return false }
+        throw fail("expected ',' or '\(Character(Unicode.Scalar(close)))'")
     }
 
-    private mutating func array(each: ((JSON) throws -> Void)?) throws {
-        try array(each.map { .values($0) } ?? .checked)
+    private mutating func array() throws -> JSON {
+        var items: [JSON] = []
+        try array(.values { items.append($0) })
+        return .array(items)
     }
 
     /// An array, each element handed out as `each` says.
@@ -270,19 +289,23 @@ package struct JSONParser {
             switch each {
             case .checked: _ = try value(keep: false)
             case let .values(element): try element(try value())
-            case let .text(element):
+            case let .text(element, reader):
                 compact()
+                if let reader {
+                    let n = try bytes.withUnsafeBytes { try reader(UnsafeRawBufferPointer(rebasing: $0[pos...])) }
+                    guard n <= bytes.count - pos else { throw fail("an element read past what was read") }
+                    if n > 0 {
+                        pos += n
+                        break
+                    }
+                }
                 let start = pos
                 holding = true
                 _ = try value(keep: false)
                 holding = false
                 try bytes.withUnsafeBytes { try element(UnsafeRawBufferPointer(rebasing: $0[start..<pos])) }
             }
-            try skipWhitespace()
-            guard try more() else { throw fail("unexpected end of JSON") }
-            if bytes[pos] == UInt8(ascii: ",") { pos += 1; continue }
-            if bytes[pos] == UInt8(ascii: "]") { pos += 1; break }
-            throw fail("expected ',' or ']'")
+            guard try another(closing: UInt8(ascii: "]")) else { break }
         }
         depth -= 1
     }

@@ -157,10 +157,14 @@ struct InstalledFiles {
         return at < sealed && order[at].digest == digest ? files[Int(order[at].file)] : nil
     }
 
-    /// The number of the new file at `path` (a search by halves, comparing bytes).
-    private func sharingIndex(of path: String) -> Int? {
-        let at = sharing.lowerBound { InstalledFiles.compare($0.path, path) < 0 }
-        return at < sharing.count && InstalledFiles.compare(sharing[at].path, path) == 0 ? at : nil
+    /// The number of the new file at `path`.
+    private func sharingIndex(of path: String) -> Int? { InstalledFiles.number(of: path, in: sharing) }
+
+    /// The number of the file at `path` in `files`, a list in path order (a search by halves,
+    /// comparing bytes); nil when it is not there.
+    static func number(of path: String, in files: [ManifestFile]) -> Int? {
+        let at = files.lowerBound { InstalledFiles.compare($0.path, path) < 0 }
+        return at < files.count && InstalledFiles.compare(files[at].path, path) == 0 ? at : nil
     }
 
     /// Byte order of two paths (`memcmp`, then the shorter first).

@@ -96,7 +96,7 @@ struct Installer {
         // A chunked file is rebuilt as planned even where the spare holds it: its rebuild may
         // decode chunks that later files take (and the plan, made before, counted on it).
         for chunked in plan.chunked {
-            guard let n = Installer.number(of: chunked.file.path, in: plan.files.release), spare?.present[n] == true else { continue }
+            guard let n = InstalledFiles.number(of: chunked.file.path, in: plan.files.release), spare?.present[n] == true else { continue }
             let rel = info.relativePath(of: chunked.file)
             try FS.unlink(store.stagingDir(c.releaseID) + "/" + rel)
             spare?.present[n] = false
@@ -211,12 +211,6 @@ struct Installer {
         }
         counts.report(bytesDone, files: Int(filesTotal), final: true)
         return durable
-    }
-
-    /// The number of the file at `path` in `files` (in path order; nil when not there).
-    private static func number(of path: String, in files: [ManifestFile]) -> Int? {
-        let at = files.lowerBound { InstalledFiles.compare($0.path, path) < 0 }
-        return at < files.count && InstalledFiles.compare(files[at].path, path) == 0 ? at : nil
     }
 
     /// Copies `source` to `target` (read-only), sharing extents where the filesystem can

@@ -10,9 +10,17 @@ import Glibc
 /// escapes) is read from its JSON, with the same checks.
 enum RecordedFile {
     /// The file an element's text names in the form `serialize` writes; nil for any other form
-    /// (which may still be a valid element: read its JSON then). The text has been checked as
-    /// JSON, so its strings are valid UTF-8.
+    /// (which may still be a valid element: read its JSON then).
     static func read(_ text: UnsafeRawBufferPointer) -> ManifestFile? {
+        guard let (file, length) = read(prefixOf: text), length == text.count else { return nil }
+        return file
+    }
+
+    /// The file named by an element in the form `serialize` writes at the start of `text`, and
+    /// the element's length; nil when the element there is in any other form or not whole in
+    /// `text`. What it reads is valid JSON: its string is checked as JSON's (no control
+    /// character, valid UTF-8), and its numbers are digits without a leading zero.
+    static func read(prefixOf text: UnsafeRawBufferPointer) -> (ManifestFile, Int)? {
         var i = 0
         func literal(_ s: StaticString) -> Bool {
             let n = s.utf8CodeUnitCount
@@ -33,9 +41,15 @@ enum RecordedFile {
         }
         guard literal("{\"path\":\"") else { return nil }
         let pathStart = i
-        while i < text.count, text[i] != UInt8(ascii: "\""), text[i] != UInt8(ascii: "\\") { i += 1 }
+        var high: UInt8 = 0
+        while i < text.count, text[i] != UInt8(ascii: "\""), text[i] != UInt8(ascii: "\\"), text[i] >= 0x20 {
+            high |= text[i]
+            i += 1
+        }
         guard i < text.count, text[i] == UInt8(ascii: "\"") else { return nil }
-        let path = String(decoding: UnsafeRawBufferPointer(rebasing: text[pathStart..<i]), as: UTF8.self)
+        let pathBytes = UnsafeRawBufferPointer(rebasing: text[pathStart..<i])
+        guard high < 0x80 || UTF8Check.isValid(pathBytes) else { return nil }
+        let path = String(decoding: pathBytes, as: UTF8.self)
         guard literal("\",\"size\":"), let size = integer(), literal(",\"sha256\":\""), i + 64 <= text.count,
               let digest = Sha256(hexDigits: UnsafeRawBufferPointer(rebasing: text[i..<(i + 64)])) else { return nil }
         i += 64
@@ -45,8 +59,8 @@ enum RecordedFile {
             guard let g = integer() else { return nil }
             group = g
         }
-        guard literal("}"), i == text.count, let g = UInt16(exactly: group) else { return nil }
-        return ManifestFile(path: path, size: size, digest: digest, group: g)
+        guard literal("}"), let g = UInt16(exactly: group) else { return nil }
+        return (ManifestFile(path: path, size: size, digest: digest, group: g), i)
     }
 
     /// The file an element parsed as JSON names; nil when it is not one (a field missing or

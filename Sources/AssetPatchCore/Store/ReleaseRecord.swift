@@ -114,9 +114,9 @@ package struct ReleaseRecord: Sendable {
     /// the record's other fields (its trust, its index roots) skip building the list. Nil when
     /// the text is not a record this version can read.
     static func decode(_ bytes: [UInt8], listingFiles: Bool = true) -> ReleaseRecord? {
-        try? decode(listingFiles: listingFiles) { text in
-            guard let text else { return try JSONParser.parse(bytes, streaming: "files", element: nil) }
-            return try JSONParser.parse(bytes, streamingTextOf: "files", element: text)
+        try? decode(listingFiles: listingFiles) { files in
+            guard let files else { return try JSONParser.parse(bytes, streaming: "files", element: nil) }
+            return try JSONParser.parse(bytes, streamingTextOf: "files", reader: files.reader, element: files.element)
         }
     }
 
@@ -127,32 +127,42 @@ package struct ReleaseRecord: Sendable {
     /// record (files of a record that turns out bad included: the caller drops them on nil).
     static func decode(reading source: @escaping (UnsafeMutableRawBufferPointer) throws -> Int, listingFiles: Bool = true,
                        eachFile: ((ManifestFile) -> Void)? = nil) throws -> ReleaseRecord? {
-        try decode(listingFiles: listingFiles, eachFile: eachFile) { text in
-            guard let text else { return try JSONParser.parse(reading: source, streaming: "files", element: nil) }
-            return try JSONParser.parse(reading: source, streamingTextOf: "files", element: text)
+        try decode(listingFiles: listingFiles, eachFile: eachFile) { files in
+            guard let files else { return try JSONParser.parse(reading: source, streaming: "files", element: nil) }
+            return try JSONParser.parse(reading: source, streamingTextOf: "files", reader: files.reader, element: files.element)
         }
     }
 
-    /// `parse` parses the record, each element of its files handed to the closure it is given
-    /// as its text (nil: checked, not read).
+    /// How the elements of a record's files are read (`JSONParser.parse(...streamingTextOf:...)`).
+    private typealias FileReaders = (reader: (UnsafeRawBufferPointer) -> Int, element: (UnsafeRawBufferPointer) -> Void)
+
+    /// `parse` parses the record, each element of its files read by the readers it is given
+    /// (nil: checked, not read).
     private static func decode(listingFiles: Bool, eachFile: ((ManifestFile) -> Void)? = nil,
-                               parse: (((UnsafeRawBufferPointer) throws -> Void)?) throws -> JSON) throws -> ReleaseRecord? {
+                               parse: (FileReaders?) throws -> JSON) throws -> ReleaseRecord? {
         var files: [ManifestFile] = []
         var malformed = false
         var highestGroup: UInt16 = 0
-        let element = { (text: UnsafeRawBufferPointer) in
+        func take(_ file: ManifestFile?) {
             guard !malformed else { return }
-            // The form `serialize` writes, read as it is; any other, as JSON.
-            guard let file = RecordedFile.read(text) ?? (try? JSONParser.parse(Array(text))).flatMap(RecordedFile.read),
-                  ResourceName.isValid(file.path) else {
+            guard let file, ResourceName.isValid(file.path) else {
                 malformed = true
                 return
             }
             highestGroup = max(highestGroup, file.group)
             if let eachFile { eachFile(file) } else { files.append(file) }
         }
+        // The form `serialize` writes, read as it is, in one pass; any other, checked and read
+        // as JSON.
+        let readers: FileReaders = (reader: { text in
+            guard let (file, length) = RecordedFile.read(prefixOf: text) else { return 0 }
+            take(file)
+            return length
+        }, element: { text in
+            take(RecordedFile.read(text) ?? (try? JSONParser.parse(Array(text))).flatMap(RecordedFile.read))
+        })
         let json: JSON
-        do { json = try parse(listingFiles || eachFile != nil ? element : nil) } catch is JSONParser.Failure { return nil }
+        do { json = try parse(listingFiles || eachFile != nil ? readers : nil) } catch is JSONParser.Failure { return nil }
         guard !malformed, json["format"]?.int64 == 1, let version = json["version"]?.int64, let digest = json["archive_digest"]?.string,
               json["files"]?.array != nil else { return nil }
         var info = ReleaseRecord(version: version, files: files, plugins: [], signatureVerified: json["signature_verified"] == .bool(true),

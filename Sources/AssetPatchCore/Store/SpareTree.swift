@@ -200,8 +200,7 @@ extension Store {
             let files = info.files
             let listed = files.reduce(0) { $0 + (info.onDemandGroup(of: $1) == nil ? 1 : 0) }
             let changes = try TreeMirror.mirror(source: filesDir(id), target: building + "/files", cancel: cancel) { path, dir, name in
-                let k = files.lowerBound { InstalledFiles.compare($0.path, path) < 0 }
-                guard k < files.count, InstalledFiles.compare(files[k].path, path) == 0, info.onDemandGroup(of: files[k]) == nil else { return false }
+                guard let k = InstalledFiles.number(of: path, in: files), info.onDemandGroup(of: files[k]) == nil else { return false }
                 var st = stat()
                 return fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && TreeLinks.isSealed(st, size: files[k].size)
             }

@@ -130,7 +130,22 @@ import Testing
             #expect(whole == "ok \(((try? JSONParser.parse(bytes, streaming: "files", element: nil)) ?? .null).serialized()) \(JSON.array(seen).serialized())",
                     "\(note)")
         }
+        // With a reader of one form (`{"x":1}`, read where it is whole): the same elements, in order.
+        let known = Array(#"{"x":1}"#.utf8)
+        func withReader(_ parse: (@escaping (UnsafeRawBufferPointer) throws -> Int, (UnsafeRawBufferPointer) throws -> Void) throws -> JSON) -> String {
+            var seen: [String] = []
+            let reader = { (b: UnsafeRawBufferPointer) -> Int in
+                guard b.count >= known.count, b.prefix(known.count).elementsEqual(known) else { return 0 }
+                seen.append(String(decoding: known, as: UTF8.self))
+                return known.count
+            }
+            guard let tree = try? parse(reader, { seen.append(String(decoding: $0, as: UTF8.self)) }) else { return "failed" }
+            return "ok \(tree.serialized()) " + seen.joined(separator: "\u{0}")
+        }
+        #expect(withReader { try JSONParser.parse(bytes, streamingTextOf: "files", reader: $0, element: $1) } == textual, "\(note)")
         for s in sizes {
+            #expect(withReader { try JSONParser.parse(reading: Pieces(bytes, s).read, streamingTextOf: "files", reader: $0, element: $1) } == textual,
+                    "\(note) \(s)")
             #expect(run { try JSONParser.parse(reading: Pieces(bytes, s).read, streaming: "files", element: $0) } == whole, "\(note) \(s)")
             #expect((try? JSONParser.parse(reading: Pieces(bytes, s).read, streaming: "files", element: nil))?.serialized() == unbuilt, "\(note) \(s)")
             #expect(texts { try JSONParser.parse(reading: Pieces(bytes, s).read, streamingTextOf: "files", element: $0) } == textual, "\(note) \(s)")
@@ -139,7 +154,8 @@ import Testing
 
     @Test func aDocumentReadAsItIsParsedIsTheWholeTextsAtEveryPieceSize() throws {
         let sizes = [[1], [2], [3], [7], [4096], [1, 5, 2, 64]]
-        let docs = [#"{"a":1,"files":[{"x":1},[2],"s"],"inner":{"files":[3]},"z":null}"#, #"{"files":[1,]}"#, #"{"files":[1],"files":[]}"#,
+        let docs = [#"{"a":1,"files":[{"x":1},[2],"s"],"inner":{"files":[3]},"z":null}"#, #"{"files":[{"x":1},{"x":1} ,{"x":1}x]}"#,
+                    #"{"files":[{"x":1}{"x":1}]}"#, #"{"files":[{"x":1},{"x":1,"x":2},{"x":1}]}"#, #"{"files":[1,]}"#, #"{"files":[1],"files":[]}"#,
                     #"{"files":[1] x}"#, #"{"files":[{"k":01}]}"#, #"{"files":["\u00"]}"#, #"{"files":[[[tru]]]}"#, #"{"files":[{"a" 1}]}"#,
                     #"{"s":"q\"b\\c\u0001\ud83d\ude00","n":[1,-2.5e3,true,null,0.5E+7],"e":{}}"#, #"{"s":"\ud83d"}"#, "[1, 2", "", " ",
                     #"{"files":[-]}"#, #"{"files":[1e]}"#, #"{"files":"x"}"#, "{\"files\":[\"\u{1}\"]}", "[\"é\"]  ", "truex", "nul"]
@@ -149,7 +165,7 @@ import Testing
         // Longer than what the parser drops after, with escapes, numbers and strings across
         // every read's end, members after the array, and a failure far past what was dropped.
         var big = #"{"head":"x","files":["#
-        for i in 0..<50_000 { big += (i > 0 ? "," : "") + #"{"path":"d\#(i % 97)/fé\#(i).png","size":\#(i * 7919),"sha256":"\#(i)"}"# }
+        for i in 0..<50_000 { big += (i > 0 ? "," : "") + (i % 3 == 0 ? #"{"x":1}"# : #"{"path":"d\#(i % 97)/fé\#(i).png","size":\#(i * 7919),"sha256":"\#(i)"}"#) }
         big += #"],"tail":[1.5,{"k":"v"}]}"#
         #expect(big.utf8.count > 2 * JSONParser.dropAfter)
         expectSameReadInPieces(Array(big.utf8), sizes: [[4096], [JSONParser.readAhead], [1, 5000, 3, 65536]], "big")
@@ -233,6 +249,25 @@ import Testing
             let bytes = Array(near.utf8)
             #expect(bytes.withUnsafeBytes { RecordedFile.read($0) } == nil, "\(near)")
             if same { #expect((try? JSONParser.parse(bytes)).flatMap(RecordedFile.read) != nil, "\(near)") }
+        }
+    }
+
+    @Test func aRecordWhoseFilesAreInTheWritersFormButNotValidJSONIsRefused() throws {
+        let sha = String(repeating: "0f", count: 32)
+        let files = (0..<3000).map { ManifestFile(path: "dir\($0 % 7)/file-\($0).png", size: UInt64($0), sha256: sha) }
+        let record = ReleaseRecord(version: 3, files: files, plugins: [], signatureVerified: true, archiveDigest: sha, label: nil)
+        let good = Array(text(record).utf8)
+        func decoded(_ bytes: [UInt8]) -> [ReleaseRecord?] {
+            [ReleaseRecord.decode(bytes)] + [[1], [4096], [7, 65536]].map { s in (try? ReleaseRecord.decode(reading: Pieces(bytes, s).read)) ?? nil }
+        }
+        for r in decoded(good) { #expect(r?.files == files) }
+        // In the 2,000th file's path: a control character, bytes that are not UTF-8, a quote
+        // cut short (the element ends inside its string).
+        let at = try #require(good.firstRange(of: Array("file-2000.png".utf8))).lowerBound
+        for bad: [UInt8] in [[0x01], [0xFF, 0xFE], [0xC3]] {
+            var bytes = good
+            bytes.replaceSubrange(at..<(at + bad.count), with: bad)
+            for r in decoded(bytes) { #expect(r == nil, "\(bad)") }
         }
     }
 

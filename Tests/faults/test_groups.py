@@ -334,8 +334,11 @@ def test_a_fetch_killed_mid_way_resumes_without_fetching_kept_files_again(site):
     while time.monotonic() < deadline:
         groups = data / "downloads" / "groups"
         dirs = [d for d in (os.listdir(groups) if groups.exists() else []) if not d.endswith(".lock")]
-        if dirs and len(os.listdir(groups / dirs[0] / "files")) >= 3:
-            kept_dir = groups / dirs[0] / "files"
+        # The fetch makes its directory, then files/ in it: polled between the two, files/ is
+        # not there yet.
+        files = groups / dirs[0] / "files" if dirs else None
+        if files is not None and files.is_dir() and len(os.listdir(files)) >= 3:
+            kept_dir = files
             break
         time.sleep(0.01)
     child.send_signal(signal.SIGKILL)

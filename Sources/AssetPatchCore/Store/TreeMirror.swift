@@ -107,7 +107,6 @@ enum TreeMirror {
                     j += 1
                     continue
                 }
-                let w = want.entries[i]
                 let wantType = try want.type(i, in: s, at: path)
                 guard wantType == DT_DIR || wantType == DT_REG else {
                     throw AssetPatchError(.state, "\(path)/\(want.name(i)): neither a directory nor a regular file in the source")
@@ -263,7 +262,7 @@ enum TreeMirror {
             let t = Int(entries[i].type)
             guard t == DT_UNKNOWN else { return t }
             var st = stat()
-            if try withName(i, { fstatat(dir, $0, &st, AT_SYMLINK_NOFOLLOW) }) != 0 { throw ioError("stat", path + "/" + name(i)) }
+            if withName(i, { fstatat(dir, $0, &st, AT_SYMLINK_NOFOLLOW) }) != 0 { throw ioError("stat", path + "/" + name(i)) }
             switch st.st_mode & S_IFMT {
             case S_IFDIR: return DT_DIR
             case S_IFREG: return DT_REG

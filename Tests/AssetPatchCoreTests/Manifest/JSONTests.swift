@@ -26,6 +26,19 @@ import Testing
         #expect(throws: (any Error).self) { try JSONParser.parse([0x22, 0xFF, 0xFE, 0x22]) }
     }
 
+    @Test func aKeyRepeatedIsRefusedInObjectsOfEverySize() throws {
+        // Up to 16 keys are looked through, then a set takes over: a repeat on either side of
+        // the change, of the first key or of the one before it.
+        for count in [2, 15, 16, 17, 40] {
+            let keys = (0..<count).map { "\"k\($0)\":\($0)" }
+            #expect(try parse("{" + keys.joined(separator: ",") + "}")["k\(count - 1)"]?.int64 == Int64(count - 1))
+            for repeated in [0, count - 1] {
+                let text = "{" + (keys + ["\"k\(repeated)\":0"]).joined(separator: ",") + "}"
+                #expect(throws: JSONParser.Failure.self, "\(count) \(repeated)") { try parse(text) }
+            }
+        }
+    }
+
     @Test func boundsNesting() throws {
         let ok = String(repeating: "[", count: JSONParser.maxDepth) + String(repeating: "]", count: JSONParser.maxDepth)
         _ = try parse(ok)
@@ -261,6 +274,12 @@ import Testing
             [ReleaseRecord.decode(bytes)] + [[1], [4096], [7, 65536]].map { s in (try? ReleaseRecord.decode(reading: Pieces(bytes, s).read)) ?? nil }
         }
         for r in decoded(good) { #expect(r?.files == files) }
+        // A key repeated inside a file's element: not the writer's form, refused as JSON.
+        var repeated = good
+        let sizeKey = Array(#","size":2000,"#.utf8)
+        let sizeAt = try #require(good.firstRange(of: sizeKey)).lowerBound
+        repeated.insert(contentsOf: Array(#","size":2000"#.utf8), at: sizeAt)
+        for r in decoded(repeated) { #expect(r == nil, "a key repeated") }
         // In the 2,000th file's path: a control character, bytes that are not UTF-8, a quote
         // cut short (the element ends inside its string).
         let at = try #require(good.firstRange(of: Array("file-2000.png".utf8))).lowerBound

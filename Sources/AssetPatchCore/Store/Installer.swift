@@ -100,7 +100,7 @@ struct Installer {
             let rel = info.relativePath(of: chunked.file)
             try FS.unlink(store.stagingDir(c.releaseID) + "/" + rel)
             spare?.present[n] = false
-            spare?.touched.insert(Array((rel.beforeLastSlash ?? "").utf8))
+            spare?.touched.insert(SpareTree.parent(rel.utf8))
         }
         if let spare { log(.info, "building on the spare tree: \(spare.present.reduce(0) { $1 ? $0 + 1 : $0 }) of \(plan.files.release.count) files in place") }
         let durable = try place(plan, fetched: fetched, chunks: chunks, rebuiltDir: store.fetchedDir(c.manifest.archiveDigest),

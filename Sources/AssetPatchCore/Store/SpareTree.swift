@@ -33,9 +33,17 @@ struct SpareTree {
         var touched: Set<[UInt8]>
 
         /// The directories changed, deepest first, under `dir`.
-        func touchedPaths(under dir: String) -> [String] {
-            touched.sorted { $0.count > $1.count }.map { $0.isEmpty ? dir : dir + "/" + String(decoding: $0, as: UTF8.self) }
-        }
+        func touchedPaths(under dir: String) -> [String] { SpareTree.paths(touched, under: dir) }
+    }
+
+    /// Directories given as bytes relative to `dir` (empty: `dir` itself), as paths, deepest first.
+    static func paths(_ directories: Set<[UInt8]>, under dir: String) -> [String] {
+        directories.sorted { $0.count > $1.count }.map { $0.isEmpty ? dir : dir + "/" + String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// The directory a relative path is in, as bytes (empty: the top).
+    static func parent<C: BidirectionalCollection>(_ path: C) -> [UInt8] where C.Element == UInt8 {
+        Array(path[..<(path.lastIndex(of: UInt8(ascii: "/")) ?? path.startIndex)])
     }
 
     /// The record a spare tree lists its files by.
@@ -89,7 +97,7 @@ struct SpareTree {
             try cancel.check()
             let rel = "files/" + s.path
             try FS.unlink(dir + "/" + rel)
-            let parent = Array((rel.beforeLastSlash ?? "").utf8)
+            let parent = SpareTree.parent(rel.utf8)
             result.touched.insert(parent)
             emptied.insert(parent)
         }
@@ -106,7 +114,7 @@ struct SpareTree {
                 guard (try? FS.list(path))?.isEmpty == true else { continue }
                 try FS.syncDirectory(path)
                 guard rmdir(path) == 0 else { continue }
-                let parent = Array(d[..<(d.lastIndex(of: UInt8(ascii: "/")) ?? 0)])
+                let parent = SpareTree.parent(d)
                 result.touched.remove(d)
                 result.touched.insert(parent)
                 parents.insert(parent)

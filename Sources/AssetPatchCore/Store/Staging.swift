@@ -57,10 +57,10 @@ extension Store {
             if let spare, i < spare.present.count, spare.present[i] { continue }
             let rel = info.relativePath(of: f)
             if i >= durable.count || !durable[i] { paths.append(stage + "/" + rel) }
-            var p = Array(rel.utf8)
-            while let slash = p.lastIndex(of: UInt8(ascii: "/")), dirs.insert(Array(p[..<slash])).inserted { p = Array(p[..<slash]) }
+            var p = SpareTree.parent(rel.utf8)
+            while !p.isEmpty, dirs.insert(p).inserted { p = SpareTree.parent(p) }
         }
-        let directories = SpareTree.Reconciled(present: [], touched: dirs).touchedPaths(under: stage)
+        let directories = SpareTree.paths(dirs, under: stage)
         try FS.syncFiles(paths, directories: directories)
     }
 

@@ -62,6 +62,9 @@ struct Publish: ParsableCommand {
     @Option(name: .customLong("chunk-threshold"),
             help: "Cut files of at least this many bytes into chunks that each decode on their own, which clients since 0.4 fetch (default 4194304; 0: none, and every file from --link-threshold up has chunks that share history).")
     var chunkThreshold: UInt64 = Publisher.defaultChunkThreshold
+    @Option(name: .customLong("chunk-cost-limit"),
+            help: "PERCENT|none: a file from --chunk-threshold that deflate shrinks gets chunks that share history instead when chunks of their own would take more than PERCENT% more archive bytes (text takes about 3 times as many); none: never (default 5).")
+    var chunkCostLimit: String = String(Publisher.defaultOwnChunkCostLimit ?? 0)
     @Option(name: .customLong("link-threshold"),
             help: "Cut smaller files of at least this many bytes into chunks that share history: clients since 0.5 fetch the chunks that changed, earlier ones the whole file (default 65536; 0: none).")
     var linkThreshold: UInt64 = Publisher.defaultLinkThreshold
@@ -80,6 +83,15 @@ struct Publish: ParsableCommand {
     @Flag(name: .long, help: "Print what was published as JSON.") var json = false
     @Flag(name: .customLong("dry-run"), help: "Check everything and build the archive to report its size; change nothing in the repository.")
     var dryRun = false
+
+    /// --chunk-cost-limit: a percent (0 to 1000), or nil for none.
+    func ownChunkCostLimit() throws -> Int? {
+        if chunkCostLimit == "none" { return nil }
+        guard let n = Int(chunkCostLimit), (0...1000).contains(n) else {
+            throw AssetPatchError(.argument, "--chunk-cost-limit \(chunkCostLimit): a percent from 0 to 1000, or none")
+        }
+        return n
+    }
 
     /// The --group and --install-group options in the order given (`--group` ones first).
     func groupRules() throws -> [GroupRule] {
@@ -109,6 +121,7 @@ struct Publish: ParsableCommand {
                 r.jobs = jobs
             }
             r.chunkThreshold = chunkThreshold
+            r.ownChunkCostLimit = try ownChunkCostLimit()
             r.linkThreshold = linkThreshold
             r.chunkSize = chunkSize
             r.deltaReleases = deltas

@@ -10,6 +10,8 @@ struct CompressedEntry {
     var size: UInt64
     var sha256: String
     var chunks: [ChunkRecord]
+    /// A chunked entry whose chunks share history (sync flushes).
+    var linked = false
 }
 
 /// Compresses one file into its archive entry, the same bytes on any thread: each file is read
@@ -32,7 +34,7 @@ struct CompressedEntry {
 /// before it (`ChunkDecoder`), which a client rebuilding the file in order has written already.
 final class EntryCompressor {
     let level: Int32
-    private let buffers = ZipBuffers(size: 1 << 20)
+    let buffers = ZipBuffers(size: 1 << 20)
 
     /// The samples' size, and the smallest file sampled (see `looksIncompressible`).
     static let sampleWindow = 32 << 10
@@ -43,16 +45,24 @@ final class EntryCompressor {
     }
 
     /// Compresses `path` (expected to be `size` bytes) into `out`, chunked when `chunker` is given.
-    /// `linked`: a chunked entry's chunks share history (sync flushes).
-    func compress(_ path: String, size: UInt64, chunker: Chunker?, linked: Bool = false, into out: EntryOutput) throws -> CompressedEntry {
+    /// `linked`: a chunked entry's chunks share history (sync flushes). `ownChunkCostLimit`: an
+    /// entry not linked is linked all the same when deflate shrinks it and chunks of their own
+    /// would take more than this percent more bytes (`ownChunksCostMore`); nil: never.
+    func compress(_ path: String, size: UInt64, chunker: Chunker?, linked: Bool = false, ownChunkCostLimit: Int? = nil,
+                  into out: EntryOutput) throws -> CompressedEntry {
         let src = try File.openRead(path)
         src.adviseSequential()
         let sha = try Digest(.sha256)
         let incompressible = try looksIncompressible(src, size: size)
         var entry: CompressedEntry
         if let chunker {
+            var linked = linked
+            if !linked && !incompressible, let limit = ownChunkCostLimit {
+                linked = try ownChunksCostMore(src, size: size, chunker: chunker, limitPercent: limit)
+            }
             entry = incompressible ? try storeChunked(src, size: size, chunker: chunker, sha: sha, into: out)
                                    : try deflateChunked(src, size: size, chunker: chunker, linked: linked, sha: sha, into: out)
+            entry.linked = linked && !incompressible
         } else if incompressible {
             entry = try store(src, sha: sha, into: out)
         } else {
@@ -69,6 +79,7 @@ final class EntryCompressor {
                 throw AssetPatchError(.io, "\(path): changed while it was read (\(stored.total) of \(size) bytes)")
             }
             entry.method = 0
+            entry.linked = false
             entry.compressedSize = size
             for i in entry.chunks.indices { entry.chunks[i].compressedSize = entry.chunks[i].size }
         }
@@ -211,7 +222,7 @@ final class EntryCompressor {
     }
 
     /// The compressor's stream, started for raw deflate at `level`; the caller ends it.
-    private func startDeflate() throws -> UnsafeMutablePointer<z_stream> {
+    func startDeflate() throws -> UnsafeMutablePointer<z_stream> {
         let z = buffers.stream
         z.initialize(to: z_stream())
         guard czlib_deflate_init_raw(z, level) == Z_OK else { throw AssetPatchError(.internal, "deflateInit2 failed") }

@@ -1,32 +1,40 @@
 import Glibc
 
 /// A file to add to an archive: its name there, where it is, its chunker when the entry is
-/// chunked, and whether its chunks share history (`EntryCompressor`).
+/// chunked, and whether its chunks share history (`EntryCompressor`): always when `linked`,
+/// otherwise when chunks of their own would cost more than `ownChunkCostLimit` percent
+/// (`ChunkCost`; nil: never).
 package struct EntrySource: Sendable {
     package var name: String
     package var path: String
     package var chunker: Chunker?
     package var linked: Bool
+    package var ownChunkCostLimit: Int?
 
-    package init(name: String, path: String, chunker: Chunker? = nil, linked: Bool = false) {
+    package init(name: String, path: String, chunker: Chunker? = nil, linked: Bool = false, ownChunkCostLimit: Int? = nil) {
         self.name = name
         self.path = path
         self.chunker = chunker
         self.linked = linked
+        self.ownChunkCostLimit = ownChunkCostLimit
     }
 }
+
+/// A file added to an archive: where it lies, its chunks when chunked, and whether they share
+/// history.
+package typealias AddedFile = (file: ManifestFile, chunks: [ChunkRecord], linked: Bool)
 
 extension ZipWriter {
     /// Adds `sources` in their order, compressed on `jobs` threads (the calling thread is one of
     /// them). Each entry's bytes depend only on its file, so the archive is byte for byte the
     /// same whatever `jobs` is; only the order of the work differs. Returns each file (size,
-    /// sha256, where it lies) and its chunks, in order.
+    /// sha256, where it lies), its chunks and whether they share history, in order.
     ///
     /// Entries enter the archive one at a time, in order (`EntryOrder`): the entry whose turn it
     /// is streams into the archive as it is compressed; the others keep their compressed bytes
     /// in memory until their turn, and past their share of the budget wait for it. Memory
     /// stays bounded by `jobs` × `EntryOrder.bytesPerJob` whatever the files' sizes.
-    package func addFiles(_ sources: [EntrySource], jobs: Int) throws -> [(file: ManifestFile, chunks: [ChunkRecord])] {
+    package func addFiles(_ sources: [EntrySource], jobs: Int) throws -> [AddedFile] {
         let jobs = max(1, min(jobs, sources.count))
         let order = EntryOrder(count: sources.count, jobs: jobs)
         let results = EntryResults(count: sources.count)
@@ -59,7 +67,8 @@ extension ZipWriter {
         let zip64 = size >= 0xFFFF_0000  // deflate may grow a little: decide before writing
         let out = EntryOutput(writer: self, order: order, index: index, headerLength: ZipWriter.localHeaderLength(name, zip64: zip64))
         try out.begin()
-        let entry = try compressor.compress(source.path, size: size, chunker: source.chunker, linked: source.linked, into: out)
+        let entry = try compressor.compress(source.path, size: size, chunker: source.chunker, linked: source.linked,
+                                             ownChunkCostLimit: source.ownChunkCostLimit, into: out)
         try out.finish(name: name, zip64: zip64, entry: entry, results: results)
     }
 
@@ -79,7 +88,7 @@ extension ZipWriter {
         offset = dataOffset + e.compressedSize
         written.append(Written(name: name, method: e.method, crc: e.crc, compressed: e.compressedSize, uncompressed: e.size, offset: headerOffset))
         let location = ArchiveLocation(headerOffset: headerOffset, dataOffset: dataOffset, compressedSize: e.compressedSize, method: e.method)
-        results.set(index, (ManifestFile(path: String(decoding: name, as: UTF8.self), size: e.size, sha256: e.sha256, location: location), e.chunks))
+        results.set(index, (ManifestFile(path: String(decoding: name, as: UTF8.self), size: e.size, sha256: e.sha256, location: location), e.chunks, e.linked))
     }
 }
 
@@ -95,13 +104,13 @@ struct ParkedEntry {
 /// The files added, by index. Each slot is set once, by the thread holding the turn; read after
 /// every thread is joined.
 final class EntryResults: @unchecked Sendable {  // the turn (EntryOrder) orders every write; reads follow the joins
-    private var slots: [(file: ManifestFile, chunks: [ChunkRecord])?]
+    private var slots: [AddedFile?]
 
     init(count: Int) { slots = Array(repeating: nil, count: count) }
 
-    func set(_ i: Int, _ value: (file: ManifestFile, chunks: [ChunkRecord])) { slots[i] = value }
+    func set(_ i: Int, _ value: AddedFile) { slots[i] = value }
 
-    func all() -> [(file: ManifestFile, chunks: [ChunkRecord])] { slots.map { $0! } }
+    func all() -> [AddedFile] { slots.map { $0! } }
 }
 
 /// Whose turn it is to write into the archive, the entries parked until theirs, and the memory

@@ -34,6 +34,10 @@ package struct PublishRequest {
     package var archiveURLBase: String?
     /// Files of at least this many bytes are chunked (0: none is).
     package var chunkThreshold: UInt64 = Publisher.defaultChunkThreshold
+    /// A file from `chunkThreshold` that deflate shrinks gets chunks that share history instead
+    /// of chunks of their own when these would take more than this percent more bytes
+    /// (`ChunkCost`; nil: never).
+    package var ownChunkCostLimit: Int? = Publisher.defaultOwnChunkCostLimit
     /// Smaller files of at least this many bytes are chunked with chunks that share history
     /// (`LinkedIndex`; 0: none is).
     package var linkThreshold: UInt64 = Publisher.defaultLinkThreshold
@@ -85,6 +89,11 @@ package enum Publisher {
     /// Files of 4 MiB and more are chunked on their own (a full flush after each chunk: clients
     /// since 0.4 fetch their chunks).
     package static let defaultChunkThreshold: UInt64 = 4 << 20
+    /// Unless chunks of their own would take more than 5% more bytes than chunks that share
+    /// history (text: about three times the bytes): such a file's chunks share history, and
+    /// clients before 0.5 fetch it whole (`ChunkCost`). A fresh install's archive then stays
+    /// within a few percent of a plain zip's.
+    package static let defaultOwnChunkCostLimit: Int? = 5
     /// Files from 64 KiB to the chunk threshold are chunked with chunks that share history
     /// (clients since 0.5 fetch their chunks, earlier ones the whole file): a sync flush and
     /// its chunk's record cost a few dozen bytes where a full flush costs the chunk's history
@@ -163,14 +172,15 @@ package enum Publisher {
             let size = FS.fileSize(path) ?? 0
             let chunked = r.chunkThreshold > 0 && size >= r.chunkThreshold
             let linked = !chunked && r.linkThreshold > 0 && size >= r.linkThreshold
-            return EntrySource(name: n, path: path, chunker: chunked || linked ? chunker : nil, linked: linked)
+            return EntrySource(name: n, path: path, chunker: chunked || linked ? chunker : nil, linked: linked,
+                               ownChunkCostLimit: r.ownChunkCostLimit)
         }
         let indexed = try writer.addFiles(sources, jobs: r.jobs ?? Publisher.defaultJobs)
         let files = indexed.map(\.file)
         // The index last: it lists every file's location. Clients before 0.4 see it as one
         // more file of the format-1 manifest. A linked file stored (deflate saved too little)
         // has chunks that are plain ranges: the main tree lists those.
-        var index = try IndexBuilder.build(indexed) { sources[$0].linked && indexed[$0].file.location?.method == 8 }
+        var index = try IndexBuilder.build(indexed.map { ($0.file, $0.chunks) }) { indexed[$0].linked }
         let table = try GroupRule.assign(files, r.groups, scales: r.scaleGroups)
         var groupsPage: PageRef?
         if let table {

@@ -83,6 +83,49 @@ import Testing
             try FS.unlink(dir.path + "/a.zip")
         }
     }
+
+    /// Text's chunks of their own cost more than the file deflated as one stream (this text a
+    /// sixth more, JSON about three times), noise with runs of zeros about the same: with a cost
+    /// limit, the text's chunks share history and the other's stay on their own; noise is
+    /// stored either way. Without a limit, every chunked file's chunks are its own.
+    @Test func aFileWhoseOwnChunksCostMuchMoreGetsChunksThatShareHistory() throws {
+        let dir = TempDir()
+        defer { dir.cleanup() }
+        let chunker = try #require(Chunker(averageSize: 8 << 10))
+        let text = Pack.text(3 << 20, seed: 5), pack = Pack.mostlyNoise(2 << 20, seed: 6), random = noise(1 << 20, seed: 7)
+        for (name, bytes) in [("text", text), ("pack", pack), ("noise", random)] { try dir.write(name, bytes) }
+        let oneStream = try RawDeflate.compress(text, level: 6).count
+        func add(limit: Int?) throws -> [String: AddedFile] {
+            let w = try ZipWriter(path: dir.path + "/a.zip")
+            let added = try w.addFiles(["text", "pack", "noise"].map {
+                EntrySource(name: $0, path: dir.path + "/" + $0, chunker: chunker, ownChunkCostLimit: limit)
+            }, jobs: 2)
+            try w.finish()
+            // Whatever the chunks, the entry is one deflate stream of the file.
+            let reader = try ZipReader(path: dir.path + "/a.zip")
+            for (entry, bytes) in zip(reader.entries, [text, pack, random]) {
+                var whole: [UInt8] = []
+                try reader.extract(entry, buffers: ZipBuffers()) { whole += $0 }
+                #expect(whole == bytes)
+            }
+            return Dictionary(uniqueKeysWithValues: added.map { ($0.file.path, $0) })
+        }
+        let limited = try add(limit: 5)
+        let t = try #require(limited["text"]), p = try #require(limited["pack"]), n = try #require(limited["noise"])
+        #expect(t.linked && !t.chunks.isEmpty)
+        #expect(Double(t.file.location!.compressedSize) <= Double(oneStream) * 1.05, "\(t.file.location!.compressedSize) \(oneStream)")
+        #expect(!p.linked && p.file.location?.method == 8 && !p.chunks.isEmpty)
+        #expect(!n.linked && n.file.location?.method == 0)
+        let unlimited = try add(limit: nil)
+        #expect(unlimited.values.allSatisfy { !$0.linked })
+        let own = try #require(unlimited["text"]?.file.location?.compressedSize)
+        #expect(Double(own) > Double(oneStream) * 1.1, "\(own) \(oneStream)")
+        // The pack's own chunks are the same bytes whatever the limit: it was not re-cut.
+        #expect(unlimited["pack"]?.chunks == p.chunks && unlimited["pack"]?.file.sha256 == p.file.sha256)
+        #expect(unlimited["pack"]?.file.location?.compressedSize == p.file.location?.compressedSize)
+        // A limit above what text's own chunks cost keeps them.
+        #expect(try add(limit: 1000)["text"]?.linked == false)
+    }
 }
 
 /// The release index's pages: what goes in comes out, every damaged page is refused with a

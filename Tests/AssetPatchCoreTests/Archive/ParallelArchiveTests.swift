@@ -38,7 +38,7 @@ import Testing
         let files = try ParallelArchiveTests.tree(dir)
         let chunker = Chunker(averageSize: 8192)!
         let sources = files.map { EntrySource(name: $0.0, path: dir.path + "/src/" + $0.0, chunker: $0.chunked ? chunker : nil) }
-        var first: (digest: String, added: [(file: ManifestFile, chunks: [ChunkRecord])])?
+        var first: (digest: String, added: [AddedFile])?
         for jobs in [1, 2, 3, 8] {
             let path = dir.path + "/\(jobs).zip"
             let w = try ZipWriter(path: path)

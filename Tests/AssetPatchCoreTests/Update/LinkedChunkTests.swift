@@ -56,6 +56,38 @@ import Testing
         #expect(twice == once, "\(once) \(twice)")
     }
 
+    /// From the chunk threshold, a text file's chunks share history by default (its own would
+    /// cost a sixth more) and those of noise with runs of zeros stay its own; the text file is listed whole
+    /// in the main tree, and an edit to it still costs a few chunks.
+    @Test func aTextFileFromTheChunkThresholdSharesHistoryByDefaultAndUpdatesByChunk() throws {
+        #expect(PublishRequest(source: "s", repo: "r").ownChunkCostLimit == Publisher.defaultOwnChunkCostLimit)
+        let repo = TempDir(), data = TempDir()
+        defer { repo.cleanup(); data.cleanup() }
+        let doc = Pack.text(1200 << 10, seed: 11), pack = Pack.mostlyNoise(1100 << 10, seed: 12)
+        #expect(pack.count > 1 << 20)
+        func publish(_ text: [UInt8], version: Int64) throws -> PublishResult {
+            try publishChunked([("doc.json", text), ("pack.bin", pack)], version: version, repo: repo, threshold: 1 << 20,
+                               ownChunkCostLimit: Publisher.defaultOwnChunkCostLimit)
+        }
+        let r = try publish(doc, version: 1)
+        let (indexed, lists) = try IndexReader.read(archive: repo.path + "/" + r.archivePath, try #require(r.head.index), source: "test")
+        let kinds = Dictionary(uniqueKeysWithValues: indexed.chunked.map { (indexed.files[$0.file].path, $0.linked) })
+        #expect(kinds == ["doc.json": true, "pack.bin": false], "\(kinds)")
+        #expect((lists["doc.json"]?.count ?? 0) > 100 && (lists["pack.bin"]?.count ?? 0) > 100)
+        let c = try Client(dataDir: data.path, bundleDir: nil)
+        defer { c.close() }
+        try c.set("manifest_url", headURL(repo))
+        #expect(try c.update(progress: nil))
+        let changed = edited(doc, edits: 4, seed: 2)
+        try publish(changed, version: 2)
+        let preview = try #require(try c.preview())
+        let lines = logged(c)
+        #expect(try c.update(progress: nil))
+        #expect(!lines().contains { $0.contains("whole archive") }, "\(lines())")
+        #expect(try FS.readFile(try c.resolve("doc.json"), limit: 4 << 20) == changed)
+        #expect(preview.transferBytes > 0 && preview.transferBytes < UInt64(doc.count) / 20, "\(preview.transferBytes)")
+    }
+
     @Test func verifyDecodesEveryLinkedChunkAfterItsHistoryAndFindsAChangedByte() throws {
         let repo = TempDir()
         defer { repo.cleanup() }

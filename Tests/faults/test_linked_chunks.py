@@ -244,3 +244,61 @@ def test_a_source_changing_a_linked_chunk_is_passed_over_for_the_mirror(tmp_path
         assert not any(e["start"] == 0 and e["end"] == size - 1 for e in bad + good), (bad, good)
     finally:
         mirror.stop()
+
+
+def mostly_noise(rnd, size):
+    """Noise with every fourth 4 KiB block zeros: deflate saves a quarter, as much chunk by chunk."""
+    out = bytearray(rnd.randbytes(size))
+    for at in range(0, size, 16384):
+        out[at:at + 4096] = bytes(len(out[at:at + 4096]))
+    return bytes(out)
+
+
+def test_from_the_chunk_threshold_text_shares_history_unless_told_not_to(tmp_path):
+    """A document from --chunk-threshold costs a sixth to three times more in chunks of its own:
+    it gets chunks that share history (the main tree lists it whole, for clients before 0.5),
+    while a file deflate shrinks as much chunk by chunk keeps chunks that each decode alone
+    (zlib, not the library, decodes them). --chunk-cost-limit none keeps 0.4's chunks."""
+    rnd = random.Random(5)
+    files = {"doc.json": document(rnd, 1536 << 10), "pack.bin": mostly_noise(rnd, 1536 << 10)}
+    src = str(tmp_path / "src")
+    make_tree(src, files)
+
+    def publish(name, *extra):
+        repo = str(tmp_path / name)
+        subprocess.run([CLI, "publish", src, "--repo", repo, "--package", "t", "--version", "1", "--chunk-threshold",
+                        str(1 << 20), "--chunk-size", str(CHUNK_SIZE), *extra], check=True, stdout=subprocess.DEVNULL)
+        archive = newest_archive(repo)
+        return archive, indexpages.read(os.path.join(repo, "head.json"), archive)
+
+    def alone(archive, f):
+        """Each chunk of `f` inflates on its own to its record, and together they are the file."""
+        content = b""
+        with open(archive, "rb") as a:
+            for c in f["chunks"]:
+                a.seek(c["offset"])
+                raw = a.read(c["compressed_size"])
+                out = zlib.decompressobj(-15).decompress(raw) if f["method"] == 8 else raw
+                assert len(out) == c["size"] and hashlib.sha256(out).hexdigest() == c["sha256"], f["path"]
+                content += out
+        return content
+
+    archive, index = publish("default")
+    main = {f["path"]: f for f in index["files"]}
+    assert [f["path"] for f in index["linked"]] == ["doc.json"]
+    assert main["doc.json"]["chunk_pages"] == [] and main["doc.json"]["method"] == 8
+    assert main["pack.bin"]["method"] == 8 and main["pack.bin"]["chunks"]
+    assert alone(archive, main["pack.bin"]) == files["pack.bin"]
+    default_doc = main["doc.json"]["compressed_size"]
+    assert default_doc <= len(zlib.compress(files["doc.json"], 6)) * 1.05
+
+    archive, index = publish("own", "--chunk-cost-limit", "none")
+    main = {f["path"]: f for f in index["files"]}
+    assert index["linked"] == [] and main["doc.json"]["chunks"]
+    assert alone(archive, main["doc.json"]) == files["doc.json"]
+    assert main["doc.json"]["compressed_size"] > default_doc * 1.1
+
+    for bad in ("-1", "1001", "5%", "some"):
+        out = subprocess.run([CLI, "publish", src, "--repo", str(tmp_path / "bad"), "--package", "t", "--version", "1",
+                              "--chunk-cost-limit", bad], capture_output=True, text=True)
+        assert out.returncode != 0 and "--chunk-cost-limit" in out.stderr, (bad, out.stderr)

@@ -63,7 +63,8 @@ final class EntryCompressor {
             entry = incompressible ? try storeChunked(src, size: size, chunker: chunker, sha: sha, into: out)
                                    : try deflateChunked(src, size: size, chunker: chunker, linked: linked, sha: sha, into: out)
             entry.linked = linked && !incompressible
-        } else if incompressible {
+        } else if incompressible || size == 0 {
+            // An empty file stored: no bytes, as zip stores it (deflated, it takes two).
             entry = try store(src, sha: sha, into: out)
         } else {
             entry = try deflate(src, size: size, sha: sha, into: out)

@@ -97,6 +97,9 @@ struct RawZip {
         let z = try ZipReader(path: dir.path + "/out.zip")
         #expect(z.entries.first { $0.name == "text.txt" }?.method == 8)
         #expect(z.entries.first { $0.name == "sub/noise.bin" }?.method == 0)
+        // An empty file is stored, no bytes (deflated it would take two), as zip stores it.
+        let empty = try #require(z.entries.first { $0.name == "empty" })
+        #expect(empty.method == 0 && empty.compressedSize == 0)
         let got = try extractAll(dir.path + "/out.zip")
         for (n, b) in files { #expect(got[n] == b, "\(n)") }
     }

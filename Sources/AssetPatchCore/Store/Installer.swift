@@ -87,12 +87,13 @@ struct Installer {
     /// are renamed into the release instead (the whole archive they came from is still on disk,
     /// so a crash before the release is active costs a local extraction, not a download). A
     /// local file that does not match throws `DifferentialFallback`.
+    /// `spareRead`: the spare's record read already, for `Store.takeSpare`.
     func assemble(_ c: Candidate, _ plan: FilePlan, fetched: [String: String], chunks: [String: String] = [:],
-                  moveFetched: Bool = false, log: (LogLevel, String) -> Void = { _, _ in }) throws {
+                  moveFetched: Bool = false, spareRead: SpareTree.Base? = nil, log: (LogLevel, String) -> Void = { _, _ in }) throws {
         let info = ReleaseRecord(c, files: c.allFiles)
         let roots = info.roots(in: store.stagingDir(c.releaseID) + "/")
         // On the spare tree, if there is one: the files it holds in place are not placed again.
-        var spare = try store.takeSpare(into: c.releaseID, info, files: plan.files.release, cancel: cancel, log: log)
+        var spare = try store.takeSpare(into: c.releaseID, info, files: plan.files.release, read: spareRead, cancel: cancel, log: log)
         // A chunked file is rebuilt as planned even where the spare holds it: its rebuild may
         // decode chunks that later files take (and the plan, made before, counted on it).
         for chunked in plan.chunked {

@@ -49,23 +49,20 @@ struct SpareTree {
     /// The record a spare tree lists its files by.
     static let recordName = Store.recordName
 
-    /// Makes the spare tree at `dir` (its `files/` exactly what the record `dir/release.json`
-    /// lists there) hold under `files/` only the files of `files` (`info`'s, or a list of the
-    /// same release in path order) that are there with the same content and size, and nothing
-    /// beside `files/`. Throws when the lists are not both in strictly increasing path order or
-    /// the record can't be read: the caller then builds without the tree.
-    static func reconcile(_ dir: String, toward info: ReleaseRecord, files: [ManifestFile], cancel: CancelToken) throws -> Reconciled {
-        let ordered = files.indices.dropFirst().allSatisfy { InstalledFiles.compare(files[$0 - 1].path, files[$0].path) < 0 }
-        guard ordered else { throw AssetPatchError(.state, "\(dir): the release's files are not in path order") }
-        // The base record's files as they are read: those at a new file's path with its
-        // content (and the base's group, known once its groups are read, after its files),
-        // and the others (what changed, few).
+    /// A spare's record read against a release's files (in path order): each of its files at a
+    /// new file's path with its content (by number, with the base's group, known once its
+    /// groups are read, after its files), and the others (what changed, few).
+    struct Matcher {
+        let files: [ManifestFile]
         var matched: [(file: UInt32, group: UInt16)] = []
         var stale: [(path: String, group: UInt16)] = []
-        var next = 0
-        var last: String?
         var outOfOrder = false
-        let base = try Store.loadRecord(dir + "/" + recordName, listingFiles: false) { f in
+        private var next = 0
+        private var last: String?
+
+        init(_ files: [ManifestFile]) { self.files = files }
+
+        mutating func take(_ f: ManifestFile) {
             if let last, InstalledFiles.compare(last, f.path) >= 0 { outOfOrder = true }
             last = f.path
             while next < files.count, InstalledFiles.compare(files[next].path, f.path) < 0 { next += 1 }
@@ -76,13 +73,63 @@ struct SpareTree {
                 stale.append((f.path, f.group))
             }
         }
-        guard !outOfOrder else { throw AssetPatchError(.state, "\(dir): its record's files are not in path order") }
+    }
+
+    /// A record read already, matched against a release's files: in the steady state the
+    /// spare's record is a hard link to the active release's, which the update reads for its
+    /// plan (`Store.installedFiles`); taking the spare then reads it again only when it is not
+    /// that file (`identity`: device and inode) or the files are not the same list.
+    struct Base {
+        let id: String
+        let identity: (dev: UInt64, ino: UInt64)
+        let record: ReleaseRecord
+        let matcher: Matcher
+
+        /// Whether this is the reading of `dir`'s record against `files`.
+        func serves(_ dir: String, files: [ManifestFile]) -> Bool {
+            guard let other = Base.identity(of: dir + "/" + SpareTree.recordName), other == identity else { return false }
+            let mine = matcher.files
+            guard mine.count == files.count else { return false }
+            let shared = mine.withUnsafeBufferPointer { a in files.withUnsafeBufferPointer { b in a.baseAddress == b.baseAddress } }
+            return shared || mine.indices.allSatisfy { i in
+                mine[i].path == files[i].path && mine[i].digest == files[i].digest && mine[i].size == files[i].size && mine[i].group == files[i].group
+            }
+        }
+
+        /// A record file's device and inode (not following a final symbolic link).
+        static func identity(of path: String) -> (dev: UInt64, ino: UInt64)? {
+            var st = stat()
+            guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+            return (UInt64(st.st_dev), UInt64(st.st_ino))
+        }
+    }
+
+    /// Makes the spare tree at `dir` (its `files/` exactly what the record `dir/release.json`
+    /// lists there) hold under `files/` only the files of `files` (`info`'s, or a list of the
+    /// same release in path order) that are there with the same content and size, and nothing
+    /// beside `files/`. Throws when the lists are not both in strictly increasing path order or
+    /// the record can't be read: the caller then builds without the tree. `read`: that record
+    /// read against `files` already, when it `serves` (else it is read here).
+    static func reconcile(_ dir: String, toward info: ReleaseRecord, files: [ManifestFile], read: Base? = nil,
+                          cancel: CancelToken) throws -> Reconciled {
+        let ordered = files.indices.dropFirst().allSatisfy { InstalledFiles.compare(files[$0 - 1].path, files[$0].path) < 0 }
+        guard ordered else { throw AssetPatchError(.state, "\(dir): the release's files are not in path order") }
+        let base: ReleaseRecord, matcher: Matcher
+        if let read, read.serves(dir, files: files) {
+            (base, matcher) = (read.record, read.matcher)
+        } else {
+            var m = Matcher(files)
+            base = try Store.loadRecord(dir + "/" + recordName, listingFiles: false) { m.take($0) }
+            matcher = m
+        }
+        var stale = matcher.stale
+        guard !matcher.outOfOrder else { throw AssetPatchError(.state, "\(dir): its record's files are not in path order") }
         try cancel.check()
         func underFiles(_ r: ReleaseRecord, _ group: UInt16) -> Bool {
             group == 0 || (Int(group) <= r.groups.count && r.groups[Int(group) - 1].delivery != .onDemand)
         }
         var result = Reconciled(present: [Bool](repeating: false, count: files.count), touched: [[]])
-        for m in matched where underFiles(base, m.group) {
+        for m in matcher.matched where underFiles(base, m.group) {
             let f = files[Int(m.file)]
             if underFiles(info, f.group) {
                 result.present[Int(m.file)] = true
@@ -141,7 +188,8 @@ extension Store {
     /// hold in place what `files` (the release's, `info`'s or its plan's list) share with it;
     /// nil when there is no spare, or it can't serve (the staging directory is then empty
     /// again). The move is durable before the tree changes: a spare is never seen changed.
-    func takeSpare(into id: String, _ info: ReleaseRecord, files: [ManifestFile], cancel: CancelToken,
+    /// `read`: the spare's record read already (`installedFiles(_:sharing:spareRead:)`).
+    func takeSpare(into id: String, _ info: ReleaseRecord, files: [ManifestFile], read: SpareTree.Base? = nil, cancel: CancelToken,
                    log: (LogLevel, String) -> Void) throws -> SpareTree.Reconciled? {
         guard let base = spareBase() else { return nil }
         let stage = stagingDir(id)
@@ -152,7 +200,7 @@ extension Store {
             try FS.rename(spareRoot + "/" + base, stage)
             try FS.syncDirectory(stagingRoot)
             try FS.syncDirectory(spareRoot)
-            var r = try SpareTree.reconcile(stage, toward: info, files: files, cancel: cancel)
+            var r = try SpareTree.reconcile(stage, toward: info, files: files, read: read?.id == base ? read : nil, cancel: cancel)
             try FS.makeDirectories(stagingFilesDir(id))
             r.touched.insert(Array("files".utf8))
             return r

@@ -231,15 +231,30 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
     /// file at the same path with the same content costs a number, another the new release's
     /// String for its path where it names it too, not a copy.
     func installedFiles(_ state: StoreState, sharing: [ManifestFile] = []) -> InstalledFiles {
+        var spare: SpareTree.Base?
+        return installedFiles(state, sharing: sharing, spareRead: &spare)
+    }
+
+    /// As `installedFiles(_:sharing:)`; `spareRead`: the record of the release the spare tree
+    /// copies, read against `sharing` as taking the spare reads it (`SpareTree.Base`), when it
+    /// is one of these.
+    func installedFiles(_ state: StoreState, sharing: [ManifestFile], spareRead: inout SpareTree.Base?) -> InstalledFiles {
         var found = InstalledFiles(sharing: sharing)
+        let spare = sharing.isEmpty ? nil : spareBase()
+        spareRead = nil
         for ref in [state.active, state.pending].compactMap({ $0 }) + state.kept {
             var next = 0  // the first of `sharing` not before the last path read
+            var matcher = ref.id == spare ? SpareTree.Matcher(sharing) : nil
             let info = try? loadRelease(ref.id) { f in
+                matcher?.take(f)
                 var path = f.path
                 while next < sharing.count, InstalledFiles.compare(sharing[next].path, path) < 0 { next += 1 }
                 let at = next < sharing.count && InstalledFiles.compare(sharing[next].path, path) == 0 ? next : nil
                 if let at { path = sharing[at].path }
                 found.appendPending(f.digest, InstalledFile(root: "", path: path, size: f.size), group: f.group, sharingIndex: at)
+            }
+            if let info, let matcher, let identity = SpareTree.Base.identity(of: releaseRecordPath(ref.id)) {
+                spareRead = SpareTree.Base(id: ref.id, identity: identity, record: info, matcher: matcher)
             }
             // Where the files lie follows from the groups, which the record lists after them.
             let roots = info?.roots(in: releaseDir(ref.id) + "/") ?? []

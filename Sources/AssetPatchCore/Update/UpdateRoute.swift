@@ -124,7 +124,7 @@ extension Updater {
             for path in made.values { verifiedFetched.insert(path) }
             try cancel.check()
             try Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: cancel, progress: progress)
-                .assemble(c, plan, fetched: fetch.fetched.merging(made) { a, _ in a }, chunks: chunks, log: log)
+                .assemble(c, plan, fetched: fetch.fetched.merging(made) { a, _ in a }, chunks: chunks, spareRead: spareRead, log: log)
             return true
         } catch let f as DifferentialFallback {
             for path in fetch.fetched.values { verifiedFetched.insert(path) }

@@ -47,7 +47,7 @@ final class Updater {
     var activePathsCache: (id: String, paths: Set<String>)?
     /// The installed releases' files by sha256, read from their records once per updater: the
     /// plan, the free-space check and the installer all ask.
-    var installedCache: (ids: Set<String>, files: InstalledFiles)?
+    var installedCache: (ids: Set<String>, files: InstalledFiles, spareRead: SpareTree.Base?)?
     /// The delta offer read for a candidate (`deltaOffer`), by its delta page: read once for
     /// the index walk and the plan.
     var deltaOfferCache: (page: String, offer: DeltaOffer?)?
@@ -55,10 +55,14 @@ final class Updater {
     /// `sharing`: the new release's files, whose paths the installed ones share where equal.
     func installedFiles(_ state: StoreState, sharing: [ManifestFile] = []) -> InstalledFiles {
         if let cached = installedCache, cached.ids == state.liveReleaseIDs { return cached.files }
-        let files = store.installedFiles(state, sharing: sharing)
-        installedCache = (state.liveReleaseIDs, files)
+        var spareRead: SpareTree.Base?
+        let files = store.installedFiles(state, sharing: sharing, spareRead: &spareRead)
+        installedCache = (state.liveReleaseIDs, files, spareRead)
         return files
     }
+
+    /// The spare tree's record as `installedFiles` read it, if it did (`SpareTree.Base`).
+    var spareRead: SpareTree.Base? { installedCache?.spareRead }
 
     init(store: Store, config: ClientConfig, bundleDir: String?, cancel: CancelToken, progress: ProgressHandler?, readOnly: Bool = false,
          log: @escaping (LogLevel, String) -> Void) {
@@ -338,7 +342,7 @@ final class Updater {
         try store.prepareStaging(c.releaseID)
         // The files move from the download's directory into the release: the complete archive
         // stays until the release is active, so a crash before that re-extracts them locally.
-        return try installer.assemble(c, plan, fetched: rest.fetched, moveFetched: true, log: log)
+        return try installer.assemble(c, plan, fetched: rest.fetched, moveFetched: true, spareRead: spareRead, log: log)
     }
 
     /// The files earlier attempts fetched and kept (`downloads/*.files/`), by sha256: hashed

@@ -137,8 +137,10 @@ package enum IndexPage: Equatable {
 
     /// Decodes a page whose bytes were checked against their reference; a file-table page's
     /// locations get `base` (the root's) added. A page that does not decode is the publisher's
-    /// fault: `ERR_MANIFEST`.
-    package static func decode(_ bytes: [UInt8], source: String, base: UInt64 = 0) throws -> IndexPage {
+    /// fault: `ERR_MANIFEST`. `onlyChunked`: a file-table page lists only its files with chunk
+    /// pages, the others read past (their numbers and order still checked, their paths not
+    /// made into strings): what walks over pages already checked once look for.
+    package static func decode(_ bytes: [UInt8], source: String, base: UInt64 = 0, onlyChunked: Bool = false) throws -> IndexPage {
         var r = PageReader(bytes: bytes, source: source)
         guard bytes.count >= 5, Array(bytes[0..<4]) == magic else { throw r.fail("not an index page") }
         r.at = 4
@@ -153,29 +155,34 @@ package enum IndexPage: Equatable {
             return .root(refs)
         case 2:
             var files: [IndexedFile] = []
-            files.reserveCapacity(min(count, room(bytes, kind: 2)))
-            var previous: [UInt8]?
+            files.reserveCapacity(onlyChunked ? 0 : min(count, room(bytes, kind: 2)))
+            var previous: Range<Int>?
             for _ in 0..<count {
-                let pathBytes = try r.bytes(try r.count(max: ResourceName.maxLength))
-                guard let path = String(validating: pathBytes, as: UTF8.self), ResourceName.isValid(path) else {
-                    throw r.fail("unsafe path \"\(String(decoding: pathBytes, as: UTF8.self))\"")
+                let name = try r.skip(try r.count(max: ResourceName.maxLength))
+                if let previous, !bytes[previous].lexicographicallyPrecedes(bytes[name]) {
+                    throw r.fail("paths out of order at \"\(String(decoding: bytes[name], as: UTF8.self))\"")
                 }
-                if let previous, !previous.lexicographicallyPrecedes(pathBytes) { throw r.fail("paths out of order at \"\(path)\"") }
-                previous = pathBytes
+                previous = name
                 let size = try r.varint()
-                let sha = Sha256(bytes: try r.bytes(32))!
+                let digest = try r.skip(32)
                 let (header, o0) = base.addingReportingOverflow(try r.varint())
                 let (data, o1) = header.addingReportingOverflow(try r.varint())
                 let compressed = try r.varint()
                 let method = UInt16(try r.byte())
                 guard !o0, !o1, data - header >= 30, data <= UInt64(Int64.max), method == 0 || method == 8, compressed <= UInt64(Int64.max) - data else {
-                    throw r.fail("\"\(path)\" has an impossible location")
+                    throw r.fail("\"\(String(decoding: bytes[name], as: UTF8.self))\" has an impossible location")
+                }
+                let pages = try r.count(max: bytes.count)
+                if onlyChunked && pages == 0 { continue }
+                guard let path = String(validating: bytes[name], as: UTF8.self), ResourceName.isValid(path) else {
+                    throw r.fail("unsafe path \"\(String(decoding: bytes[name], as: UTF8.self))\"")
                 }
                 var chunkPages: [PageRef] = []
-                let pages = try r.count(max: bytes.count)
+                chunkPages.reserveCapacity(pages)
                 for _ in 0..<pages { chunkPages.append(try r.ref()) }
                 let location = ArchiveLocation(headerOffset: header, dataOffset: data, compressedSize: compressed, method: method)
-                files.append(IndexedFile(file: ManifestFile(path: path, size: size, digest: sha, location: location), chunkPages: chunkPages))
+                files.append(IndexedFile(file: ManifestFile(path: path, size: size, digest: Sha256(bytes: bytes[digest])!, location: location),
+                                         chunkPages: chunkPages))
             }
             try r.end()
             return .files(files)
@@ -254,9 +261,14 @@ struct PageReader {
     }
 
     mutating func bytes(_ n: Int) throws -> [UInt8] {
+        Array(bytes[try skip(n)])
+    }
+
+    /// The range of the next `n` bytes, read past.
+    mutating func skip(_ n: Int) throws -> Range<Int> {
         guard n >= 0, n <= bytes.count - at else { throw fail("truncated") }
         defer { at += n }
-        return Array(bytes[at..<(at + n)])
+        return at..<(at + n)
     }
 
     mutating func varint() throws -> UInt64 {

@@ -101,8 +101,8 @@ extension PageStore {
         guard let bytes = load(root), case let .root(refs)? = try? IndexPage.decode(bytes, source: "index") else { return [] }
         var out: [IndexedFile] = []
         for r in refs where !skipping.contains(r.page.hex) && read.insert(r.page.hex).inserted {
-            guard let b = load(r.page), case let .files(list)? = try? IndexPage.decode(b, source: "index", base: r.base) else { continue }
-            out += list.filter { !$0.chunkPages.isEmpty }
+            guard let b = load(r.page), case let .files(list)? = try? IndexPage.decode(b, source: "index", base: r.base, onlyChunked: true) else { continue }
+            out += list
         }
         return out
     }

@@ -231,17 +231,24 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
     /// file at the same path with the same content costs a number, another the new release's
     /// String for its path where it names it too, not a copy.
     func installedFiles(_ state: StoreState, sharing: [ManifestFile] = []) -> InstalledFiles {
-        var spare: SpareTree.Base?
-        return installedFiles(state, sharing: sharing, spareRead: &spare)
+        var read = RecordsRead()
+        return installedFiles(state, sharing: sharing, read: &read)
     }
 
-    /// As `installedFiles(_:sharing:)`; `spareRead`: the record of the release the spare tree
-    /// copies, read against `sharing` as taking the spare reads it (`SpareTree.Base`), when it
-    /// is one of these.
-    func installedFiles(_ state: StoreState, sharing: [ManifestFile], spareRead: inout SpareTree.Base?) -> InstalledFiles {
+    /// What reading the installed releases' records learned beside their files.
+    struct RecordsRead {
+        /// The record of the release the spare tree copies, read against the new files as
+        /// taking the spare reads it (`SpareTree.Base`), when it is one of them.
+        var spare: SpareTree.Base?
+        /// Each record's index roots, by release id (`pruneIndexPages`).
+        var indexRoots: [String: [PageRef]] = [:]
+    }
+
+    /// As `installedFiles(_:sharing:)`, with what else the records said in `read`.
+    func installedFiles(_ state: StoreState, sharing: [ManifestFile], read: inout RecordsRead) -> InstalledFiles {
         var found = InstalledFiles(sharing: sharing)
         let spare = sharing.isEmpty ? nil : spareBase()
-        spareRead = nil
+        read = RecordsRead()
         for ref in [state.active, state.pending].compactMap({ $0 }) + state.kept {
             var next = 0  // the first of `sharing` not before the last path read
             var matcher = ref.id == spare ? SpareTree.Matcher(sharing) : nil
@@ -253,8 +260,9 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
                 if let at { path = sharing[at].path }
                 found.appendPending(f.digest, InstalledFile(root: "", path: path, size: f.size), group: f.group, sharingIndex: at)
             }
+            if let info { read.indexRoots[ref.id] = info.indexRoots }
             if let info, let matcher, let identity = SpareTree.Base.identity(of: releaseRecordPath(ref.id)) {
-                spareRead = SpareTree.Base(id: ref.id, identity: identity, record: info, matcher: matcher)
+                read.spare = SpareTree.Base(id: ref.id, identity: identity, record: info, matcher: matcher)
             }
             // Where the files lie follows from the groups, which the record lists after them.
             let roots = info?.roots(in: releaseDir(ref.id) + "/") ?? []
@@ -321,12 +329,12 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
     /// then, pages a check or an interrupted update fetched serve the update that follows. A
     /// page whose release record can't be read is not reached: that release has no chunks to
     /// offer.
-    func pruneIndexPages(keepingReleases ids: Set<String>) {
+    func pruneIndexPages(keepingReleases ids: Set<String>, known: [String: [PageRef]] = [:]) {
         let pages = PageStore(self)
         guard FS.exists(pages.dir) else { return }
         var keep = Set<String>()
         for id in ids {
-            for root in (try? loadRelease(id, listingFiles: false))?.indexRoots ?? [] { pages.reachable(root: root, into: &keep) }
+            for root in known[id] ?? (try? loadRelease(id, listingFiles: false))?.indexRoots ?? [] { pages.reachable(root: root, into: &keep) }
         }
         pages.prune(keeping: keep)
     }

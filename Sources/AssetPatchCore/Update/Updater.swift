@@ -47,7 +47,7 @@ final class Updater {
     var activePathsCache: (id: String, paths: Set<String>)?
     /// The installed releases' files by sha256, read from their records once per updater: the
     /// plan, the free-space check and the installer all ask.
-    var installedCache: (ids: Set<String>, files: InstalledFiles, spareRead: SpareTree.Base?)?
+    var installedCache: (ids: Set<String>, files: InstalledFiles, read: Store.RecordsRead)?
     /// The delta offer read for a candidate (`deltaOffer`), by its delta page: read once for
     /// the index walk and the plan.
     var deltaOfferCache: (page: String, offer: DeltaOffer?)?
@@ -55,14 +55,14 @@ final class Updater {
     /// `sharing`: the new release's files, whose paths the installed ones share where equal.
     func installedFiles(_ state: StoreState, sharing: [ManifestFile] = []) -> InstalledFiles {
         if let cached = installedCache, cached.ids == state.liveReleaseIDs { return cached.files }
-        var spareRead: SpareTree.Base?
-        let files = store.installedFiles(state, sharing: sharing, spareRead: &spareRead)
-        installedCache = (state.liveReleaseIDs, files, spareRead)
+        var read = Store.RecordsRead()
+        let files = store.installedFiles(state, sharing: sharing, read: &read)
+        installedCache = (state.liveReleaseIDs, files, read)
         return files
     }
 
     /// The spare tree's record as `installedFiles` read it, if it did (`SpareTree.Base`).
-    var spareRead: SpareTree.Base? { installedCache?.spareRead }
+    var spareRead: SpareTree.Base? { installedCache?.read.spare }
 
     init(store: Store, config: ClientConfig, bundleDir: String?, cancel: CancelToken, progress: ProgressHandler?, readOnly: Bool = false,
          log: @escaping (LogLevel, String) -> Void) {
@@ -403,7 +403,9 @@ final class Updater {
             // but what group fetches of releases still on disk (named, or served) keep.
             store.discardDownloads(keepingGroupsOf: state.liveReleaseIDs.union(leased))
             store.collectGroups(state)
-            store.pruneIndexPages(keepingReleases: state.liveReleaseIDs.union(leased))
+            // The index roots of the releases the plan read, and this one's: no record read again.
+            let known = (installedCache?.read.indexRoots ?? [:]).merging([c.releaseID: ReleaseRecord(c, files: []).indexRoots]) { _, new in new }
+            store.pruneIndexPages(keepingReleases: state.liveReleaseIDs.union(leased), known: known)
             ChunkScan.prune(store)
         } catch let e as AssetPatchError {
             store.discardDownloads(keepingGroupsOf: state.liveReleaseIDs)

@@ -160,6 +160,33 @@ import Testing
         #expect(try IndexPage.unseal(stored, sealedRef, source: "t") == table.encode())
     }
 
+    /// Read for its chunked files only, a file table gives exactly those of the full decode,
+    /// and refuses what the full decode refuses for its numbers and order.
+    @Test func aFileTableReadForItsChunkedFilesGivesThoseOfTheFullDecode() throws {
+        let ref = PageRef(sha256: [UInt8](repeating: 5, count: 32), compressedSize: 40)
+        var files: [IndexedFile] = []
+        for i in 0..<30 {
+            let pages: [PageRef] = i % 7 == 3 ? [ref, ref] : []
+            let name = i < 10 ? "dir/f0\(i).bin" : "dir/f\(i).bin"
+            files.append(IndexedFile(file: file(name, at: UInt64(i) * 400 + 100), chunkPages: pages))
+        }
+        let bytes = IndexPage.files(files).encode()
+        guard case let .files(all) = try IndexPage.decode(bytes, source: "t", base: 9),
+              case let .files(chunked) = try IndexPage.decode(bytes, source: "t", base: 9, onlyChunked: true) else {
+            Issue.record("not a file table"); return
+        }
+        #expect(all.count == 30 && chunked == all.filter { !$0.chunkPages.isEmpty } && chunked.count == 4)
+        for n in 0..<bytes.count {
+            #expect(statusOf { _ = try IndexPage.decode(Array(bytes[0..<n]), source: "t", onlyChunked: true) } == .manifest, "truncated at \(n)")
+        }
+        // Two files swapped (paths out of order), neither chunked: refused either way.
+        var swapped = files
+        swapped.swapAt(0, 1)
+        let out = IndexPage.files(swapped).encode()
+        #expect(statusOf { _ = try IndexPage.decode(out, source: "t", onlyChunked: true) } == .manifest)
+        #expect(statusOf { _ = try IndexPage.decode(out, source: "t") } == .manifest)
+    }
+
     @Test func everyTruncationAndByteFlipIsRefusedOrDecodesToAValidPage() throws {
         let files = (0..<20).map { IndexedFile(file: file("dir/file\($0).bin", at: UInt64($0) * 500 + 100)) }
         for page in [IndexPage.files(files), .root([FileTableRef(page: PageRef(sha256: [UInt8](repeating: 1, count: 32), compressedSize: 9), base: 1)]),

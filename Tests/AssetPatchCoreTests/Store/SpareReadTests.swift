@@ -29,15 +29,15 @@ import Testing
         new.append(ManifestFile(path: "d/f9.bin", size: 3, sha256: sha(8)))
 
         // No spare: nothing read for it.
-        var read: SpareTree.Base?
-        _ = store.installedFiles(state, sharing: new, spareRead: &read)
-        #expect(read == nil)
+        var read = Store.RecordsRead()
+        _ = store.installedFiles(state, sharing: new, read: &read)
+        #expect(read.spare == nil && read.indexRoots == [id: []])
         // A spare of the active release: its record is a hard link to the active one's.
         let spare = store.spareRoot + "/" + id
         try FS.makeDirectories(spare + "/files/d")
         #expect(link(store.releaseRecordPath(id), spare + "/release.json") == 0)
-        _ = store.installedFiles(state, sharing: new, spareRead: &read)
-        let base = try #require(read)
+        _ = store.installedFiles(state, sharing: new, read: &read)
+        let base = try #require(read.spare)
         #expect(base.id == id && base.matcher.matched.map(\.file) == [0, 2, 3] && base.matcher.stale.map(\.path) == ["d/f1.bin", "d/f3.bin"])
         #expect(base.serves(spare, files: new))
         // A copy of the list, equal: served; one that differs in a digest, a size or a group: not.

@@ -6,8 +6,9 @@ extension Store {
     /// the file at its path in an installed release that has no chunk list for it (installed
     /// from a format-1 manifest) and in the bundle, cut and hashed as the publisher cut the new
     /// release (`ChunkScan`, cached). Returns them and how many files on disk were cut now.
+    /// `known`: records read already (without their files), by release id.
     func localChunks(_ state: StoreState, for rebuilt: [(file: ManifestFile, chunks: [ChunkRecord])], chunkSize: Int,
-                     bundleDir: String?, cancel: CancelToken) throws -> (chunks: LocalChunks, scanned: Int) {
+                     bundleDir: String?, known: [String: ReleaseRecord] = [:], cancel: CancelToken) throws -> (chunks: LocalChunks, scanned: Int) {
         var out = LocalChunks()
         var scanned = 0
         let pages = PageStore(self)
@@ -23,7 +24,7 @@ extension Store {
         for ref in [state.active, state.pending].compactMap({ $0 }) + state.kept {
             releases.append(filesDir(ref.id))
             // The files only where some lie in on-demand groups' directories.
-            guard var record = try? loadRelease(ref.id, listingFiles: false), !record.indexRoots.isEmpty else { continue }
+            guard var record = known[ref.id] ?? (try? loadRelease(ref.id, listingFiles: false)), !record.indexRoots.isEmpty else { continue }
             if !record.groups.isEmpty {
                 guard let full = try? loadRelease(ref.id) else { continue }
                 record = full

@@ -240,8 +240,9 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
         /// The record of the release the spare tree copies, read against the new files as
         /// taking the spare reads it (`SpareTree.Base`), when it is one of them.
         var spare: SpareTree.Base?
-        /// Each record's index roots, by release id (`pruneIndexPages`).
-        var indexRoots: [String: [PageRef]] = [:]
+        /// Each record read, by release id, without its files (its index roots, its groups:
+        /// `localChunks`, `pruneIndexPages`).
+        var records: [String: ReleaseRecord] = [:]
     }
 
     /// As `installedFiles(_:sharing:)`, with what else the records said in `read`.
@@ -260,7 +261,7 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
                 if let at { path = sharing[at].path }
                 found.appendPending(f.digest, InstalledFile(root: "", path: path, size: f.size), group: f.group, sharingIndex: at)
             }
-            if let info { read.indexRoots[ref.id] = info.indexRoots }
+            if let info { read.records[ref.id] = info }
             if let info, let matcher, let identity = SpareTree.Base.identity(of: releaseRecordPath(ref.id)) {
                 read.spare = SpareTree.Base(id: ref.id, identity: identity, record: info, matcher: matcher)
             }

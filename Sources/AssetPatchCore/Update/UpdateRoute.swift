@@ -68,7 +68,8 @@ extension Updater {
         var chunksOnDisk = LocalChunks()
         if !rebuilt.isEmpty {
             let scanned: Int
-            (chunksOnDisk, scanned) = try store.localChunks(state, for: rebuilt, chunkSize: chunkSize, bundleDir: bundleDir, cancel: cancel)
+            (chunksOnDisk, scanned) = try store.localChunks(state, for: rebuilt, chunkSize: chunkSize, bundleDir: bundleDir,
+                                                            known: installedCache?.read.records ?? [:], cancel: cancel)
             if scanned > 0 { log(.info, "cut \(scanned) files on disk into chunks to find those the new release shares (cached for later updates)") }
             // An update rebuilds only files with a chunk it need not fetch for them; a group's
             // fetch keeps all chunked (its chunk lists are what a killed fetch resumes by).

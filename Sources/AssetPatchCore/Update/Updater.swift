@@ -404,7 +404,7 @@ final class Updater {
             store.discardDownloads(keepingGroupsOf: state.liveReleaseIDs.union(leased))
             store.collectGroups(state)
             // The index roots of the releases the plan read, and this one's: no record read again.
-            let known = (installedCache?.read.indexRoots ?? [:]).merging([c.releaseID: ReleaseRecord(c, files: []).indexRoots]) { _, new in new }
+            let known = (installedCache?.read.records ?? [:]).mapValues(\.indexRoots).merging([c.releaseID: ReleaseRecord(c, files: []).indexRoots]) { _, new in new }
             store.pruneIndexPages(keepingReleases: state.liveReleaseIDs.union(leased), known: known)
             ChunkScan.prune(store)
         } catch let e as AssetPatchError {

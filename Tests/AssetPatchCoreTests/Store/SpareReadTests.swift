@@ -31,7 +31,7 @@ import Testing
         // No spare: nothing read for it.
         var read = Store.RecordsRead()
         _ = store.installedFiles(state, sharing: new, read: &read)
-        #expect(read.spare == nil && read.indexRoots == [id: []])
+        #expect(read.spare == nil && read.records.keys.sorted() == [id] && read.records[id]?.archiveDigest == sha(9))
         // A spare of the active release: its record is a hard link to the active one's.
         let spare = store.spareRoot + "/" + id
         try FS.makeDirectories(spare + "/files/d")

@@ -29,7 +29,7 @@ extension Store {
             return try File.open(stage + "/" + name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o444)
         }
         let record = try create(Store.recordName)
-        try info.serialize { text in try text.withUTF8 { try record.write(UnsafeRawBufferPointer($0)) } }
+        try info.serialize { try record.write($0) }
         // Written a piece at a time, like the record: at 100,000 files the names are 2.4 MB.
         let names = try create(Store.namesName)
         var piece: [UInt8] = []

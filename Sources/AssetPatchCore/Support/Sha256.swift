@@ -82,6 +82,14 @@ package struct Sha256: Hashable, Sendable, Comparable {
         }
     }
 
+    /// Appends the 64 lowercase hex digits to `out`.
+    package func appendHex(to out: inout [UInt8]) {
+        let digits: StaticString = "0123456789abcdef"
+        for w in [words.0, words.1, words.2, words.3] {
+            for s in stride(from: 60, through: 0, by: -4) { out.append(digits.utf8Start[Int(w >> UInt64(s) & 15)]) }
+        }
+    }
+
     package static func == (a: Sha256, b: Sha256) -> Bool {
         a.words.0 == b.words.0 && a.words.1 == b.words.1 && a.words.2 == b.words.2 && a.words.3 == b.words.3
     }

@@ -54,9 +54,10 @@ import Testing
 
     /// A release record's text as `serialize` hands it out, piece by piece.
     func text(_ record: ReleaseRecord, pieceSize: Int = 64 << 10) -> String {
-        var all = ""
+        var bytes: [UInt8] = []
         var pieces = 0
-        record.serialize(pieceSize: pieceSize) { all += $0; pieces += 1 }
+        record.serialize(pieceSize: pieceSize) { bytes += $0; pieces += 1 }
+        let all = String(decoding: bytes, as: UTF8.self)
         #expect(pieceSize > 1 || pieces > record.files.count)
         return all
     }

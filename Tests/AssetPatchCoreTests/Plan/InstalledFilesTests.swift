@@ -120,7 +120,7 @@ import Testing
         let id = "2-0123456789abcdef"
         try FS.makeDirectories(store.releaseDir(id))
         var text: [UInt8] = []
-        record.serialize { text += $0.utf8 }
+        record.serialize { text += $0 }
         try FS.writeAtomically(store.releaseRecordPath(id), text)
         var state = StoreState()
         state.active = ReleaseRef(id: id, version: 2, verified: true)

@@ -17,7 +17,7 @@ import Testing
         let id = "2-0123456789abcdef"
         try FS.makeDirectories(store.releaseDir(id) + "/files/d")
         var text: [UInt8] = []
-        record.serialize { text += $0.utf8 }
+        record.serialize { text += $0 }
         try FS.writeAtomically(store.releaseRecordPath(id), text)
         for f in files { try dir.write("data/releases/\(id)/files/" + f.path, Array(repeating: 1, count: Int(f.size))) }
         var state = StoreState()

@@ -60,13 +60,13 @@ struct Publish: ParsableCommand {
             help: "Write the archive's URL as this absolute http(s) URL followed by <sha256>.zip, for hosts where the manifest's URL redirects elsewhere (release assets, presigned URLs).")
     var archiveURLBase: String?
     @Option(name: .customLong("chunk-threshold"),
-            help: "Cut files of at least this many bytes into chunks that each decode on their own, which clients since 0.4 fetch (default 4194304; 0: none, and every file from --link-threshold up has chunks that share history).")
+            help: "Cut files of at least this many bytes into chunks that each decode on their own, which clients since 0.4 fetch, unless --chunk-cost-limit gives them chunks that share history (default 4194304; 0: none, and every file from --link-threshold up has chunks that share history).")
     var chunkThreshold: UInt64 = Publisher.defaultChunkThreshold
     @Option(name: .customLong("chunk-cost-limit"),
             help: "PERCENT|none: a file from --chunk-threshold that deflate shrinks gets chunks that share history instead when chunks of their own would take more than PERCENT% more archive bytes (text takes about 3 times as many); none: never (default 5).")
     var chunkCostLimit: String = String(Publisher.defaultOwnChunkCostLimit ?? 0)
     @Option(name: .customLong("link-threshold"),
-            help: "Cut smaller files of at least this many bytes into chunks that share history: clients since 0.5 fetch the chunks that changed, earlier ones the whole file (default 65536; 0: none).")
+            help: "Cut smaller files of at least this many bytes into chunks that share history: clients since 0.5 fetch the chunks that changed, earlier ones the whole file (default 65536; 0: none, at any size).")
     var linkThreshold: UInt64 = Publisher.defaultLinkThreshold
     @Option(name: .customLong("chunk-size"), help: "Average chunk size: a power of two from 4096 to 1048576 (default 8192).")
     var chunkSize: Int = Publisher.defaultChunkSize

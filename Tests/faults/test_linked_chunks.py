@@ -258,7 +258,8 @@ def test_from_the_chunk_threshold_text_shares_history_unless_told_not_to(tmp_pat
     """A document from --chunk-threshold costs a sixth to three times more in chunks of its own:
     it gets chunks that share history (the main tree lists it whole, for clients before 0.5),
     while a file deflate shrinks as much chunk by chunk keeps chunks that each decode alone
-    (zlib, not the library, decodes them). --chunk-cost-limit none keeps 0.4's chunks."""
+    (zlib, not the library, decodes them). --chunk-cost-limit none, or --link-threshold 0, keeps
+    0.4's chunks."""
     rnd = random.Random(5)
     files = {"doc.json": document(rnd, 1536 << 10), "pack.bin": mostly_noise(rnd, 1536 << 10)}
     src = str(tmp_path / "src")
@@ -292,11 +293,12 @@ def test_from_the_chunk_threshold_text_shares_history_unless_told_not_to(tmp_pat
     default_doc = main["doc.json"]["compressed_size"]
     assert default_doc <= len(zlib.compress(files["doc.json"], 6)) * 1.05
 
-    archive, index = publish("own", "--chunk-cost-limit", "none")
-    main = {f["path"]: f for f in index["files"]}
-    assert index["linked"] == [] and main["doc.json"]["chunks"]
-    assert alone(archive, main["doc.json"]) == files["doc.json"]
-    assert main["doc.json"]["compressed_size"] > default_doc * 1.1
+    for name, extra in (("own", ("--chunk-cost-limit", "none")), ("unlinked", ("--link-threshold", "0"))):
+        archive, index = publish(name, *extra)
+        main = {f["path"]: f for f in index["files"]}
+        assert index["linked"] == [] and main["doc.json"]["chunks"], name
+        assert alone(archive, main["doc.json"]) == files["doc.json"]
+        assert main["doc.json"]["compressed_size"] > default_doc * 1.1
 
     for bad in ("-1", "1001", "5%", "some"):
         out = subprocess.run([CLI, "publish", src, "--repo", str(tmp_path / "bad"), "--package", "t", "--version", "1",

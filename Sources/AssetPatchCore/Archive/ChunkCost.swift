@@ -12,18 +12,19 @@ internal import CZlib
 /// since 0.4 fetch those by chunk; a file whose chunks share history they fetch whole, clients
 /// since 0.5 by chunk either way.
 extension EntryCompressor {
-    /// The most bytes the windows sample: up to 8 of them, a quarter of the file or less.
+    /// The most windows sampled: 8 (a quarter of the file or less from 8 windows' length up).
     static let costWindows = 8
 
     /// Whether chunks of their own would take more than `limitPercent`% more compressed bytes
-    /// than chunks sharing history, on windows of the file spread evenly over it (each 16
-    /// chunks long on average, 256 KiB to 1 MiB, the whole file when it is shorter). The result
-    /// depends only on the file's bytes, the chunker, the level and the limit.
+    /// than chunks sharing history, on windows of the file spread evenly over it from its first
+    /// byte to its last (16 chunks long on average and 256 KiB to 1 MiB each; at least two, one
+    /// per 4 windows' length of the file, at most 8; the whole file when it is no longer than
+    /// one). The result depends only on the file's bytes, the chunker, the level and the limit.
     func ownChunksCostMore(_ src: File, size: UInt64, chunker: Chunker, limitPercent: Int) throws -> Bool {
         guard size > 0 else { return false }
         let window = UInt64(min(max(16 * chunker.averageSize, 256 << 10), buffers.input.count))
         let length = min(size, window)
-        let count = size <= window ? UInt64(1) : UInt64(min(UInt64(EntryCompressor.costWindows), max(1, size / (4 * window))))
+        let count = size <= window ? UInt64(1) : UInt64(min(UInt64(EntryCompressor.costWindows), max(2, size / (4 * window))))
         var own: UInt64 = 0, shared: UInt64 = 0
         let z = try startDeflate()
         defer { deflateEnd(z) }

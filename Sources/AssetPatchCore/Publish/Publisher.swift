@@ -172,8 +172,9 @@ package enum Publisher {
             let size = FS.fileSize(path) ?? 0
             let chunked = r.chunkThreshold > 0 && size >= r.chunkThreshold
             let linked = !chunked && r.linkThreshold > 0 && size >= r.linkThreshold
+            // --link-threshold 0 turns chunks that share history off, from the chunk threshold too.
             return EntrySource(name: n, path: path, chunker: chunked || linked ? chunker : nil, linked: linked,
-                               ownChunkCostLimit: r.ownChunkCostLimit)
+                               ownChunkCostLimit: r.linkThreshold > 0 ? r.ownChunkCostLimit : nil)
         }
         let indexed = try writer.addFiles(sources, jobs: r.jobs ?? Publisher.defaultJobs)
         let files = indexed.map(\.file)

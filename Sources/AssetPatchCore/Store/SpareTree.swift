@@ -95,10 +95,10 @@ struct SpareTree {
     /// A record read already, matched against a release's files: in the steady state the
     /// spare's record is a hard link to the active release's, which the update reads for its
     /// plan (`Store.installedFiles`); taking the spare then reads it again only when it is not
-    /// that file (`identity`: device and inode) or the files are not the same list.
+    /// that file (`identity`: device, inode, size and time) or the files are not the same list.
     struct Base {
         let id: String
-        let identity: (dev: UInt64, ino: UInt64)
+        let identity: Identity
         let record: ReleaseRecord
         let matcher: Matcher
 
@@ -113,11 +113,16 @@ struct SpareTree {
             }
         }
 
-        /// A record file's device and inode (not following a final symbolic link).
-        static func identity(of path: String) -> (dev: UInt64, ino: UInt64)? {
+        /// A record file as `lstat` sees it: device, inode, size and modification time.
+        typealias Identity = [Int64]
+
+        /// A record file's identity (not following a final symbolic link; nil for anything but
+        /// a regular file).
+        static func identity(of path: String) -> Identity? {
             var st = stat()
             guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
-            return (UInt64(st.st_dev), UInt64(st.st_ino))
+            return [Int64(bitPattern: UInt64(st.st_dev)), Int64(bitPattern: UInt64(st.st_ino)), Int64(st.st_size),
+                    Int64(st.st_mtim.tv_sec), Int64(st.st_mtim.tv_nsec)]
         }
     }
 

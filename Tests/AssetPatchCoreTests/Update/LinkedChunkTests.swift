@@ -63,17 +63,17 @@ import Testing
         #expect(PublishRequest(source: "s", repo: "r").ownChunkCostLimit == Publisher.defaultOwnChunkCostLimit)
         let repo = TempDir(), data = TempDir()
         defer { repo.cleanup(); data.cleanup() }
-        let doc = Pack.text(1200 << 10, seed: 11), pack = Pack.mostlyNoise(1100 << 10, seed: 12)
-        #expect(pack.count > 1 << 20)
+        // Past the default threshold (4 MiB): hundreds of chunks, several chunk pages.
+        let doc = Pack.text(4608 << 10, seed: 11), pack = Pack.mostlyNoise(4400 << 10, seed: 12)
         func publish(_ text: [UInt8], version: Int64) throws -> PublishResult {
-            try publishChunked([("doc.json", text), ("pack.bin", pack)], version: version, repo: repo, threshold: 1 << 20,
+            try publishChunked([("doc.json", text), ("pack.bin", pack)], version: version, repo: repo, threshold: Publisher.defaultChunkThreshold,
                                ownChunkCostLimit: Publisher.defaultOwnChunkCostLimit)
         }
         let r = try publish(doc, version: 1)
         let (indexed, lists) = try IndexReader.read(archive: repo.path + "/" + r.archivePath, try #require(r.head.index), source: "test")
         let kinds = Dictionary(uniqueKeysWithValues: indexed.chunked.map { (indexed.files[$0.file].path, $0.linked) })
         #expect(kinds == ["doc.json": true, "pack.bin": false], "\(kinds)")
-        #expect((lists["doc.json"]?.count ?? 0) > 100 && (lists["pack.bin"]?.count ?? 0) > 100)
+        #expect((lists["doc.json"]?.count ?? 0) > 300 && (lists["pack.bin"]?.count ?? 0) > 300, "\(lists["doc.json"]?.count ?? 0) \(lists["pack.bin"]?.count ?? 0)")
         let c = try Client(dataDir: data.path, bundleDir: nil)
         defer { c.close() }
         try c.set("manifest_url", headURL(repo))
@@ -84,7 +84,7 @@ import Testing
         let lines = logged(c)
         #expect(try c.update(progress: nil))
         #expect(!lines().contains { $0.contains("whole archive") }, "\(lines())")
-        #expect(try FS.readFile(try c.resolve("doc.json"), limit: 4 << 20) == changed)
+        #expect(try FS.readFile(try c.resolve("doc.json"), limit: 8 << 20) == changed)
         #expect(preview.transferBytes > 0 && preview.transferBytes < UInt64(doc.count) / 20, "\(preview.transferBytes)")
     }
 

@@ -104,10 +104,29 @@ extension JSON {
         }
     }
 
+    /// Whether a byte of UTF-8 text stands for itself inside a JSON string.
+    static func needsNoEscape(_ b: UInt8) -> Bool { b >= 0x20 && b != 0x22 && b != 0x5C }
+
+    /// `quote(_:into:)` appending bytes: a string that needs no escape is copied as it is.
+    static func quote(_ s: String, into out: inout [UInt8]) {
+        let copied: Bool? = s.utf8.withContiguousStorageIfAvailable { p in
+            guard p.allSatisfy(needsNoEscape) else { return false }
+            out.append(0x22)
+            out.append(contentsOf: p)
+            out.append(0x22)
+            return true
+        }
+        if copied != true {
+            var text = ""
+            quote(s, into: &text)
+            out += text.utf8
+        }
+    }
+
     static func quote(_ s: String, into out: inout String) {
         out += "\""
         // Most strings (paths, digests) need no escape: appended whole.
-        if s.utf8.allSatisfy({ $0 >= 0x20 && $0 != 0x22 && $0 != 0x5C }) {
+        if s.utf8.allSatisfy(needsNoEscape) {
             out += s
             out += "\""
             return

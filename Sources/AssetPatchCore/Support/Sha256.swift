@@ -72,21 +72,25 @@ package struct Sha256: Hashable, Sendable, Comparable {
 
     /// 64 lowercase hex digits.
     package var hex: String {
-        let digits: StaticString = "0123456789abcdef"
-        return String(unsafeUninitializedCapacity: 64) { buffer in
-            for i in 0..<64 {
-                let w = i < 16 ? words.0 : i < 32 ? words.1 : i < 48 ? words.2 : words.3
-                buffer[i] = digits.utf8Start[Int(w >> UInt64(60 - 4 * (i & 15)) & 15)]
-            }
+        String(unsafeUninitializedCapacity: 64) { buffer in
+            writeHex(to: buffer)
             return 64
         }
     }
 
     /// Appends the 64 lowercase hex digits to `out`.
     package func appendHex(to out: inout [UInt8]) {
+        let start = out.count
+        out.append(contentsOf: repeatElement(0, count: 64))
+        out.withUnsafeMutableBufferPointer { writeHex(to: UnsafeMutableBufferPointer(rebasing: $0[start...])) }
+    }
+
+    /// The 64 lowercase hex digits into the first 64 bytes of `buffer`.
+    private func writeHex(to buffer: UnsafeMutableBufferPointer<UInt8>) {
         let digits: StaticString = "0123456789abcdef"
-        for w in [words.0, words.1, words.2, words.3] {
-            for s in stride(from: 60, through: 0, by: -4) { out.append(digits.utf8Start[Int(w >> UInt64(s) & 15)]) }
+        for i in 0..<64 {
+            let w = i < 16 ? words.0 : i < 32 ? words.1 : i < 48 ? words.2 : words.3
+            buffer[i] = digits.utf8Start[Int(w >> UInt64(60 - 4 * (i & 15)) & 15)]
         }
     }
 

@@ -40,28 +40,14 @@ extension EntryCompressor {
     }
 
     /// The deflated length of `bytes` cut by `chunker` (the window's end taken as the file's),
-    /// with `between` after each chunk; the output is counted, not kept.
+    /// with `between` after each chunk (`deflateChunk`); the output is counted, not kept.
     private func deflatedLength(_ bytes: UnsafeRawBufferPointer, chunker: Chunker, between: Int32) throws -> UInt64 {
-        let z = buffers.stream
-        guard deflateReset(z) == Z_OK else { throw AssetPatchError(.internal, "deflateReset failed") }
+        guard deflateReset(buffers.stream) == Z_OK else { throw AssetPatchError(.internal, "deflateReset failed") }
         var total: UInt64 = 0, at = 0
         while at < bytes.count {
             let rest = UnsafeRawBufferPointer(rebasing: bytes[at...])
             let n = chunker.cut(rest, atEnd: true) ?? rest.count
-            let last = at + n == bytes.count
-            z.pointee.next_in = UnsafeMutablePointer(mutating: rest.baseAddress!.assumingMemoryBound(to: Bytef.self))
-            z.pointee.avail_in = UInt32(n)
-            let flush = last ? Z_FINISH : between
-            while true {
-                z.pointee.next_out = buffers.output.baseAddress!.assumingMemoryBound(to: Bytef.self)
-                z.pointee.avail_out = UInt32(buffers.output.count)
-                let rc = CZlib.deflate(z, flush)
-                total += UInt64(buffers.output.count - Int(z.pointee.avail_out))
-                guard rc == Z_OK || rc == Z_BUF_ERROR || rc == Z_STREAM_END else {
-                    throw AssetPatchError(.internal, "deflate failed (\(rc))")
-                }
-                if rc == Z_STREAM_END || (z.pointee.avail_in == 0 && z.pointee.avail_out > 0 && !last) { break }
-            }
+            try deflateChunk(UnsafeRawBufferPointer(rebasing: rest[0..<n]), last: at + n == bytes.count, between: between) { total += UInt64($0.count) }
             at += n
         }
         return total

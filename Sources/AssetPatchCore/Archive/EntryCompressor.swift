@@ -171,14 +171,7 @@ final class EntryCompressor {
         var written: UInt64 = 0
         var entry = try cut(src, size: size, chunker: chunker, sha: sha) { chunk, last in
             let before = written
-            z.pointee.next_in = UnsafeMutablePointer(mutating: chunk.baseAddress!.assumingMemoryBound(to: Bytef.self))
-            z.pointee.avail_in = UInt32(chunk.count)
-            let flush = last ? Z_FINISH : between
-            while true {
-                if try deflateStep(flush, into: out, written: &written) == Z_STREAM_END { break }
-                // Done with this chunk once all input is taken and the flush fits the buffer.
-                if z.pointee.avail_in == 0 && z.pointee.avail_out > 0 && flush == between { break }
-            }
+            try deflateChunk(chunk, last: last, between: between) { try out.write($0); written += UInt64($0.count) }
             return UInt32(written - before)
         }
         z.pointee.next_in = nil
@@ -228,6 +221,27 @@ final class EntryCompressor {
         z.initialize(to: z_stream())
         guard czlib_deflate_init_raw(z, level) == Z_OK else { throw AssetPatchError(.internal, "deflateInit2 failed") }
         return z
+    }
+
+    /// Deflates one chunk of a chunked entry into the stream started by `startDeflate`, then
+    /// `between` (a full or sync flush), or ends the stream after the `last`; each piece of
+    /// output goes to `emit`.
+    func deflateChunk(_ chunk: UnsafeRawBufferPointer, last: Bool, between: Int32, emit: (UnsafeRawBufferPointer) throws -> Void) throws {
+        let z = buffers.stream
+        z.pointee.next_in = UnsafeMutablePointer(mutating: chunk.baseAddress!.assumingMemoryBound(to: Bytef.self))
+        z.pointee.avail_in = UInt32(chunk.count)
+        let flush = last ? Z_FINISH : between
+        while true {
+            z.pointee.next_out = buffers.output.baseAddress!.assumingMemoryBound(to: Bytef.self)
+            z.pointee.avail_out = UInt32(buffers.output.count)
+            let rc = CZlib.deflate(z, flush)
+            let n = buffers.output.count - Int(z.pointee.avail_out)
+            if n > 0 { try emit(UnsafeRawBufferPointer(rebasing: buffers.output[0..<n])) }
+            guard rc == Z_OK || rc == Z_BUF_ERROR || rc == Z_STREAM_END else { throw AssetPatchError(.internal, "deflate failed (\(rc))") }
+            if rc == Z_STREAM_END { break }
+            // Done with this chunk once all input is taken and the flush fits the buffer.
+            if z.pointee.avail_in == 0 && z.pointee.avail_out > 0 && !last { break }
+        }
     }
 
     /// One deflate call into the output buffer, what it produced written to `out`. Returns

@@ -167,6 +167,21 @@ struct InstalledFiles {
         return at < files.count && InstalledFiles.compare(files[at].path, path) == 0 ? at : nil
     }
 
+    /// A walk along a list in path order, fed paths in increasing order: each is found by
+    /// moving forward, not searched for (a record merged with the new release's files).
+    struct Cursor {
+        let files: [ManifestFile]
+        private var next = 0  // the first of `files` not before the last path found
+
+        init(_ files: [ManifestFile]) { self.files = files }
+
+        /// The number of the file at `path` in `files`, nil when it is not there.
+        mutating func find(_ path: String) -> Int? {
+            while next < files.count, InstalledFiles.compare(files[next].path, path) < 0 { next += 1 }
+            return next < files.count && InstalledFiles.compare(files[next].path, path) == 0 ? next : nil
+        }
+    }
+
     /// Byte order of two paths (`memcmp`, then the shorter first).
     @inline(__always)
     static func compare(_ a: String, _ b: String) -> Int {

@@ -61,22 +61,25 @@ struct SpareTree {
         var matchedGroups: [(file: UInt32, group: UInt16)] = []
         var stale: [(path: String, group: UInt16)] = []
         var outOfOrder = false
-        private var next = 0
+        private var cursor: InstalledFiles.Cursor
         private var last: String?
 
         init(_ files: [ManifestFile]) {
             self.files = files
+            cursor = InstalledFiles.Cursor(files)
             matched = [Bool](repeating: false, count: files.count)
         }
 
-        mutating func take(_ f: ManifestFile) {
+        mutating func take(_ f: ManifestFile) { take(f, at: cursor.find(f.path)) }
+
+        /// `at`: the number of the file at `f`'s path in `files`, found by the caller's walk
+        /// along the same list (`InstalledFiles.Cursor`).
+        mutating func take(_ f: ManifestFile, at: Int?) {
             if let last, InstalledFiles.compare(last, f.path) >= 0 { outOfOrder = true }
             last = f.path
-            while next < files.count, InstalledFiles.compare(files[next].path, f.path) < 0 { next += 1 }
-            if next < files.count, !matched[next], InstalledFiles.compare(files[next].path, f.path) == 0,
-               files[next].digest == f.digest, files[next].size == f.size {
-                matched[next] = true
-                if f.group != 0 { matchedGroups.append((UInt32(next), f.group)) }
+            if let at, !matched[at], files[at].digest == f.digest, files[at].size == f.size {
+                matched[at] = true
+                if f.group != 0 { matchedGroups.append((UInt32(at), f.group)) }
             } else {
                 stale.append((f.path, f.group))
             }

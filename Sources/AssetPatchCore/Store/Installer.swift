@@ -12,6 +12,9 @@ struct Installer {
     let maxReleaseBytes: UInt64
     let cancel: CancelToken
     let progress: ProgressReporter
+    /// Makes the files this install writes durable as they are completed (its fetch hands
+    /// over the files it keeps to the same one); the seal syncs only the rest.
+    var syncBehind: SyncBehind?
 
     /// Installs `archive` (a verified download) for `c` in its staging release. `installed`
     /// maps the sha256 of installed releases' files (`Store.installedFiles`) to what may be linked.
@@ -71,13 +74,14 @@ struct Installer {
             if let n = expected[e.name], case let f = c.manifest.files[n], f.sha256 != sha {
                 throw AssetPatchError(.integrity, "\(shown): entry \"\(e.name)\" has sha256 \(sha), the manifest says \(f.sha256)")
             }
+            syncBehind?.submit(filesDir + "/" + e.name)
             bytesDone += written
             files.append(ManifestFile(path: e.name, size: written, sha256: sha))
         }
         counts.report(bytesDone, files: entries.count, final: true)
 
         let info = ReleaseRecord(c, files: !c.manifest.isLegacy ? c.manifest.files : files)
-        try store.sealStaging(c.releaseID, info, durable: durable)
+        try store.sealStaging(c.releaseID, info, durable: durable, synced: try syncBehind?.finish() ?? [])
     }
 
     /// Builds the staging release of a differential update from files on disk: installed and
@@ -106,7 +110,8 @@ struct Installer {
         if let spare { log(.info, "building on the spare tree: \(spare.present.reduce(0) { $1 ? $0 + 1 : $0 }) of \(plan.files.release.count) files in place") }
         let durable = try place(plan, fetched: fetched, chunks: chunks, rebuiltDir: store.fetchedDir(c.manifest.archiveDigest),
                                 moveFetched: moveFetched, inPlace: spare?.present) { TreeLinks.Place(root: roots[Int($0.group)], path: $0.path) }
-        try store.sealStaging(c.releaseID, info, installed: plan.files.release, durable: durable, spare: spare)
+        try store.sealStaging(c.releaseID, info, installed: plan.files.release, durable: durable, spare: spare,
+                              synced: try syncBehind?.finish() ?? [])
     }
 
     /// Puts the plan's files at `target(file)`, each as `assemble` says; returns which files of
@@ -203,7 +208,11 @@ struct Installer {
             let rebuilt = try rebuild(plan.chunked, i, into: rebuiltDir, chunks: &chunks, lastUses: lastUses) { [counts] done in
                 counts.report(base + done, files: plan.files.count + i)
             }
-            if !link(rebuilt, to: target, size: chunked.file.size) { try copyVerified(rebuilt, to: target, chunked.file) }
+            if link(rebuilt, to: target, size: chunked.file.size) {
+                syncBehind?.submit(rebuilt)
+            } else {
+                try copyVerified(rebuilt, to: target, chunked.file)
+            }
             counts.reused.bytes += chunked.chunks.reduce(UInt64(0)) { sum, c in
                 if case .local = c.1 { return sum + UInt64(c.0.size) }
                 return sum
@@ -243,6 +252,7 @@ struct Installer {
             try? FS.unlink(target)
             throw mismatch(size != f.size ? "has another size" : "has sha256 \(sha)")
         }
+        syncBehind?.submit(target)
     }
 
     /// Hard-links an installed file into the staging release. False (the entry is extracted from

@@ -101,31 +101,19 @@ struct SpareTree {
     /// that file (`identity`: device, inode, size and time) or the files are not the same list.
     struct Base {
         let id: String
-        let identity: Identity
+        let identity: FileIdentity
         let record: ReleaseRecord
         let matcher: Matcher
 
         /// Whether this is the reading of `dir`'s record against `files`.
         func serves(_ dir: String, files: [ManifestFile]) -> Bool {
-            guard let other = Base.identity(of: dir + "/" + SpareTree.recordName), other == identity else { return false }
+            guard let other = FileIdentity(path: dir + "/" + SpareTree.recordName), other == identity else { return false }
             let mine = matcher.files
             guard mine.count == files.count else { return false }
             let shared = mine.withUnsafeBufferPointer { a in files.withUnsafeBufferPointer { b in a.baseAddress == b.baseAddress } }
             return shared || mine.indices.allSatisfy { i in
                 mine[i].path == files[i].path && mine[i].digest == files[i].digest && mine[i].size == files[i].size && mine[i].group == files[i].group
             }
-        }
-
-        /// A record file as `lstat` sees it: device, inode, size and modification time.
-        typealias Identity = [Int64]
-
-        /// A record file's identity (not following a final symbolic link; nil for anything but
-        /// a regular file).
-        static func identity(of path: String) -> Identity? {
-            var st = stat()
-            guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
-            return [Int64(bitPattern: UInt64(st.st_dev)), Int64(bitPattern: UInt64(st.st_ino)), Int64(st.st_size),
-                    Int64(st.st_mtim.tv_sec), Int64(st.st_mtim.tv_nsec)]
         }
     }
 

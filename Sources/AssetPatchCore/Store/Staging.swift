@@ -20,8 +20,9 @@ extension Store {
     /// step redone from scratch: an interrupted staging directory is never used.
     /// Built on a spare tree (`spare`), only the directories the tree changed and those of
     /// files not in place are synced (the others were durable before the tree was taken).
+    /// `synced`: files made durable while the release was built (`SyncBehind`), by identity.
     func sealStaging(_ id: String, _ info: ReleaseRecord, installed: [ManifestFile]? = nil, durable: [Bool] = [],
-                     spare: SpareTree.Reconciled? = nil) throws {
+                     spare: SpareTree.Reconciled? = nil, synced: Set<FileIdentity> = []) throws {
         let stage = stagingDir(id)
         var paths: [String] = []
         func create(_ name: String) throws -> File {
@@ -56,7 +57,11 @@ extension Store {
         for (i, f) in (installed ?? info.files).enumerated() {
             if let spare, i < spare.present.count, spare.present[i] { continue }
             let rel = info.relativePath(of: f)
-            if i >= durable.count || !durable[i] { paths.append(stage + "/" + rel) }
+            if i >= durable.count || !durable[i] {
+                let path = stage + "/" + rel
+                let syncedAlready = !synced.isEmpty && FileIdentity(path: path).map { synced.contains($0) } == true
+                if !syncedAlready { paths.append(path) }
+            }
             var p = SpareTree.parent(rel.utf8)
             while !p.isEmpty, dirs.insert(p).inserted { p = SpareTree.parent(p) }
         }

@@ -261,7 +261,7 @@ package final class Store: @unchecked Sendable {  // immutable paths only; state
                 found.appendPending(f.digest, InstalledFile(root: "", path: path, size: f.size), group: f.group, sharingIndex: at)
             }
             if let info { read.records[ref.id] = info }
-            if let info, let matcher, let identity = SpareTree.Base.identity(of: releaseRecordPath(ref.id)) {
+            if let info, let matcher, let identity = FileIdentity(path: releaseRecordPath(ref.id)) {
                 read.spare = SpareTree.Base(id: ref.id, identity: identity, record: info, matcher: matcher)
             }
             // Where the files lie follows from the groups, which the record lists after them.

@@ -20,6 +20,7 @@ final class ArchiveFollower {
     private let dir: String
     private let shown: String
     private let cancel: CancelToken
+    private let syncBehind: SyncBehind?
     private var ranges: [FetchRange]
 
     private let cond = Condition()
@@ -41,8 +42,10 @@ final class ArchiveFollower {
     private var outcomes: [Outcome]
 
     /// `entries`: the files to extract, each with its location, disjoint and in archive order.
-    init(path: String, entries: [ManifestFile], workers: Int, dir: String, shown: String, cancel: CancelToken) {
+    /// `syncBehind`: where each file kept is handed over to be made durable.
+    init(path: String, entries: [ManifestFile], workers: Int, dir: String, shown: String, cancel: CancelToken, syncBehind: SyncBehind? = nil) {
         self.path = path
+        self.syncBehind = syncBehind
         self.dir = dir
         self.shown = shown
         self.cancel = cancel
@@ -125,7 +128,10 @@ final class ArchiveFollower {
 
     private func work(_ i: Int) {
         let outcome = outcomes[i]
-        let receiver = RangeReceiver(ranges[i], dir: dir, shown: shown) { f, _ in outcome.kept.append(f.sha256) }
+        let receiver = RangeReceiver(ranges[i], dir: dir, shown: shown) { [syncBehind] f, path in
+            outcome.kept.append(f.sha256)
+            syncBehind?.submit(path)
+        }
         defer { receiver.abandon() }
         do {
             var file: File?  // opened once bytes are there: the downloader creates the file

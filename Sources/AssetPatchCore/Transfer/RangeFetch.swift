@@ -16,6 +16,8 @@ final class RangeFetch {
     let progress: ProgressReporter?
     /// The repository's sources: with more than one, ranges are spread over them (`SourceSpread`).
     let sources: Sources?
+    /// Where each verified file is handed over to be made durable while the rest arrives.
+    let syncBehind: SyncBehind?
 
     /// Bytes received in this attempt, and what was left of the plan when it started: progress.
     private var received: UInt64 = 0
@@ -26,8 +28,9 @@ final class RangeFetch {
 
     /// `fetched`: files kept already (by sha256), left out of every attempt.
     init(source: Location, archiveSize: UInt64, dir: String, http: HTTPClient, parallel: Int, cancel: CancelToken,
-         progress: ProgressReporter?, fetched: [String: String] = [:], sources: Sources? = nil) {
+         progress: ProgressReporter?, fetched: [String: String] = [:], sources: Sources? = nil, syncBehind: SyncBehind? = nil) {
         kept = Locked(fetched)
+        self.syncBehind = syncBehind
         self.sources = sources
         self.source = source
         self.archiveSize = archiveSize
@@ -57,7 +60,10 @@ final class RangeFetch {
                                           filesDone: UInt64(self.kept.withLock { $0.count }), filesTotal: UInt64(plan.fetchEntries)))
         }
         let receivers = ranges.map { r in
-            RangeReceiver(r, dir: dir, shown: source.shown) { f, path in self.kept.withLock { $0[f.sha256] = path } }
+            RangeReceiver(r, dir: dir, shown: source.shown) { f, path in
+                self.kept.withLock { $0[f.sha256] = path }
+                self.syncBehind?.submit(path)
+            }
         }
         try drive(receivers, report)
     }

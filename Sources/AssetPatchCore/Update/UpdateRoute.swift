@@ -94,9 +94,11 @@ extension Updater {
         var plan = plan
         if !c.archive.isFile { try allowMetered(plan.fetchBytes, "version \(c.version)") }
         log(.info, "differential update: \(plan.fetchEntries) files and chunks in \(plan.ranges.count + plan.chunkRanges.count) ranges, \(plan.fetchBytes) of \(c.manifest.archiveSize ?? 0) archive bytes")
+        // The files are made durable as they are kept, behind the fetch and the rebuilds.
+        let syncBehind = SyncBehind()
         let fetch = RangeFetch(source: c.archive, archiveSize: c.manifest.archiveSize ?? 0,
                                dir: store.fetchedDir(c.manifest.archiveDigest), http: http, parallel: config.parallelDownloads,
-                               cancel: cancel, progress: progress, sources: context.sources)
+                               cancel: cancel, progress: progress, sources: context.sources, syncBehind: syncBehind)
         var made: [String: String] = [:]
         do {
             try store.prepareStaging(c.releaseID)
@@ -124,7 +126,7 @@ extension Updater {
             for path in fetch.fetched.values { verifiedFetched.insert(path) }
             for path in made.values { verifiedFetched.insert(path) }
             try cancel.check()
-            try Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: cancel, progress: progress)
+            try Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: cancel, progress: progress, syncBehind: syncBehind)
                 .assemble(c, plan, fetched: fetch.fetched.merging(made) { a, _ in a }, chunks: chunks, spareRead: spareRead, log: log)
             return true
         } catch let f as DifferentialFallback {

@@ -283,7 +283,10 @@ final class Updater {
         if config.metered, !c.archive.isFile {
             try allowMetered(try transferEstimate(d), known: d.expectedSize != nil || !c.manifest.isLegacy, "version \(c.version) (the whole archive)")
         }
-        let installer = Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: cancel, progress: progress)
+        // The files are made durable as they are kept, behind the download and extraction.
+        let syncBehind = SyncBehind()
+        let installer = Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: cancel, progress: progress,
+                                  syncBehind: syncBehind)
         let installed = installedFiles(state)
         guard c.locatesEveryFile,
               let plan = FilePlan.make(c.manifest.files, local: FileOrigin.onDisk(installed, verifiedFetchedFiles())) else {
@@ -294,7 +297,7 @@ final class Updater {
         let dir = store.fetchedDir(c.manifest.archiveDigest)
         try FS.makeDirectories(dir)
         let follower = ArchiveFollower(path: d.partPath, entries: plan.ranges.flatMap(\.entries), workers: ArchiveFollower.workerCount(),
-                                       dir: dir, shown: c.archive.shown, cancel: cancel)
+                                       dir: dir, shown: c.archive.shown, cancel: cancel, syncBehind: syncBehind)
         let resumedFrom = d.resumableBytes()
         try follower.start(available: resumedFrom)
         d.onWritten = follower.advance
@@ -320,7 +323,7 @@ final class Updater {
 
         // The rest from the verified archive on disk: the same receivers, read with pread.
         let rest = RangeFetch(source: .file(path: archive, url: c.archive.url), archiveSize: c.manifest.archiveSize ?? 0, dir: dir, http: http,
-                              parallel: 1, cancel: cancel, progress: nil, fetched: kept)
+                              parallel: 1, cancel: cancel, progress: nil, fetched: kept, syncBehind: syncBehind)
         do {
             try rest.attempt(plan)
         } catch let f as DifferentialFallback {

@@ -58,6 +58,7 @@ package final class SyncBehind: @unchecked Sendable {  // `thread` and `started`
         let cond = Condition()
         var handed: [String] = []
         var stopping = false
+        var abandoned = false
         var synced = Set<FileIdentity>()
         var failure: AssetPatchError?
     }
@@ -69,7 +70,16 @@ package final class SyncBehind: @unchecked Sendable {  // `thread` and `started`
 
     package init() {}
 
-    deinit { _ = try? finish() }
+    /// Not finished (the install failed or was cancelled): what is left is not synced, and
+    /// the thread stops after the slice in hand.
+    deinit {
+        let s = shared
+        s.cond.locked {
+            s.abandoned = true
+            s.handed.removeAll()
+        }
+        _ = try? finish()
+    }
 
     /// Hands over the complete file at `path`. Any thread.
     package func submit(_ path: String) {
@@ -107,12 +117,26 @@ package final class SyncBehind: @unchecked Sendable {  // `thread` and `started`
 
     /// Files of a round opened at once.
     static let slice = 256
+    /// How long a round waits for more files after its first, unless `slice` are there: files
+    /// arriving one by one would otherwise cost a journal commit each.
+    static let gatherMs: UInt64 = 20
+
+    /// A file whose sync failed is removed (if `path` is still that file): its bytes may not be
+    /// on disk while the page cache still shows them, so nothing may take it as verified (a
+    /// fetched file is fetched again; a staging file goes with its staging directory).
+    private static func drop(_ path: String, _ id: FileIdentity) {
+        if FileIdentity(path: path) == id { unlink(path) }
+    }
 
     private static func run(_ s: Shared) {
         var round: [String] = []
         while true {
             let go = s.cond.locked { () -> Bool in
                 while s.handed.isEmpty && !s.stopping { s.cond.wait(until: nil) }
+                let deadline = monotonicMillis() + SyncBehind.gatherMs
+                while s.handed.count < SyncBehind.slice && !s.stopping && monotonicMillis() < deadline {
+                    s.cond.wait(until: deadline)
+                }
                 guard !s.handed.isEmpty else { return false }
                 swap(&round, &s.handed)
                 return true
@@ -122,21 +146,35 @@ package final class SyncBehind: @unchecked Sendable {  // `thread` and `started`
             done.reserveCapacity(round.count)
             var failure: AssetPatchError?
             // A slice's files open at once (a round can hold thousands: descriptors are few).
-            var fds: [(Int32, String)] = []
+            var fds: [(Int32, String, FileIdentity)] = []
             fds.reserveCapacity(SyncBehind.slice)
             for start in stride(from: 0, to: round.count, by: SyncBehind.slice) {
+                if s.cond.locked({ s.abandoned }) { break }
                 for path in round[start..<min(start + SyncBehind.slice, round.count)] {
                     // A file moved or removed since is not in the set: the caller's sync has it.
                     let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
                     guard fd >= 0 else { continue }
-                    _ = csystem_wait_writeback(fd)
-                    fds.append((fd, path))
+                    // Its identity before the sync: what the sync covered.
+                    guard let id = FileIdentity(fd: fd) else {
+                        close(fd)
+                        continue
+                    }
+                    // The wait reports a failed writeback to this descriptor (and to no later
+                    // one): it is a failed sync.
+                    if csystem_wait_writeback(fd) != 0, errno != ENOSYS, errno != EINVAL, errno != ESPIPE {
+                        failure = failure ?? ioError("sync_file_range", path)
+                        SyncBehind.drop(path, id)
+                        close(fd)
+                        continue
+                    }
+                    fds.append((fd, path, id))
                 }
-                for (fd, path) in fds {
+                for (fd, path, id) in fds {
                     if fdatasync(fd) == 0 {
-                        if let id = FileIdentity(fd: fd) { done.append(id) }
-                    } else if failure == nil {
-                        failure = ioError("fdatasync", path)
+                        done.append(id)
+                    } else {
+                        failure = failure ?? ioError("fdatasync", path)
+                        SyncBehind.drop(path, id)
                     }
                     close(fd)
                 }

@@ -59,8 +59,9 @@ extension Store {
             let rel = info.relativePath(of: f)
             if i >= durable.count || !durable[i] {
                 let path = stage + "/" + rel
-                let syncedAlready = !synced.isEmpty && FileIdentity(path: path).map { synced.contains($0) } == true
-                if !syncedAlready { paths.append(path) }
+                // The same file the install's sync thread confirmed is durable (`SyncBehind`).
+                let confirmed = !synced.isEmpty && FileIdentity(path: path).map(synced.contains) == true
+                if !confirmed { paths.append(path) }
             }
             var p = SpareTree.parent(rel.utf8)
             while !p.isEmpty, dirs.insert(p).inserted { p = SpareTree.parent(p) }

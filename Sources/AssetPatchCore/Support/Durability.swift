@@ -100,11 +100,9 @@ package final class SyncBehind: @unchecked Sendable {  // `thread` and `started`
     /// them all, as in `FS.syncFiles`. Files handed over after it are ignored.
     package func finish() throws -> Set<FileIdentity> {
         let s = shared
-        s.cond.locked {
+        let t = s.cond.locked { () -> pthread_t? in
             s.stopping = true
             s.cond.broadcast()
-        }
-        let t = s.cond.locked { () -> pthread_t? in
             defer { thread = nil }
             return thread
         }

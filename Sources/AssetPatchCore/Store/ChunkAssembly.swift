@@ -25,6 +25,17 @@ extension Installer {
         return last
     }
 
+    /// Rebuilds each of `files` into `dir` in order, from `chunks`, as `place` would, each handed
+    /// to the sync behind once it is whole: run beside the fetch of the update's whole files,
+    /// so that `place` finds them rebuilt and only links them.
+    func rebuildAhead(_ files: [ChunkedFile], chunks: [String: String], into dir: String) throws {
+        var chunks = chunks
+        let lastUses = Installer.lastUses(files)
+        for i in files.indices {
+            syncBehind?.submit(try rebuild(files, i, into: dir, chunks: &chunks, lastUses: lastUses) { _ in })
+        }
+    }
+
     /// Rebuilds chunked file `number` of `files` into `dir` (the update's fetched files) under
     /// its sha256, as if it had been fetched whole, then drops the chunks no later file takes:
     /// the chunks and the files made of them are never on disk together (a 97 MiB group took

@@ -25,10 +25,15 @@ func wallClockNanos() -> Int64 {
 /// A cancellation flag shared by the caller's thread and the updating thread.
 package final class CancelToken: Sendable {
     private let flag = Atomic<Bool>(false)
+    /// Cancelling it cancels this one too (work on a side thread that stops on its own when
+    /// the work beside it fails, and with the update when the caller cancels).
+    private let parent: CancelToken?
 
-    package init() {}
+    package init(within parent: CancelToken? = nil) {
+        self.parent = parent
+    }
 
-    package var isCancelled: Bool { flag.load(ordering: .acquiring) }
+    package var isCancelled: Bool { flag.load(ordering: .acquiring) || parent?.isCancelled == true }
     package func cancel() { flag.store(true, ordering: .releasing) }
     package func reset() { flag.store(false, ordering: .releasing) }
 

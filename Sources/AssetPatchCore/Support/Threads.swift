@@ -96,6 +96,33 @@ package func detachThread(_ body: @escaping @Sendable () -> Void) throws {
     pthread_detach(try startThread(body))
 }
 
+/// Runs `side` on a new thread while `main` runs on this one; returns `main`'s result once
+/// both are done. When `main` throws, `stop` is cancelled (`side` must check it), `side` is
+/// waited for and `main`'s error thrown; otherwise `side`'s error, if it threw. A thread that
+/// can't be started runs `side` here, after `main`.
+func alongside<T>(_ side: @escaping () throws -> Void, stopping stop: CancelToken, _ main: () throws -> T) throws -> T {
+    let failure = Locked<Error?>(nil)
+    let run = {
+        do { try side() } catch { failure.withLock { $0 = error } }
+    }
+    guard let thread = try? startThread(run) else {
+        let result = try main()
+        try side()
+        return result
+    }
+    let result: T
+    do {
+        result = try main()
+    } catch {
+        stop.cancel()
+        pthread_join(thread, nil)
+        throw error
+    }
+    pthread_join(thread, nil)
+    if let error = failure.withLock({ $0 }) { throw error }
+    return result
+}
+
 /// The processors this process may run on: its CPU affinity, as `nproc` counts them (a
 /// container or `taskset` can allow fewer than the machine has online).
 package func availableProcessors() -> Int {

@@ -120,7 +120,15 @@ extension Updater {
                 }
             }
             let chunks = plan.chunkRanges.isEmpty ? store.fetchedChunks(c.manifest.archiveDigest) : try fetchChunks(c, plan)
-            try context.retrying(c.archive) { try fetch.attempt(plan) }
+            // The chunked files are rebuilt on a thread of their own while the whole files
+            // arrive. Installed bytes that changed under a rebuild (a fallback) show once the
+            // fetch is done; a failed fetch stops the rebuilds.
+            let rebuilding = CancelToken(within: cancel)
+            let ahead = Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: rebuilding, progress: progress, syncBehind: syncBehind)
+            let (chunked, rebuiltDir) = (plan.chunked, store.fetchedDir(c.manifest.archiveDigest))
+            try alongside({ try ahead.rebuildAhead(chunked, chunks: chunks, into: rebuiltDir) }, stopping: rebuilding) {
+                try context.retrying(c.archive) { try fetch.attempt(plan) }
+            }
             progress.report(Progress(phase: .download, bytesDone: plan.fetchBytes, bytesTotal: plan.fetchBytes,
                                      filesDone: UInt64(plan.fetchEntries), filesTotal: UInt64(plan.fetchEntries)), final: true)
             for path in fetch.fetched.values { verifiedFetched.insert(path) }
@@ -130,6 +138,9 @@ extension Updater {
                 .assemble(c, plan, fetched: fetch.fetched.merging(made) { a, _ in a }, chunks: chunks, spareRead: spareRead, log: log)
             return true
         } catch let f as DifferentialFallback {
+            // A file that failed to sync is gone (and may be what the fallback missed): the
+            // disk's error is the update's, not a reason to download the whole archive.
+            _ = try syncBehind.finish()
             for path in fetch.fetched.values { verifiedFetched.insert(path) }
             for path in made.values { verifiedFetched.insert(path) }
             store.discardStaging(c.releaseID)

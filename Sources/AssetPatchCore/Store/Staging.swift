@@ -60,8 +60,7 @@ extension Store {
             if i >= durable.count || !durable[i] {
                 let path = stage + "/" + rel
                 // The same file the install's sync thread confirmed is durable (`SyncBehind`).
-                let confirmed = !synced.isEmpty && FileIdentity(path: path).map(synced.contains) == true
-                if !confirmed { paths.append(path) }
+                if !synced.holds(path) { paths.append(path) }
             }
             var p = SpareTree.parent(rel.utf8)
             while !p.isEmpty, dirs.insert(p).inserted { p = SpareTree.parent(p) }

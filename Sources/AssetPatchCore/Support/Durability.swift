@@ -12,6 +12,7 @@ extension FS {
     /// depends only on these files, and on how much of them `File.startWriteback` has not
     /// already sent.
     package static func syncFiles(_ files: [String], directories: [String]) throws {
+        FaultInjection.noteSync(files, directories)
         // A fault a test injects on this thread stands for the whole set.
         if let first = files.first, let e = FaultInjection.check("fdatasync") { throw ioError("fdatasync", first, e) }
         try inShares(files) { try sync($0) }

@@ -32,3 +32,11 @@ package struct FileIdentity: Hashable, Sendable {
         self.init(st)
     }
 }
+
+extension Set<FileIdentity> {
+    /// Whether the regular file at `path` is one of these (a file made durable behind the work,
+    /// `SyncBehind`, and still the same file).
+    func holds(_ path: String) -> Bool {
+        !isEmpty && FileIdentity(path: path).map(contains) == true
+    }
+}

@@ -17,6 +17,30 @@ package enum FaultInjection {
     package static func clear() {
         let me = UInt(pthread_self())
         failures.withLock { $0 = $0.filter { $0.value.thread != me } }
+        recording.withLock { $0[me] = nil }
+    }
+
+    /// What `FS.syncFiles` was asked to make durable on threads a test asked to record, a call
+    /// at a time (the files, the directories).
+    static let recording = Locked<[UInt: [(files: [String], directories: [String])]]>([:])
+
+    /// Records this thread's `FS.syncFiles` calls from now on, until `clear`.
+    package static func recordSyncs() {
+        let me = UInt(pthread_self())
+        recording.withLock { $0[me] = [] }
+    }
+
+    /// The calls recorded on this thread, in order.
+    package static func recordedSyncs() -> [(files: [String], directories: [String])] {
+        let me = UInt(pthread_self())
+        return recording.withLock { $0[me] ?? [] }
+    }
+
+    static func noteSync(_ files: [String], _ directories: [String]) {
+        recording.withLock {
+            guard !$0.isEmpty else { return }
+            $0[UInt(pthread_self())]?.append((files, directories))
+        }
     }
 
     /// The errno to fail `operation` with, if a test on this thread asked for it.

@@ -45,10 +45,11 @@ extension Updater {
         var state = state
         var moved: UInt64 = 0
         var durable: [Bool] = []
+        var synced = Set<FileIdentity>()
         for attempt in 0..<2 {
             do {
-                let (bytes, linked) = try fetchAndPlace(c, t, files, state, download: download, stage: stage)
-                (moved, durable) = (moved + bytes, linked)
+                let (bytes, linked, behind) = try fetchAndPlace(c, t, files, state, download: download, stage: stage)
+                (moved, durable, synced) = (moved + bytes, linked, behind)
                 break
             } catch let f as DifferentialFallback where attempt == 0 {
                 // A file on disk it linked from changed or went (an update's clean-up, an
@@ -67,7 +68,7 @@ extension Updater {
         }
         var paths: [String] = [], dirs = Set<String>()
         for (i, f) in files.enumerated() {
-            if i >= durable.count || !durable[i] { paths.append(stage + "/" + f.path) }
+            if i >= durable.count || !durable[i], !synced.holds(stage + "/" + f.path) { paths.append(stage + "/" + f.path) }
             var p = f.path
             while let parent = p.beforeLastSlash, dirs.insert(parent).inserted { p = parent }
         }
@@ -93,10 +94,11 @@ extension Updater {
     }
 
     /// Fetches what `files` need by range into `download` (kept across attempts), then builds
-    /// them in `stage`; returns the bytes transferred and which of `files` are durable already. A local
-    /// file that fails throws `DifferentialFallback` (the caller plans again, once).
+    /// them in `stage`; returns the bytes transferred, which of `files` are durable already, and
+    /// the files made durable as they were kept (`SyncBehind`, by identity). A local file that
+    /// fails throws `DifferentialFallback` (the caller plans again, once).
     private func fetchAndPlace(_ c: Candidate, _ t: GroupFetchTarget, _ files: [ManifestFile], _ state: StoreState,
-                               download: String, stage: String) throws -> (UInt64, [Bool]) {
+                               download: String, stage: String) throws -> (UInt64, [Bool], Set<FileIdentity>) {
         guard let plan = try plan(files, chunkLists: c.index?.chunks ?? [:], linked: c.index?.linked ?? [], chunkSize: c.manifest.index?.chunkSize ?? 0, state,
                                   fetchedChunks: store.chunks(in: download + "/chunks")) else {
             throw AssetPatchError(.manifest, "\(c.archive.shown): the index lists a file of group \(t.group.name) without its location")
@@ -105,13 +107,27 @@ extension Updater {
         try store.requireFreeSpace(plan.files.reduce(plan.chunked.reduce(0) { $0 + $1.file.size }) { $0 + $1.file.size }, for: "group \(t.group.name)")
         log(.info, "fetching group \(t.group.name) of version \(t.record.version): \(plan.fetchEntries) files and chunks in \(plan.ranges.count + plan.chunkRanges.count) ranges, \(plan.fetchBytes) bytes")
         progress.report(Progress(phase: .download, bytesDone: 0, bytesTotal: plan.fetchBytes, filesDone: 0, filesTotal: UInt64(plan.fetchEntries)))
+        // The files are made durable as they are kept, behind the fetch and the rebuilds.
+        let syncBehind = SyncBehind()
         let fetch = RangeFetch(source: c.archive, archiveSize: c.manifest.archiveSize ?? 0, dir: download + "/files", http: http,
-                               parallel: config.parallelDownloads, cancel: cancel, progress: progress, sources: context.sources)
+                               parallel: config.parallelDownloads, cancel: cancel, progress: progress, sources: context.sources,
+                               syncBehind: syncBehind)
         let chunks: [String: String]
+        // The chunked files are rebuilt while the whole files arrive (as an update's are); what
+        // stopped a rebuild is thrown where `place` would have rebuilt the file.
+        let rebuildFailure = Locked<Error?>(nil)
         do {
             chunks = plan.chunkRanges.isEmpty ? store.chunks(in: download + "/chunks") : try fetchChunks(c, plan, into: download + "/chunks")
-            try context.retrying(c.archive) { try fetch.attempt(plan) }
+            let rebuilding = CancelToken(within: cancel)
+            let ahead = Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: rebuilding, progress: progress, syncBehind: syncBehind)
+            let (chunked, rebuiltDir) = (plan.chunked, download + "/files")
+            try alongside({ [chunks] in
+                do { try ahead.rebuildAhead(chunked, chunks: chunks, into: rebuiltDir) } catch { rebuildFailure.withLock { $0 = error } }
+            }, stopping: rebuilding) {
+                try context.retrying(c.archive) { try fetch.attempt(plan) }
+            }
         } catch let f as DifferentialFallback {
+            _ = try syncBehind.finish()  // a file that failed to sync is the disk's error
             if f.badBytes { throw AssetPatchError(.integrity, "group \(t.group.name): \(f.message)") }
             throw AssetPatchError(.http, "\(f.message): groups are fetched by range, which this host does not answer as asked")
         }
@@ -123,12 +139,15 @@ extension Updater {
         try FS.removeTree(stage)
         try FS.makeDirectories(stage)
         do {
-            let durable = try Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: cancel, progress: progress)
+            if let failure = rebuildFailure.withLock({ $0 }) { throw failure }
+            let durable = try Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: cancel, progress: progress, syncBehind: syncBehind)
                 .place(plan, fetched: fetch.fetched, chunks: chunks, rebuiltDir: download + "/files") { [root = stage + "/"] in TreeLinks.Place(root: root, path: $0.path) }
-            return (plan.fetchBytes, durable)
-        } catch let f as DifferentialFallback where f.badBytes {
+            return (plan.fetchBytes, durable, try syncBehind.finish())
+        } catch let f as DifferentialFallback {
+            _ = try syncBehind.finish()  // a file that failed to sync is the disk's error
             // A linked chunk that did not decode when its file was rebuilt: the server's bytes.
-            throw AssetPatchError(.integrity, "group \(t.group.name): \(f.message)")
+            if f.badBytes { throw AssetPatchError(.integrity, "group \(t.group.name): \(f.message)") }
+            throw f
         }
     }
 }

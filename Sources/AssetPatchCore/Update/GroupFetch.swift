@@ -113,19 +113,11 @@ extension Updater {
                                parallel: config.parallelDownloads, cancel: cancel, progress: progress, sources: context.sources,
                                syncBehind: syncBehind)
         let chunks: [String: String]
-        // The chunked files are rebuilt while the whole files arrive (as an update's are); what
-        // stopped a rebuild is thrown where `place` would have rebuilt the file.
-        let rebuildFailure = Locked<Error?>(nil)
+        // What stopped a rebuild is thrown where `place` would have rebuilt the file.
+        let rebuildFailure: Error?
         do {
             chunks = plan.chunkRanges.isEmpty ? store.chunks(in: download + "/chunks") : try fetchChunks(c, plan, into: download + "/chunks")
-            let rebuilding = CancelToken(within: cancel)
-            let ahead = Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: rebuilding, progress: progress, syncBehind: syncBehind)
-            let (chunked, rebuiltDir) = (plan.chunked, download + "/files")
-            try alongside({ [chunks] in
-                do { try ahead.rebuildAhead(chunked, chunks: chunks, into: rebuiltDir) } catch { rebuildFailure.withLock { $0 = error } }
-            }, stopping: rebuilding) {
-                try context.retrying(c.archive) { try fetch.attempt(plan) }
-            }
+            rebuildFailure = try fetchRebuildingAhead(c, plan, fetch, chunks: chunks, into: download + "/files", syncBehind: syncBehind)
         } catch let f as DifferentialFallback {
             _ = try syncBehind.finish()  // a file that failed to sync is the disk's error
             if f.badBytes { throw AssetPatchError(.integrity, "group \(t.group.name): \(f.message)") }
@@ -139,7 +131,7 @@ extension Updater {
         try FS.removeTree(stage)
         try FS.makeDirectories(stage)
         do {
-            if let failure = rebuildFailure.withLock({ $0 }) { throw failure }
+            if let rebuildFailure { throw rebuildFailure }
             let durable = try Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: cancel, progress: progress, syncBehind: syncBehind)
                 .place(plan, fetched: fetch.fetched, chunks: chunks, rebuiltDir: download + "/files") { [root = stage + "/"] in TreeLinks.Place(root: root, path: $0.path) }
             return (plan.fetchBytes, durable, try syncBehind.finish())

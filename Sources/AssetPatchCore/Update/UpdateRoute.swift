@@ -120,14 +120,10 @@ extension Updater {
                 }
             }
             let chunks = plan.chunkRanges.isEmpty ? store.fetchedChunks(c.manifest.archiveDigest) : try fetchChunks(c, plan)
-            // The chunked files are rebuilt on a thread of their own while the whole files
-            // arrive. Installed bytes that changed under a rebuild (a fallback) show once the
-            // fetch is done; a failed fetch stops the rebuilds.
-            let rebuilding = CancelToken(within: cancel)
-            let ahead = Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: rebuilding, progress: progress, syncBehind: syncBehind)
-            let (chunked, rebuiltDir) = (plan.chunked, store.fetchedDir(c.manifest.archiveDigest))
-            try alongside({ try ahead.rebuildAhead(chunked, chunks: chunks, into: rebuiltDir) }, stopping: rebuilding) {
-                try context.retrying(c.archive) { try fetch.attempt(plan) }
+            // Installed bytes that changed under a rebuild (a fallback) show once the fetch is done.
+            if let failure = try fetchRebuildingAhead(c, plan, fetch, chunks: chunks, into: store.fetchedDir(c.manifest.archiveDigest),
+                                                      syncBehind: syncBehind) {
+                throw failure
             }
             progress.report(Progress(phase: .download, bytesDone: plan.fetchBytes, bytesTotal: plan.fetchBytes,
                                      filesDone: UInt64(plan.fetchEntries), filesTotal: UInt64(plan.fetchEntries)), final: true)
@@ -148,6 +144,24 @@ extension Updater {
             try store.requireFreeSpace(try spaceNeeded(.wholeArchive(f.message), c, store.loadState()), for: "version \(c.version)")
             return false
         }
+    }
+
+    /// Fetches the plan's whole files (retrying transient failures) while its chunked files are
+    /// rebuilt from `chunks` into `dir` on a thread of their own, so that the rebuilds overlap
+    /// the fetch and `Installer.place` finds them made. A failed fetch stops the rebuilds and is
+    /// thrown; what stopped a rebuild is returned, for the caller to throw where it decides.
+    func fetchRebuildingAhead(_ c: Candidate, _ plan: FilePlan, _ fetch: RangeFetch, chunks: [String: String], into dir: String,
+                              syncBehind: SyncBehind) throws -> Error? {
+        let rebuilding = CancelToken(within: cancel)
+        let ahead = Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: rebuilding, progress: progress, syncBehind: syncBehind)
+        let chunked = plan.chunked
+        let failure = Locked<Error?>(nil)
+        try alongside({
+            do { try ahead.rebuildAhead(chunked, chunks: chunks, into: dir) } catch { failure.withLock { $0 = error } }
+        }, stopping: rebuilding) {
+            try context.retrying(c.archive) { try fetch.attempt(plan) }
+        }
+        return failure.withLock { $0 }
     }
 
     /// On a metered network (option `metered`), refuses a transfer that plans more than

@@ -73,6 +73,52 @@ import Testing
         #expect(tree(dst) == tree(src))
     }
 
+    @Test func aLevelOfManyDirectoriesIsMirroredOnSeveralThreadsWithEveryChangeCounted() throws {
+        let dir = TempDir()
+        defer { dir.cleanup() }
+        let src = dir.path + "/src", dst = dir.path + "/dst"
+        // One directory at the top, then a level of 12 (>= parallelFrom): the walk goes down the
+        // first alone and mirrors the 12 subtrees on several threads.
+        #expect(12 >= TreeMirror.parallelFrom)
+        for d in 0..<12 {
+            for p in ["f0", "f1", "f2", "f3", "f4", "s/g0", "s/g1"] { try dir.write("src/top/d\(d)/\(p)", Array("\(d)/\(p)".utf8)) }
+        }
+        // The target: d0...d5 with their f* linked, a stale file each and no s/; d6...d10
+        // missing; d11 a file; a tree the source lacks.
+        for d in 0..<6 {
+            try FS.makeDirectories(dst + "/top/d\(d)")
+            for f in 0..<5 { #expect(link(src + "/top/d\(d)/f\(f)", dst + "/top/d\(d)/f\(f)") == 0) }
+            try dir.write("dst/top/d\(d)/x", Array("stale".utf8))
+        }
+        try dir.write("dst/top/d11", Array("a file".utf8))
+        try dir.write("dst/top/gone/a/b/f", Array("x".utf8))
+
+        let changes = try TreeMirror.mirror(source: src, target: dst, cancel: CancelToken())
+        #expect(tree(dst) == tree(src))
+        #expect(changes.sourceFiles == 12 * 7)
+        // s/g0 and s/g1 in d0...d5, all 7 files in d6...d11.
+        #expect(changes.linked == 6 * 2 + 6 * 7)
+        // x in d0...d5, the file d11, and gone/a/b/f, b, a and gone.
+        #expect(changes.removed == 6 + 1 + 4)
+        // s/ in d0...d5, d and s/ in d6...d11.
+        #expect(changes.directoriesMade == 6 + 6 * 2)
+        // top; each d and its s/; gone, a and b before their removal.
+        #expect(changes.directoriesSynced == 1 + 12 * 2 + 3)
+
+        // A file refused in one subtree stops the mirror, whichever thread met it.
+        try FS.removeTree(dst + "/top/d7")
+        try FS.removeTree(dst + "/top/d9")
+        let asked = Locked<[String]>([])
+        #expect(throws: AssetPatchError.self) {
+            try TreeMirror.mirror(source: src, target: dst, cancel: CancelToken()) { path, _, _ in
+                asked.withLock { $0.append(path) }
+                return path != "top/d9/f3"
+            }
+        }
+        #expect(asked.withLock { $0 }.contains("top/d9/f3"))
+        #expect(!FS.exists(dst + "/top/d9/f3"))
+    }
+
     @Test func aFileRefusedAsASourceADeepTreeOrAnotherDeviceStopsTheMirror() throws {
         let dir = TempDir()
         defer { dir.cleanup() }

@@ -129,8 +129,10 @@ struct Installer {
         var madeDirs = Set<[UInt8]>()  // as bytes: Strings equal by canonical equivalence are other names on disk
         var durable = [Bool](repeating: false, count: files.release.count)
         var chunks = chunks  // linked chunks decoded by a rebuild join it for the later places
-        /// Fetched files moved into the release: their paths in it, by sha256 (`moveFetched`).
-        var moved: [String: String] = [:]
+        /// Fetched files moved into the release whose content another file of it takes too:
+        /// their paths in it, by content (`moveFetched`). Only for contents taken more than once:
+        /// one entry per file was 36 MB at 100,000 files.
+        var moved: [Sha256: String] = [:]
         var counts = InstallCounts(progress: progress, bytesTotal: totalBytes, filesTotal: filesTotal)
         counts.report(0, files: 0)
         // Where each file goes is a shared root and its own path: a directory's path is made
@@ -171,6 +173,10 @@ struct Installer {
             filesDone += 1
         }
         counts.report(bytesDone, files: filesDone)
+        let takenTwice = moveFetched ? Installer.repeated(files.indices.compactMap { i in
+            if !linked[i] && !isInPlace(i), case .archive = files[i].source { return files[i].file.digest }
+            return nil
+        }) : []
         for i in files.indices where !linked[i] && !isInPlace(i) {
             let (f, origin) = files[i]
             try cancel.check()
@@ -183,10 +189,10 @@ struct Installer {
             case .archive:
                 guard let path = fetched[f.sha256] else { throw AssetPatchError(.internal, "\"\(f.path)\" was planned but not fetched") }
                 // Content moved already for another path is linked (or copied) from there.
-                let first = moved[f.sha256]
+                let first = moved[f.digest]
                 let source = first ?? path
                 if first == nil, moveFetched, move(source, to: target, size: f.size) {
-                    moved[f.sha256] = target
+                    if takenTwice.contains(f.digest) { moved[f.digest] = target }
                 } else if !link(source, to: target, size: f.size) {
                     try copyVerified(source, to: target, f)
                 }
@@ -221,6 +227,14 @@ struct Installer {
         }
         counts.report(bytesDone, files: Int(filesTotal), final: true)
         return durable
+    }
+
+    /// The digests `digests` holds more than once.
+    static func repeated(_ digests: [Sha256]) -> Set<Sha256> {
+        var out = Set<Sha256>()
+        let sorted = digests.sorted()
+        for i in sorted.indices.dropFirst() where sorted[i] == sorted[i - 1] { out.insert(sorted[i]) }
+        return out
     }
 
     /// Copies `source` to `target` (read-only), sharing extents where the filesystem can

@@ -30,6 +30,39 @@ import Testing
         #expect(FileIdentity(path: dir.path + "/late").map(synced.contains) == false)
     }
 
+    @Test func submittersWaitWhileTheMostFilesWaitForASyncAndNothingIsLost() throws {
+        let dir = TempDir()
+        defer { dir.cleanup() }
+        let sync = SyncBehind()
+        // A FIFO first: the sync thread's open of it waits for a writer, so no round ends
+        // until the test opens one, however fast the thread is.
+        let fifo = dir.path + "/fifo"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        sync.submit(fifo)
+        for i in 0..<8 { try dir.write("f/\(i)", noise(10 + i, seed: UInt64(i + 1))) }
+        // Three times the bound, from another thread (which waits while the bound is reached).
+        let total = SyncBehind.maxWaiting * 3
+        let done = Locked(false)
+        let submitter = try startThread {
+            for i in 0..<total { sync.submit(dir.path + "/f/\(i % 8)") }
+            done.withLock { $0 = true }
+        }
+        // Until the submitter waits at the bound or, without one, has handed over everything.
+        var waited = 0
+        while sync.mostWaiting < SyncBehind.maxWaiting && !done.withLock({ $0 }) && waited < 120_000 {
+            usleep(1000)
+            waited += 1
+        }
+        #expect(!done.withLock { $0 }, "every file was handed over while the sync thread was held")
+        let writer = Glibc.open(fifo, O_WRONLY)  // releases the sync thread
+        #expect(writer >= 0)
+        pthread_join(submitter, nil)
+        close(writer)
+        let synced = try sync.finish()
+        #expect(sync.mostWaiting <= SyncBehind.maxWaiting)
+        #expect(synced == Set((0..<8).compactMap { FileIdentity(path: dir.path + "/f/\($0)") }))
+    }
+
     @Test func aFileWrittenAgainOrAnotherAtTheSamePathIsNotKnown() throws {
         let dir = TempDir()
         defer { dir.cleanup() }

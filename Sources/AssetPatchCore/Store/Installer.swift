@@ -74,7 +74,7 @@ struct Installer {
             if let n = expected[e.name], case let f = c.manifest.files[n], f.sha256 != sha {
                 throw AssetPatchError(.integrity, "\(shown): entry \"\(e.name)\" has sha256 \(sha), the manifest says \(f.sha256)")
             }
-            syncBehind?.submit(filesDir + "/" + e.name)
+            syncBehind?.submit(filesDir + "/" + e.name, waiting: true)
             bytesDone += written
             files.append(ManifestFile(path: e.name, size: written, sha256: sha))
         }
@@ -87,12 +87,12 @@ struct Installer {
     /// Builds the staging release of a differential update from files on disk: installed and
     /// fetched files are hard-linked (copied where a link fails), bundle files copied (cloned
     /// where the filesystem shares extents); every copy is hashed and must match. `fetched`
-    /// maps the sha256 of the files this update fetched to their paths; with `moveFetched` they
+    /// gives the path of a file this update fetched (by its content); with `moveFetched` they
     /// are renamed into the release instead (the whole archive they came from is still on disk,
     /// so a crash before the release is active costs a local extraction, not a download). A
     /// local file that does not match throws `DifferentialFallback`.
     /// `spareRead`: the spare's record read already, for `Store.takeSpare`.
-    func assemble(_ c: Candidate, _ plan: FilePlan, fetched: [String: String], chunks: [String: String] = [:],
+    func assemble(_ c: Candidate, _ plan: FilePlan, fetched: (ManifestFile) -> String?, chunks: [String: String] = [:],
                   moveFetched: Bool = false, spareRead: SpareTree.Base? = nil, log: (LogLevel, String) -> Void = { _, _ in }) throws {
         let info = ReleaseRecord(c, files: c.allFiles)
         let roots = info.roots(in: store.stagingDir(c.releaseID) + "/")
@@ -120,7 +120,7 @@ struct Installer {
     /// fetched files) and linked from there. `target` is asked on several threads.
     /// `inPlace`: by number in `plan.files.release`, files already at their place (a spare
     /// tree's), counted as reused and durable.
-    func place(_ plan: FilePlan, fetched: [String: String], chunks: [String: String] = [:], rebuiltDir: String, moveFetched: Bool = false,
+    func place(_ plan: FilePlan, fetched: (ManifestFile) -> String?, chunks: [String: String] = [:], rebuiltDir: String, moveFetched: Bool = false,
                inPlace: [Bool]? = nil, target: (ManifestFile) -> TreeLinks.Place) throws -> [Bool] {
         let files = plan.files
         let totalBytes = files.reduce(UInt64(0)) { $0 + $1.file.size } + plan.chunked.reduce(UInt64(0)) { $0 + $1.file.size }
@@ -187,7 +187,7 @@ struct Installer {
             case let .fetched(path):
                 try copyVerified(path, to: target, f)
             case .archive:
-                guard let path = fetched[f.sha256] else { throw AssetPatchError(.internal, "\"\(f.path)\" was planned but not fetched") }
+                guard let path = fetched(f) else { throw AssetPatchError(.internal, "\"\(f.path)\" was planned but not fetched") }
                 // Content moved already for another path is linked (or copied) from there.
                 let first = moved[f.digest]
                 let source = first ?? path
@@ -266,7 +266,7 @@ struct Installer {
             try? FS.unlink(target)
             throw mismatch(size != f.size ? "has another size" : "has sha256 \(sha)")
         }
-        syncBehind?.submit(target)
+        syncBehind?.submit(target, waiting: true)
     }
 
     /// Hard-links an installed file into the staging release. False (the entry is extracted from

@@ -173,12 +173,19 @@ enum TreeMirror {
             func rel(_ i: Int) -> String { relative.isEmpty ? want.name(i) : relative + "/" + want.name(i) }
             if later.count >= TreeMirror.parallelFrom {
                 // A walk of its own for each subtree; what they did is added up once all are done.
+                // One that fails stops the others (the target is not to be used then).
                 let total = Locked(Changes())
-                let (device, exact, cancel, linking) = (device, exact, cancel, linking)
+                let stop = CancelToken(within: cancel)
+                let (device, exact, linking) = (device, exact, linking)
                 try parallelForEach(later.count, threads: TreeMirror.threads) { k in
-                    var walk = Walk(device: device, exact: exact, cancel: cancel, linking: linking)
+                    var walk = Walk(device: device, exact: exact, cancel: stop, linking: linking)
                     defer { total.withLock { $0.add(walk.changes) } }
-                    try walk.descend(want, later[k], s, t, at: path, relative: rel(later[k]), depth: depth, spreading: false)
+                    do {
+                        try walk.descend(want, later[k], s, t, at: path, relative: rel(later[k]), depth: depth, spreading: false)
+                    } catch {
+                        stop.cancel()
+                        throw error
+                    }
                 }
                 changes.add(total.withLock { $0 })
             } else {

@@ -85,22 +85,25 @@ package final class SyncBehind: @unchecked Sendable {  // `thread` and `started`
         _ = try? finish()
     }
 
-    /// Most files handed over and not yet taken by a round: a submitter waits for the next
-    /// round beyond it. A fresh install of 100,000 small files kept them faster than their
-    /// syncs went, and held every path (24 MB) until the end; the seal waits for the syncs
-    /// either way.
+    /// Most files handed over and not yet taken by a round that a submitter `waiting` adds to:
+    /// it waits for the next round beyond it. A fresh install of 100,000 small files kept them
+    /// faster than their syncs went, and held every path (24 MB) until the end; the seal waits
+    /// for the syncs either way.
     static let maxWaiting = 4096
 
-    /// Hands over the complete file at `path`. Any thread; waits while `maxWaiting` files wait.
-    package func submit(_ path: String) {
+    /// Hands over the complete file at `path`. Any thread. `waiting`: the caller waits while
+    /// `maxWaiting` files wait (a thread of its own: a transfer's receiver that waited on a
+    /// slow disk would look stalled to its transfer, and would hold every transfer up).
+    package func submit(_ path: String, waiting: Bool = false) {
         let s = shared
         s.cond.locked {
+            guard !s.stopping, !s.abandoned else { return }
             if !started {
                 started = true
                 thread = try? startThread { SyncBehind.run(s) }
             }
             // Without a thread the caller's sync does it all.
-            while thread != nil && s.handed.count >= SyncBehind.maxWaiting && !s.stopping && !s.abandoned { s.cond.wait(until: nil) }
+            while waiting && thread != nil && s.handed.count >= SyncBehind.maxWaiting && !s.stopping && !s.abandoned { s.cond.wait(until: nil) }
             guard thread != nil, !s.stopping, !s.abandoned else { return }
             s.handed.append(path)
             s.mostWaiting = max(s.mostWaiting, s.handed.count)

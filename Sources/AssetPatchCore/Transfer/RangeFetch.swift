@@ -25,11 +25,16 @@ final class RangeFetch {
     /// What was fetched and verified, by sha256 (kept by the consumers' workers).
     private let kept: Locked<[String: String]>
     var fetched: [String: String] { kept.withLock { $0 } }
+    /// Contents verified and kept in `dir` under their sha256 before this fetch (left out).
+    let inDir: Set<Sha256>
 
-    /// `fetched`: files kept already (by sha256), left out of every attempt.
+    /// `fetched`: files kept already (by sha256), and `inDir`: contents kept already in `dir`
+    /// under their sha256; both left out of every attempt.
     init(source: Location, archiveSize: UInt64, dir: String, http: HTTPClient, parallel: Int, cancel: CancelToken,
-         progress: ProgressReporter?, fetched: [String: String] = [:], sources: Sources? = nil, syncBehind: SyncBehind? = nil) {
+         progress: ProgressReporter?, fetched: [String: String] = [:], inDir: Set<Sha256> = [], sources: Sources? = nil,
+         syncBehind: SyncBehind? = nil) {
         kept = Locked(fetched)
+        self.inDir = inDir
         self.syncBehind = syncBehind
         self.sources = sources
         self.source = source
@@ -44,8 +49,14 @@ final class RangeFetch {
     /// The plan's ranges still to fetch: entries fetched by earlier attempts are left out and the
     /// rest coalesced again.
     func remaining(_ plan: FilePlan) -> [FetchRange] {
-        let left = plan.ranges.flatMap(\.entries).filter { fetched[$0.sha256] == nil }
+        let fetched = self.fetched
+        let left = plan.ranges.flatMap(\.entries).filter { !inDir.contains($0.digest) && fetched[$0.sha256] == nil }
         return FilePlan.coalesce(left, gap: FilePlan.coalesceGap, maxRequest: FilePlan.maxRequestBytes)
+    }
+
+    /// Where the content of `f` was kept, by this fetch or before it (`inDir`).
+    func path(of f: ManifestFile) -> String? {
+        inDir.contains(f.digest) ? dir + "/" + f.sha256 : kept.withLock { $0[f.sha256] }
     }
 
     /// One attempt at the ranges not fetched yet.

@@ -62,6 +62,7 @@ extension Updater {
                 try FS.removeTree(download)
                 try FS.makeDirectories(download + "/files")
                 verifiedFetched = []
+                verifiedInDir = [:]
             } catch let f as DifferentialFallback {
                 throw AssetPatchError(.io, "group \(t.group.name): \(f.message)")
             }
@@ -133,7 +134,7 @@ extension Updater {
         do {
             if let rebuildFailure { throw rebuildFailure }
             let durable = try Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: cancel, progress: progress, syncBehind: syncBehind)
-                .place(plan, fetched: fetch.fetched, chunks: chunks, rebuiltDir: download + "/files") { [root = stage + "/"] in TreeLinks.Place(root: root, path: $0.path) }
+                .place(plan, fetched: { [fetched = fetch.fetched] in fetched[$0.sha256] }, chunks: chunks, rebuiltDir: download + "/files") { [root = stage + "/"] in TreeLinks.Place(root: root, path: $0.path) }
             return (plan.fetchBytes, durable, try syncBehind.finish())
         } catch let f as DifferentialFallback {
             _ = try syncBehind.finish()  // a file that failed to sync is the disk's error

@@ -130,8 +130,9 @@ extension Updater {
             for path in fetch.fetched.values { verifiedFetched.insert(path) }
             for path in made.values { verifiedFetched.insert(path) }
             try cancel.check()
+            let fetched = fetch.fetched.merging(made) { a, _ in a }
             try Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: cancel, progress: progress, syncBehind: syncBehind)
-                .assemble(c, plan, fetched: fetch.fetched.merging(made) { a, _ in a }, chunks: chunks, spareRead: spareRead, log: log)
+                .assemble(c, plan, fetched: { fetched[$0.sha256] }, chunks: chunks, spareRead: spareRead, log: log)
             return true
         } catch let f as DifferentialFallback {
             // A file that failed to sync is gone (and may be what the fallback missed): the

@@ -93,7 +93,24 @@ import Testing
         try dir.write("dst/top/d11", Array("a file".utf8))
         try dir.write("dst/top/gone/a/b/f", Array("x".utf8))
 
-        let changes = try TreeMirror.mirror(source: src, target: dst, cancel: CancelToken())
+        // Each thread's first file waits (at most a minute) until another thread has asked too:
+        // two walks provably run at once.
+        let threads = Locked<[pthread_t]>([])
+        let changes = try TreeMirror.mirror(source: src, target: dst, cancel: CancelToken()) { _, _, _ in
+            let me = pthread_self()
+            let first = threads.withLock { seen in
+                guard !seen.contains(where: { pthread_equal($0, me) != 0 }) else { return false }
+                seen.append(me)
+                return true
+            }
+            var waited = 0
+            while first && threads.withLock({ $0.count }) < 2 && waited < 60_000 {
+                usleep(1000)
+                waited += 1
+            }
+            return true
+        }
+        #expect(threads.withLock { $0.count } >= 2)
         #expect(tree(dst) == tree(src))
         #expect(changes.sourceFiles == 12 * 7)
         // s/g0 and s/g1 in d0...d5, all 7 files in d6...d11.

@@ -7,6 +7,22 @@ import Testing
         Sha256(bytes: (0..<32).map { UInt8(truncatingIfNeeded: $0 == 31 ? i : $0 == 30 ? i >> 8 : ($0 * 31 + i * 17) % 256) })!
     }
 
+    @Test func aPathIsFoundByItsNumberInAListInByteOrder() {
+        // Byte order: "a" < "a/b" < "a0" < "b" < "é" (0xC3 0xA9); none is found that is not listed.
+        let paths = ["a", "a/b", "a0", "b", "\u{E9}"]
+        let files = paths.map { ManifestFile(path: $0, size: 1, sha256: String(repeating: "0", count: 64)) }
+        for (i, p) in paths.enumerated() { #expect(InstalledFiles.number(of: p, in: files) == i, "\(p)") }
+        for p in ["", "a/", "a/c", "0", "c", "e\u{301}", "\u{E9}x"] { #expect(InstalledFiles.number(of: p, in: files) == nil, "\(p)") }
+        #expect(InstalledFiles.number(of: "a", in: []) == nil)
+        // One file, and exact multiples of the halving.
+        let name = { (i: Int) in "f" + String(String(100_000 + i).dropFirst()) }  // f00000, f00001...
+        for n in [1, 2, 4, 8, 1024, 1025] {
+            let many = (0..<n).map { ManifestFile(path: name($0), size: 1, sha256: String(repeating: "0", count: 64)) }
+            #expect((0..<n).allSatisfy { InstalledFiles.number(of: name($0), in: many) == $0 }, "\(n)")
+            #expect(InstalledFiles.number(of: "f99999", in: many) == nil && InstalledFiles.number(of: "e", in: many) == nil)
+        }
+    }
+
     @Test func theFirstReleaseGivenForADigestIsTheOneTaken() {
         var files = InstalledFiles()
         // The active release first, then a kept one holding the same contents and some others,

@@ -119,8 +119,8 @@ enum TreeMirror {
             guard depth <= TreeMirror.maxDepth else { throw AssetPatchError(.state, "\(path): deeper than \(TreeMirror.maxDepth) directories") }
             let want = try Listing(s, path: path), have = try Listing(t, path: path)
             var changed = false
-            /// Subdirectories left for after this directory's entries (`spreading`), by entry.
-            var later: [Int] = []
+            /// Subdirectories left for after this directory's entries (`spreading`): entry, path.
+            var later: [(entry: Int, relative: String)] = []
             var i = 0, j = 0
             while i < want.count || j < have.count {
                 let order = i == want.count ? 1 : j == have.count ? -1 : want.compare(i, have, j)
@@ -163,14 +163,13 @@ enum TreeMirror {
                         changed = true
                     }
                     if spreading {
-                        later.append(i)
+                        later.append((i, rel))
                     } else {
                         try descend(want, i, s, t, at: path, relative: rel, depth: depth, spreading: false)
                     }
                 }
                 i += 1
             }
-            func rel(_ i: Int) -> String { relative.isEmpty ? want.name(i) : relative + "/" + want.name(i) }
             if later.count >= TreeMirror.parallelFrom {
                 // A walk of its own for each subtree; what they did is added up once all are done.
                 // One that fails stops the others (the target is not to be used then).
@@ -181,7 +180,7 @@ enum TreeMirror {
                     var walk = Walk(device: device, exact: exact, cancel: stop, linking: linking)
                     defer { total.withLock { $0.add(walk.changes) } }
                     do {
-                        try walk.descend(want, later[k], s, t, at: path, relative: rel(later[k]), depth: depth, spreading: false)
+                        try walk.descend(want, later[k].entry, s, t, at: path, relative: later[k].relative, depth: depth, spreading: false)
                     } catch {
                         stop.cancel()
                         throw error
@@ -189,7 +188,7 @@ enum TreeMirror {
                 }
                 changes.add(total.withLock { $0 })
             } else {
-                for i in later { try descend(want, i, s, t, at: path, relative: rel(i), depth: depth, spreading: true) }
+                for (i, rel) in later { try descend(want, i, s, t, at: path, relative: rel, depth: depth, spreading: true) }
             }
             if changed {
                 try TreeMirror.sync(t, path)

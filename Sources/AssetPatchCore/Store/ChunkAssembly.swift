@@ -25,14 +25,30 @@ extension Installer {
         return last
     }
 
-    /// Rebuilds each of `files` into `dir` in order, from `chunks`, as `place` would, each handed
-    /// to the sync behind once it is whole: run beside the fetch of the update's whole files,
-    /// so that `place` finds them rebuilt and only links them.
-    func rebuildAhead(_ files: [ChunkedFile], chunks: [String: String], into dir: String) throws {
-        var chunks = chunks
+    /// Rebuilds each of `files` into `dir` in order, as `place` would, each handed to the sync
+    /// behind once it is whole: run beside the fetch of the update's chunks and whole files, so
+    /// that `place` finds them rebuilt and only links them. A file's chunks fetched now are
+    /// waited for in `arriving` (what the chunk fetch keeps, by `ChunkPlanner.key`), so each
+    /// file is rebuilt as soon as its chunks are there, while later ones arrive.
+    func rebuildAhead(_ files: [ChunkedFile], arriving: Arrivals<String, String>, into dir: String) throws {
+        var chunks = arriving.all
         let lastUses = Installer.lastUses(files)
         for i in files.indices {
-            syncBehind?.submit(try rebuild(files, i, into: dir, chunks: &chunks, lastUses: lastUses) { _ in })
+            for (record, source) in files[i].chunks {
+                let keys: [String]
+                switch source {
+                case .local, .fetched: continue  // on disk before the fetch began
+                case .archive: keys = [record.id.hex]
+                // Kept compressed, or decoded as it arrived (or by an earlier file's rebuild).
+                case let .linked(offset): keys = [ChunkPlanner.linkedKey(record.id, offset), record.id.hex]
+                }
+                guard !keys.contains(where: { chunks[$0] != nil }) else { continue }
+                // Not there once the fetch is done: the rebuild says it was planned but not fetched.
+                if let (key, path) = try arriving.wait(forAny: keys, cancel: cancel) { chunks[key] = path }
+            }
+            // Rebuilt first: an optional chain would skip its argument without a sync behind.
+            let rebuilt = try rebuild(files, i, into: dir, chunks: &chunks, lastUses: lastUses) { _ in }
+            syncBehind?.submit(rebuilt)
         }
     }
 

@@ -117,8 +117,10 @@ extension Updater {
         // What stopped a rebuild is thrown where `place` would have rebuilt the file.
         let rebuildFailure: Error?
         do {
-            chunks = plan.chunkRanges.isEmpty ? store.chunks(in: download + "/chunks") : try fetchChunks(c, plan, into: download + "/chunks")
-            rebuildFailure = try fetchRebuildingAhead(c, plan, fetch, chunks: chunks, into: download + "/files", syncBehind: syncBehind)
+            let arriving = Arrivals(store.chunks(in: download + "/chunks"))
+            rebuildFailure = try fetchRebuildingAhead(c, plan, fetch, chunks: arriving, chunkDir: download + "/chunks", into: download + "/files",
+                                                      syncBehind: syncBehind)
+            chunks = arriving.all
         } catch let f as DifferentialFallback {
             _ = try syncBehind.finish()  // a file that failed to sync is the disk's error
             if f.badBytes { throw AssetPatchError(.integrity, "group \(t.group.name): \(f.message)") }

@@ -119,12 +119,14 @@ extension Updater {
                     throw DifferentialFallback(message: "with the files whose deltas failed, ranges would transfer \(plan.fetchBytes) of the archive's \(c.manifest.archiveSize ?? 0) bytes (more than \(config.differentialMaxPercent)%)")
                 }
             }
-            let chunks = plan.chunkRanges.isEmpty ? store.fetchedChunks(c.manifest.archiveDigest) : try fetchChunks(c, plan)
+            // Chunks kept by earlier attempts, then those fetched now as they arrive.
+            let arriving = Arrivals(store.fetchedChunks(c.manifest.archiveDigest))
             // Installed bytes that changed under a rebuild (a fallback) show once the fetch is done.
-            if let failure = try fetchRebuildingAhead(c, plan, fetch, chunks: chunks, into: store.fetchedDir(c.manifest.archiveDigest),
+            if let failure = try fetchRebuildingAhead(c, plan, fetch, chunks: arriving, into: store.fetchedDir(c.manifest.archiveDigest),
                                                       syncBehind: syncBehind) {
                 throw failure
             }
+            let chunks = arriving.all
             progress.report(Progress(phase: .download, bytesDone: plan.fetchBytes, bytesTotal: plan.fetchBytes,
                                      filesDone: UInt64(plan.fetchEntries), filesTotal: UInt64(plan.fetchEntries)), final: true)
             for path in fetch.fetched.values { verifiedFetched.insert(path) }
@@ -147,19 +149,25 @@ extension Updater {
         }
     }
 
-    /// Fetches the plan's whole files (retrying transient failures) while its chunked files are
-    /// rebuilt from `chunks` into `dir` on a thread of their own, so that the rebuilds overlap
-    /// the fetch and `Installer.place` finds them made. A failed fetch stops the rebuilds and is
-    /// thrown; what stopped a rebuild is returned, for the caller to throw where it decides.
-    func fetchRebuildingAhead(_ c: Candidate, _ plan: FilePlan, _ fetch: RangeFetch, chunks: [String: String], into dir: String,
-                              syncBehind: SyncBehind) throws -> Error? {
+    /// Fetches the plan's chunks, then its whole files (each retrying transient failures), while
+    /// its chunked files are rebuilt into `dir` on a thread of their own, each as soon as its
+    /// chunks are in `chunks` (those kept before, and what the chunk fetch adds), so that the
+    /// rebuilds overlap the fetch and `Installer.place` finds them made. A failed fetch stops the
+    /// rebuilds and is thrown; what stopped a rebuild is returned, for the caller to throw where
+    /// it decides.
+    /// `chunkDir`: where the chunks are kept (nil: the update's, `downloads/<archive>.chunks/`).
+    func fetchRebuildingAhead(_ c: Candidate, _ plan: FilePlan, _ fetch: RangeFetch, chunks: Arrivals<String, String>, chunkDir: String? = nil,
+                              into dir: String, syncBehind: SyncBehind) throws -> Error? {
         let rebuilding = CancelToken(within: cancel)
         let ahead = Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: rebuilding, progress: progress, syncBehind: syncBehind)
         let chunked = plan.chunked
         let failure = Locked<Error?>(nil)
         try alongside({
-            do { try ahead.rebuildAhead(chunked, chunks: chunks, into: dir) } catch { failure.withLock { $0 = error } }
+            do { try ahead.rebuildAhead(chunked, arriving: chunks, into: dir) } catch { failure.withLock { $0 = error } }
         }, stopping: rebuilding) {
+            defer { chunks.close() }
+            if !plan.chunkRanges.isEmpty { try fetchChunks(c, plan, into: chunkDir, arriving: chunks) }
+            chunks.close()
             try context.retrying(c.archive) { try fetch.attempt(plan) }
         }
         return failure.withLock { $0 }
@@ -180,17 +188,19 @@ extension Updater {
 
     /// Fetches the plan's chunk ranges into `downloads/<archive>.chunks/`, retrying transient
     /// failures (chunks kept by an attempt are not asked for again); returns every chunk now
-    /// there, by sha256 hex.
-    func fetchChunks(_ c: Candidate, _ plan: FilePlan, into dir: String? = nil) throws -> [String: String] {
+    /// there, by name (`ChunkPlanner.key`). `arriving`: the chunks there before, to which each
+    /// chunk is added as it is kept (work beside the fetch waits there).
+    @discardableResult
+    func fetchChunks(_ c: Candidate, _ plan: FilePlan, into dir: String? = nil, arriving: Arrivals<String, String>? = nil) throws -> [String: String] {
         let dir = dir ?? store.chunksDir(c.manifest.archiveDigest)
         try FS.makeDirectories(dir)
         let fetch = RangeFetch(source: c.archive, archiveSize: c.manifest.archiveSize ?? 0, dir: dir, http: http,
                                parallel: config.parallelDownloads, cancel: cancel, progress: progress, sources: context.sources)
         // Kept by the receivers, on the fetch's worker threads.
-        let kept = Locked(store.chunks(in: dir))
+        let kept = arriving ?? Arrivals(store.chunks(in: dir))
         let history = LinkedHistory(plan.chunked, dir: dir)
         let attempt = {
-            let have = kept.withLock { $0 }
+            let have = kept.all
             let left = plan.chunkRanges.compactMap { r -> ChunkRange? in
                 var r = r
                 r.chunks.removeAll { have[ChunkPlanner.key($0)] != nil || have[$0.record.id.hex] != nil }
@@ -200,11 +210,11 @@ extension Updater {
                 return r
             }
             let receivers = left.map {
-                ChunkReceiver($0, dir: dir, shown: c.archive.shown, history: history.before) { name, path in kept.withLock { $0[name] = path } }
+                ChunkReceiver($0, dir: dir, shown: c.archive.shown, history: history.before) { name, path in kept.put(name, path) }
             }
             try fetch.drive(receivers) {}
         }
         try context.retrying(c.archive) { try attempt() }
-        return kept.withLock { $0 }
+        return kept.all
     }
 }

@@ -101,9 +101,15 @@ final class ChunkReceiver: RangeConsumer {
         guard index == chunks.count else {
             throw AssetPatchError(.network, "\(shown): bytes \(range.start)-\(range.end - 1) ended before chunk \(index + 1) of \(chunks.count)", transient: true)
         }
+        // Every receiver of a fetch lives until its end: what a finished one held is let go.
+        pending = []
+        carried = nil
     }
 
-    func abandon() { pending = [] }
+    func abandon() {
+        pending = []
+        carried = nil
+    }
 
     func rest() -> (any RangeConsumer)? {
         guard index < chunks.count else { return nil }

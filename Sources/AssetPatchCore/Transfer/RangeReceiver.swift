@@ -59,6 +59,8 @@ final class RangeReceiver: RangeConsumer {
         if let tempPath { try? FS.unlink(tempPath) }
         tempPath = nil
         decoder = nil
+        inflater = nil
+        digest = nil
     }
 
     private func mismatch(_ what: String) -> DifferentialFallback {
@@ -110,6 +112,11 @@ final class RangeReceiver: RangeConsumer {
         if offset != range.end || index != range.entries.count {
             throw mismatch("ended early: \(received) of \(range.count) bytes arrived")
         }
+        // Every receiver of a fetch lives until its end: a finished one's inflater (its window
+        // and output buffer) is let go.
+        inflater = nil
+        digest = nil
+        header = []
     }
 
     /// Moves through the entry boundaries the offset has reached: a complete header is checked

@@ -15,7 +15,8 @@ With --chunked, the releases are a 12 MiB pack file (chunked), a 600 KiB documen
 share history: kept compressed until its rebuild) and small files, updated from their format-2
 heads; v2 rewrites, inserts and deletes records of the pack and edits the document in places.
 No restarted updater may ask for a chunk an earlier one kept (under
-downloads/<archive>.chunks/), and every request must be a range.
+downloads/<archive>.chunks/, or written in place in a file being rebuilt whose bytes there
+still match), and every request must be a range.
 
 With --groups, the kills hit fetches of an on-demand group instead (groupkills.py).
 
@@ -24,6 +25,7 @@ With --groups, the kills hit fetches of an on-demand group instead (groupkills.p
 Needs build/prefix (scripts/build.sh). Prints a report and "N passed, N failed"."""
 import argparse
 import collections
+import hashlib
 import json
 import os
 import random
@@ -124,6 +126,26 @@ def verified_ranges(data, repo, index=None):
     for f in (index or {}).get("files", []) + (index or {}).get("linked", []):
         out += [(c["offset"], c["offset"] + c["compressed_size"] - 1) for c in f["chunks"]
                 if c["sha256"] in chunks or f"{c['sha256']}.{c['offset']}" in chunks]
+        out += in_place(downloads, f)
+    return out
+
+
+def in_place(downloads, f):
+    """The archive ranges of the chunks of `f` written in place in its file being rebuilt
+    (downloads/*.files/.<sha256>.rebuild) whose bytes there match: an updater hashes them again
+    and must not ask for them."""
+    out = []
+    for d in (os.listdir(downloads) if os.path.isdir(downloads) else []):
+        partial = os.path.join(downloads, d, "." + f["sha256"] + ".rebuild")
+        if not d.endswith(".files") or not os.path.isfile(partial):
+            continue
+        with open(partial, "rb") as p:
+            at = 0
+            for c in f["chunks"]:
+                p.seek(at)
+                if hashlib.sha256(p.read(c["size"])).hexdigest() == c["sha256"]:
+                    out.append((c["offset"], c["offset"] + c["compressed_size"] - 1))
+                at += c["size"]
     return out
 
 

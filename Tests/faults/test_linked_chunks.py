@@ -186,7 +186,9 @@ def test_an_interrupted_update_keeps_its_linked_chunks_and_the_next_does_not_ask
         with pytest.raises(assetpatch.NetworkError):
             c.update()
         assert_serves(c, linked["v1"], 1)
+    # Kept as chunk files, or written in place in the files being rebuilt.
     kept = [n for d in glob.glob(str(tmp_path / "data" / "downloads" / "*.chunks")) for n in os.listdir(d)]
+    kept += glob.glob(str(tmp_path / "data" / "downloads" / "*.files" / ".*.rebuild"))
     assert kept, "the chunks that arrived whole are kept"
     first = [(e["start"], e["end"]) for e in archive_log(fault)]
     fault.reset()
@@ -198,6 +200,7 @@ def test_an_interrupted_update_keeps_its_linked_chunks_and_the_next_does_not_ask
     with assetpatch.Client(str(tmp_path / "data")) as c:
         assert_serves(c, linked["v2"], 2)
     assert not glob.glob(str(tmp_path / "data" / "downloads" / "*.chunks" / "*")), "nothing left behind"
+    assert not glob.glob(str(tmp_path / "data" / "downloads" / "*.files" / ".*")), "nothing left behind"
 
 
 def newest_offset(linked, n):

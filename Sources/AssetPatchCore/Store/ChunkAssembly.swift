@@ -29,25 +29,30 @@ extension Installer {
     /// behind once it is whole: run beside the fetch of the update's chunks and whole files, so
     /// that `place` finds them rebuilt and only links them. A file's chunks fetched now are
     /// waited for in `arriving` (what the chunk fetch keeps, by `ChunkPlanner.key`), so each
-    /// file is rebuilt as soon as its chunks are there, while later ones arrive.
-    func rebuildAhead(_ files: [ChunkedFile], arriving: Arrivals<String, String>, into dir: String) throws {
+    /// file is rebuilt as soon as its chunks are there, while later ones arrive. `direct`: where
+    /// chunks fetched now were written in place (`DirectChunks`).
+    func rebuildAhead(_ files: [ChunkedFile], arriving: Arrivals<String, String>, into dir: String, direct: DirectChunks? = nil) throws {
         var chunks = arriving.all
         let lastUses = Installer.lastUses(files)
         for i in files.indices {
             for (record, source) in files[i].chunks {
                 let keys: [String]
                 switch source {
-                case .local, .fetched: continue  // on disk before the fetch began
-                case .archive: keys = [record.id.hex]
-                // Kept compressed, or decoded as it arrived (or by an earlier file's rebuild).
-                case let .linked(offset): keys = [ChunkPlanner.linkedKey(record.id, offset), record.id.hex]
+                case .local: continue
+                // Kept by an earlier attempt, or fetched now for an earlier place: written in
+                // place there, or kept as a chunk file (decoded by the rebuild that took it first).
+                case .fetched: keys = [record.id.hex] + (direct?.firstPlace(of: record.id).map { [DirectChunks.key($0.archiveOffset)] } ?? [])
+                // Written in place, or kept as a chunk file.
+                case let .archive(offset): keys = [DirectChunks.key(offset), record.id.hex]
+                // Also kept compressed, or decoded by an earlier file's rebuild.
+                case let .linked(offset): keys = [DirectChunks.key(offset), ChunkPlanner.linkedKey(record.id, offset), record.id.hex]
                 }
                 guard !keys.contains(where: { chunks[$0] != nil }) else { continue }
                 // Not there once the fetch is done: the rebuild says it was planned but not fetched.
                 if let (key, path) = try arriving.wait(forAny: keys, cancel: cancel) { chunks[key] = path }
             }
             // Rebuilt first: an optional chain would skip its argument without a sync behind.
-            let rebuilt = try rebuild(files, i, into: dir, chunks: &chunks, lastUses: lastUses) { _ in }
+            let rebuilt = try rebuild(files, i, into: dir, chunks: &chunks, lastUses: lastUses, direct: direct) { _ in }
             syncBehind?.submit(rebuilt)
         }
     }
@@ -58,19 +63,20 @@ extension Installer {
     /// 194 MiB at the end of its fetch), and an attempt after an interruption finds the file
     /// among the fetched ones (hashed again) instead of its chunks. Returns its path there.
     func rebuild(_ files: [ChunkedFile], _ number: Int, into dir: String, chunks: inout [String: String],
-                 lastUses: [String: Int], progress: (UInt64) -> Void) throws -> String {
+                 lastUses: [String: Int], direct: DirectChunks? = nil, progress: (UInt64) -> Void) throws -> String {
         let f = files[number]
         let kept = dir + "/" + f.file.sha256
         // The same content at another path, rebuilt before, is the answer; the chunks it
         // planned for this place (all of them, `.fetched`) are dropped all the same.
         if !FS.exists(kept) {
             try FS.makeDirectories(dir)
-            let temp = dir + "/." + f.file.sha256 + ".rebuild"
-            try? FS.unlink(temp)  // an interrupted attempt's
+            // Chunks fetched now may be in it already (`DirectChunks`), and an interrupted
+            // attempt's: a cancelled rebuild leaves it for the next attempt, which hashes them again.
+            let temp = DirectChunks.partialPath(f.file, in: dir)
             do {
-                try rebuild(f, to: temp, chunks: &chunks, progress: progress)
+                try rebuild(f, to: temp, chunks: &chunks, direct: direct, progress: progress)
             } catch {
-                try? FS.unlink(temp)
+                if !cancel.isCancelled { try? FS.unlink(temp) }
                 throw error
             }
             try FS.rename(temp, kept)
@@ -88,13 +94,16 @@ extension Installer {
     /// Writes a chunked file to `target` from its chunks, in order: chunks that
     /// lie one after another in a file on disk (an installed release's, at their offsets) are
     /// copied as one run; a chunk fetched by an earlier, interrupted attempt is hashed again
-    /// before it is used; one fetched now was checked as it arrived. The whole file is hashed
+    /// before it is used; one fetched now was checked as it arrived, and one written in place
+    /// (`DirectChunks.key` among `chunks`) is only read back for the whole file's hash. Whatever
+    /// else `target` held (an interrupted attempt's bytes) is written over or cut off. The whole file is hashed
     /// as it is written and must match the index: bytes on disk that changed since they were
     /// installed show there and raise `DifferentialFallback` (the whole archive settles it),
     /// never a wrong file. Memory: three runs (one read and written while the others are hashed).
-    func rebuild(_ f: ChunkedFile, to target: String, chunks fetched: inout [String: String], progress: (UInt64) -> Void) throws {
+    func rebuild(_ f: ChunkedFile, to target: String, chunks fetched: inout [String: String], direct: DirectChunks? = nil,
+                 progress: (UInt64) -> Void) throws {
         // Read and write: a linked chunk decodes after the bytes written before it.
-        let out = try File.open(target, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o444)
+        let out = try File.open(target, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o600)
         let largest = f.records.reduce(0) { max($0, Int($1.size)) }
         // The whole file is hashed on another thread while the next run is read and written.
         let whole = try BackgroundDigest(buffers: 3, size: max(Installer.rebuildRunBytes, largest))
@@ -200,6 +209,24 @@ extension Installer {
             placed(bytes.count)
         }
 
+        /// A chunk written in place: read back and handed to the whole file's hash.
+        func inPlace(_ count: Int) throws {
+            try flush()
+            var left = count
+            while left > 0 {
+                let buffer = whole.buffer()
+                let n = min(left, buffer.count)
+                guard try out.pread(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n]), at: written) == n else {
+                    throw AssetPatchError(.io, "\(target): \(n) bytes written in place at \(written) could not be read back")
+                }
+                whole.submit(buffer, count: n)
+                written += UInt64(n)
+                left -= n
+                if written % Installer.writebackBytes < UInt64(n) { out.startWriteback() }
+            }
+            progress(written)
+        }
+
         var run: (path: String, offset: UInt64, count: Int)?
         func endRun() throws {
             if let r = run { try copy(r.path, r.offset, r.count, check: nil) }
@@ -218,21 +245,31 @@ extension Installer {
                     try endRun()
                     run = (path, offset, size)
                 }
+            case let .archive(offset) where fetched[DirectChunks.key(offset)] != nil,
+                 let .linked(offset) where fetched[DirectChunks.key(offset)] != nil:
+                try endRun()
+                try inPlace(size)
             case let .linked(offset):
                 try endRun()
                 try linked(record, at: offset)
             case .fetched, .archive:
                 try endRun()
-                guard let path = fetched[record.id.hex] else {
+                if let path = fetched[record.id.hex] {
+                    // A chunk fetched now was decoded and checked as it arrived; one an earlier
+                    // attempt kept is checked again.
+                    try copy(path, 0, size, check: source == .fetched ? record : nil)
+                } else if source == .fetched, let (offset, place) = direct?.firstPlace(of: record.id), fetched[DirectChunks.key(offset)] != nil {
+                    // Written in place at its first place: in a file rebuilt before, or earlier in this one.
+                    try copy(place.path == target ? target : DirectChunks.holder(of: place), place.offset, size, check: record)
+                } else {
                     throw AssetPatchError(.internal, "a chunk of \"\(f.file.path)\" was planned but not fetched")
                 }
-                // A chunk fetched now was decoded and checked as it arrived; one an earlier
-                // attempt kept is checked again.
-                try copy(path, 0, size, check: source == .fetched ? record : nil)
             }
         }
         try endRun()
         try flush()
+        if try out.size() != written { try out.truncate(to: written) }
+        if fchmod(out.fd, 0o444) != 0 { throw ioError("chmod", target) }
         out.startWriteback()
         let sha = Hex.encode(whole.finish())
         guard written == f.file.size, sha == f.file.sha256 else {

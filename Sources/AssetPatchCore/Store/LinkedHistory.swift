@@ -2,10 +2,11 @@ import Glibc
 
 /// The bytes of a new file before one of its linked chunks (chunks that share history: each
 /// decodes after the 32 KiB before it), when they are on disk already: the installed bytes the
-/// plan copies, and chunks kept under the update's chunk directory (fetched and checked, or
-/// decoded). With them a linked chunk is decoded and checked against its sha256 as it arrives,
-/// like a chunk that decodes on its own, so a source that sends other bytes is known at once
-/// (and the next source asked); without them its compressed bytes are kept and decoded by the
+/// plan copies, chunks kept under the update's chunk directory (fetched and checked, or
+/// decoded), and chunks written in place in the file being rebuilt (`DirectChunks`). With them
+/// a linked chunk is decoded and checked against its sha256 as it arrives, like a chunk that
+/// decodes on its own, so a source that sends other bytes is known at once (and the next
+/// source asked); without them its compressed bytes are kept and decoded by the
 /// rebuild. Every piece is checked against its chunk's sha256 before it is used: history that
 /// does not match is no history, never a reason to blame the server.
 struct LinkedHistory {
@@ -13,10 +14,13 @@ struct LinkedHistory {
     private let dir: String
     /// Each linked chunk to fetch, by archive offset: its file and its place in it.
     private let places: [UInt64: (file: Int, chunk: Int)]
+    /// Chunks written in place: read from the file being rebuilt.
+    private let direct: DirectChunks?
 
-    init(_ files: [ChunkedFile], dir: String) {
+    init(_ files: [ChunkedFile], dir: String, direct: DirectChunks? = nil) {
         self.files = files
         self.dir = dir
+        self.direct = direct
         var places: [UInt64: (file: Int, chunk: Int)] = [:]
         for (i, f) in files.enumerated() where f.linked {
             for (j, source) in f.sources.enumerated() {
@@ -56,10 +60,16 @@ struct LinkedHistory {
     /// One chunk's bytes, checked against its sha256.
     private func piece(_ f: ChunkedFile, _ record: ChunkRecord, _ source: ChunkOrigin) -> [UInt8]? {
         var bytes = [UInt8](repeating: 0, count: Int(record.size))
-        let path: String, at: UInt64
+        var path: String, at: UInt64
         switch source {
         case let .local(file, offset): (path, at) = (f.localFiles[Int(file)], offset)
-        case .fetched, .archive, .linked: (path, at) = (dir + "/" + record.id.hex, 0)
+        case .fetched:
+            (path, at) = (dir + "/" + record.id.hex, 0)
+            if !FS.exists(path), let (_, place) = direct?.firstPlace(of: record.id) { (path, at) = (DirectChunks.holder(of: place), place.offset) }
+        case let .archive(offset), let .linked(offset):
+            (path, at) = (dir + "/" + record.id.hex, 0)
+            // Written in place (or not yet: then it does not match, and it is no history).
+            if !FS.exists(path), let place = direct?.place(offset) { (path, at) = (DirectChunks.holder(of: place), place.offset) }
         }
         guard let file = try? File.openRead(path),
               (try? bytes.withUnsafeMutableBytes { try file.pread(into: $0, at: at) }) == bytes.count,

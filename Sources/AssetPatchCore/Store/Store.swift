@@ -17,7 +17,8 @@ import Glibc
 ///     downloads/<digest>.part          a partial archive, kept across restarts for resuming
 ///     downloads/<digest>.meta          what the partial was fetched from (URL, validator, coding)
 ///     downloads/<digest>.files/<sha>   files a differential attempt fetched, kept for the next
-///     downloads/<digest>.chunks/<sha>  chunks fetched for a chunked file, likewise
+///     downloads/<digest>.files/.<sha>.rebuild  a chunked file being rebuilt, its fetched chunks in place
+///     downloads/<digest>.chunks/<sha>  chunks fetched for a chunked file that none holds in place
 ///     leases/<id>                      flock(2) targets: the release each client serves
 ///     leases/<id>@<group>              ... and the on-demand groups it serves
 ///     downloads/groups/<id>@<group>/   what a group fetch keeps across attempts, and its lock

@@ -2,7 +2,8 @@ import Glibc
 
 /// Turns one chunk range's bytes, pushed as they arrive, into verified chunks: each chunk's
 /// compressed bytes are gathered (memory: one chunk at a time), decoded on their own
-/// (`ChunkDecoder`: length and sha256 checked) and kept as `<dir>/<sha256>`, read-only. A linked
+/// (`ChunkDecoder`: length and sha256 checked) and kept as `<dir>/<sha256>`, read-only, or
+/// written straight into the file being rebuilt at its place there (`DirectChunks`). A linked
 /// file's chunk decodes only after the bytes before it: when those are on disk
 /// (`LinkedHistory`) it is decoded and checked the same way; otherwise it is kept compressed
 /// (`<dir>/<sha256>.<offset>`) and decoded and checked when its file is rebuilt. Bytes
@@ -19,6 +20,8 @@ final class ChunkReceiver: RangeConsumer {
     /// The bytes before a linked chunk (by archive offset) when they are on disk
     /// (`LinkedHistory`): the chunk is then decoded and checked as it arrives.
     let history: (UInt64) -> [UInt8]?
+    /// Where a decoded chunk goes straight into the file being rebuilt (`DirectChunks`).
+    let direct: DirectChunks?
 
     private var offset: UInt64
     private var index = 0
@@ -27,14 +30,17 @@ final class ChunkReceiver: RangeConsumer {
     /// chunk of its file, when it follows in this range, decodes after it without asking
     /// `history` to read and hash the same bytes again.
     private var carried: (end: UInt64, history: [UInt8])?
+    /// The file being rebuilt that the last chunk written in place went to.
+    private var directFile: File?
 
-    init(_ r: ChunkRange, dir: String, shown: String, history: @escaping (UInt64) -> [UInt8]? = { _ in nil },
+    init(_ r: ChunkRange, dir: String, shown: String, history: @escaping (UInt64) -> [UInt8]? = { _ in nil }, direct: DirectChunks? = nil,
          onChunk: @escaping (String, String) throws -> Void) {
         range = FetchRange(start: r.start, end: r.end, entries: [])
         chunks = r.chunks
         self.dir = dir
         self.shown = shown
         self.history = history
+        self.direct = direct
         self.onChunk = onChunk
         offset = r.start
     }
@@ -89,6 +95,10 @@ final class ChunkReceiver: RangeConsumer {
             }
             if linked { carried = (c.offset + UInt64(c.record.compressedSize), Array((before + bytes).suffix(ChunkDecoder.historyBytes))) }
             name = c.record.id.hex
+            if let place = direct?.place(c.offset) {
+                try DirectChunks.write(bytes, at: place, open: &directFile)
+                return try onChunk(DirectChunks.key(c.offset), place.path)
+            }
         } else {
             bytes = pending  // a linked chunk whose history is not on disk: decoded at the rebuild
         }
@@ -104,16 +114,18 @@ final class ChunkReceiver: RangeConsumer {
         // Every receiver of a fetch lives until its end: what a finished one held is let go.
         pending = []
         carried = nil
+        directFile = nil
     }
 
     func abandon() {
         pending = []
         carried = nil
+        directFile = nil
     }
 
     func rest() -> (any RangeConsumer)? {
         guard index < chunks.count else { return nil }
         return ChunkReceiver(ChunkRange(start: chunks[index].offset, end: range.end, chunks: Array(chunks[index...])), dir: dir, shown: shown,
-                             history: history, onChunk: onChunk)
+                             history: history, direct: direct, onChunk: onChunk)
     }
 }

@@ -161,12 +161,19 @@ extension Updater {
         let rebuilding = CancelToken(within: cancel)
         let ahead = Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: rebuilding, progress: progress, syncBehind: syncBehind)
         let chunked = plan.chunked
+        // Chunks fetched now go straight into the files being rebuilt; those an interrupted
+        // attempt wrote there are hashed again, and the ones that match are not fetched again.
+        let direct = DirectChunks(chunked, dir: dir)
+        if !plan.chunkRanges.isEmpty, !direct.isEmpty {
+            try FS.makeDirectories(dir)
+            for (key, path) in direct.present() { chunks.put(key, path) }
+        }
         let failure = Locked<Error?>(nil)
         try alongside({
-            do { try ahead.rebuildAhead(chunked, arriving: chunks, into: dir) } catch { failure.withLock { $0 = error } }
+            do { try ahead.rebuildAhead(chunked, arriving: chunks, into: dir, direct: direct) } catch { failure.withLock { $0 = error } }
         }, stopping: rebuilding) {
             defer { chunks.close() }
-            if !plan.chunkRanges.isEmpty { try fetchChunks(c, plan, into: chunkDir, arriving: chunks) }
+            if !plan.chunkRanges.isEmpty { try fetchChunks(c, plan, into: chunkDir, arriving: chunks, direct: direct) }
             chunks.close()
             try context.retrying(c.archive) { try fetch.attempt(plan) }
         }
@@ -191,26 +198,28 @@ extension Updater {
     /// there, by name (`ChunkPlanner.key`). `arriving`: the chunks there before, to which each
     /// chunk is added as it is kept (work beside the fetch waits there).
     @discardableResult
-    func fetchChunks(_ c: Candidate, _ plan: FilePlan, into dir: String? = nil, arriving: Arrivals<String, String>? = nil) throws -> [String: String] {
+    /// `direct`: where chunks go straight into the files being rebuilt.
+    func fetchChunks(_ c: Candidate, _ plan: FilePlan, into dir: String? = nil, arriving: Arrivals<String, String>? = nil,
+                     direct: DirectChunks? = nil) throws -> [String: String] {
         let dir = dir ?? store.chunksDir(c.manifest.archiveDigest)
         try FS.makeDirectories(dir)
         let fetch = RangeFetch(source: c.archive, archiveSize: c.manifest.archiveSize ?? 0, dir: dir, http: http,
                                parallel: config.parallelDownloads, cancel: cancel, progress: progress, sources: context.sources)
         // Kept by the receivers, on the fetch's worker threads.
         let kept = arriving ?? Arrivals(store.chunks(in: dir))
-        let history = LinkedHistory(plan.chunked, dir: dir)
+        let history = LinkedHistory(plan.chunked, dir: dir, direct: direct)
         let attempt = {
             let have = kept.all
             let left = plan.chunkRanges.compactMap { r -> ChunkRange? in
                 var r = r
-                r.chunks.removeAll { have[ChunkPlanner.key($0)] != nil || have[$0.record.id.hex] != nil }
+                r.chunks.removeAll { have[ChunkPlanner.key($0)] != nil || have[$0.record.id.hex] != nil || have[DirectChunks.key($0.offset)] != nil }
                 guard let first = r.chunks.first, let last = r.chunks.last else { return nil }
                 r.start = first.offset
                 r.end = last.offset + UInt64(last.record.compressedSize)
                 return r
             }
             let receivers = left.map {
-                ChunkReceiver($0, dir: dir, shown: c.archive.shown, history: history.before) { name, path in kept.put(name, path) }
+                ChunkReceiver($0, dir: dir, shown: c.archive.shown, history: history.before, direct: direct) { name, path in kept.put(name, path) }
             }
             try fetch.drive(receivers) {}
         }

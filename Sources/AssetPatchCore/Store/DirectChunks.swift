@@ -1,0 +1,101 @@
+import Glibc
+
+/// Chunks fetched now, written straight into the file being rebuilt, at their place in it,
+/// instead of each into a chunk file of its own that the rebuild then copies and removes. A
+/// fresh install by ranges of 1,000 files made, read and removed about 2,000 chunk files, and
+/// ext4 paid for each new inode (it looks for recently deleted ones to reuse). The planner
+/// fetches each chunk once, at its first place (`ChunkOrigin.archive`, `.linked`); a later place
+/// of the same chunk (`.fetched`) copies it from there (`firstPlace`): from the file rebuilt
+/// before, or from the one being rebuilt. A linked chunk is written in place only when it was
+/// decoded as it arrived; one kept compressed is decoded by the rebuild as before, which keeps
+/// it as a chunk file for later places.
+///
+/// The file being rebuilt, `<dir>/.<sha256>.rebuild`, is not synced: an attempt after an
+/// interruption hashes its chunks' places again (`present`) and fetches only those that do not
+/// match; the rebuild hashes the whole file either way.
+struct DirectChunks {
+    /// Where the chunk at an archive offset goes: the file being rebuilt and the offset in it.
+    struct Place {
+        /// The file being rebuilt, and where it is once rebuilt.
+        let path: String
+        let rebuilt: String
+        let offset: UInt64
+        let record: ChunkRecord
+    }
+
+    private let places: [UInt64: Place]
+    /// Each chunk's first place, by archive offset (later places copy it from there).
+    private let first: [ChunkID: UInt64]
+
+    init(_ files: [ChunkedFile], dir: String) {
+        var places: [UInt64: Place] = [:]
+        var first: [ChunkID: UInt64] = [:]
+        for f in files {
+            let path = DirectChunks.partialPath(f.file, in: dir), rebuilt = dir + "/" + f.file.sha256
+            var at: UInt64 = 0
+            for (record, source) in f.chunks {
+                switch source {
+                case let .archive(offset), let .linked(offset):
+                    places[offset] = Place(path: path, rebuilt: rebuilt, offset: at, record: record)
+                    if first[record.id] == nil { first[record.id] = offset }
+                case .local, .fetched:
+                    break
+                }
+                at += UInt64(record.size)
+            }
+        }
+        self.places = places
+        self.first = first
+    }
+
+    /// The file `f` is rebuilt in, among the fetched files in `dir`, until it is renamed to its sha256.
+    static func partialPath(_ f: ManifestFile, in dir: String) -> String { dir + "/." + f.sha256 + ".rebuild" }
+
+    /// The name a chunk written in place is known by among the chunks fetched (never a file's
+    /// name: `ChunkPlanner.key` names are hex).
+    static func key(_ archiveOffset: UInt64) -> String { "in-place:" + String(archiveOffset) }
+
+    func place(_ archiveOffset: UInt64) -> Place? { places[archiveOffset] }
+
+    /// Where a chunk fetched now for an earlier place lies: that place's archive offset (its
+    /// `key` says whether it was written in place) and the place.
+    func firstPlace(of id: ChunkID) -> (archiveOffset: UInt64, place: Place)? {
+        guard let offset = first[id], let place = places[offset] else { return nil }
+        return (offset, place)
+    }
+
+    /// The file a place's bytes are in now: the rebuilt file once it was renamed into place.
+    static func holder(of place: Place) -> String { FS.exists(place.rebuilt) ? place.rebuilt : place.path }
+
+    var isEmpty: Bool { places.isEmpty }
+
+    /// The chunks an interrupted attempt wrote in place, found by hashing each place again
+    /// (bytes a power cut lost, or never written, do not match): by `key`, their file.
+    func present() -> [String: String] {
+        var byPath: [String: [(UInt64, Place)]] = [:]
+        for (offset, place) in places { byPath[place.path, default: []].append((offset, place)) }
+        var out: [String: String] = [:]
+        var buffer: [UInt8] = []
+        for (path, list) in byPath {
+            guard let file = try? File.openRead(path) else { continue }
+            for (offset, place) in list {
+                let size = Int(place.record.size)
+                if buffer.count < size { buffer = [UInt8](repeating: 0, count: size) }
+                guard (try? buffer.withUnsafeMutableBytes({ try file.pread(into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<size]), at: place.offset) })) == size,
+                      let d = try? Digest(.sha256) else { continue }
+                buffer.withUnsafeBytes { d.update(UnsafeRawBufferPointer(rebasing: $0[0..<size])) }
+                if ChunkID(d.finalBytes()) == place.record.id { out[DirectChunks.key(offset)] = path }
+            }
+        }
+        return out
+    }
+
+    /// Writes a chunk's verified bytes at its place (creating the file being rebuilt). `open`:
+    /// the caller's file of the last write, reused while the place is in the same file.
+    static func write(_ bytes: [UInt8], at place: Place, open: inout File?) throws {
+        if open?.path != place.path {
+            open = try File.open(place.path, O_WRONLY | O_CREAT | O_NOFOLLOW, mode: 0o600)
+        }
+        try open!.pwrite(bytes, at: place.offset)
+    }
+}

@@ -36,12 +36,18 @@ extension Installer {
         let lastUses = Installer.lastUses(files)
         for i in files.indices {
             for (record, source) in files[i].chunks {
-                let keys: [String]
+                var keys: [String]
                 switch source {
                 case .local: continue
                 // Kept by an earlier attempt, or fetched now for an earlier place: written in
                 // place there, or kept as a chunk file (decoded by the rebuild that took it first).
-                case .fetched: keys = [record.id.hex] + (direct?.firstPlace(of: record.id).map { [DirectChunks.key($0.archiveOffset)] } ?? [])
+                case .fetched:
+                    keys = [record.id.hex]
+                    if let (offset, place) = direct?.firstPlace(of: record.id) {
+                        keys.append(DirectChunks.key(offset))
+                        // Kept compressed: the rebuild of its first place (earlier in this file) decodes it.
+                        if place.linked { keys.append(ChunkPlanner.linkedKey(record.id, offset)) }
+                    }
                 // Written in place, or kept as a chunk file.
                 case let .archive(offset): keys = [DirectChunks.key(offset), record.id.hex]
                 // Also kept compressed, or decoded by an earlier file's rebuild.
@@ -75,11 +81,11 @@ extension Installer {
             let temp = DirectChunks.partialPath(f.file, in: dir)
             do {
                 try rebuild(f, to: temp, chunks: &chunks, direct: direct, progress: progress)
+                try FS.rename(temp, kept)
             } catch {
                 if !cancel.isCancelled { try? FS.unlink(temp) }
                 throw error
             }
-            try FS.rename(temp, kept)
         }
         for (record, source) in f.chunks {
             var keys = [record.id.hex]
@@ -103,7 +109,7 @@ extension Installer {
     func rebuild(_ f: ChunkedFile, to target: String, chunks fetched: inout [String: String], direct: DirectChunks? = nil,
                  progress: (UInt64) -> Void) throws {
         // Read and write: a linked chunk decodes after the bytes written before it.
-        let out = try File.open(target, O_RDWR | O_CREAT | O_NOFOLLOW, mode: 0o600)
+        let out = try DirectChunks.openWritable(target, O_RDWR)
         let largest = f.records.reduce(0) { max($0, Int($1.size)) }
         // The whole file is hashed on another thread while the next run is read and written.
         let whole = try BackgroundDigest(buffers: 3, size: max(Installer.rebuildRunBytes, largest))

@@ -6,7 +6,9 @@ import Glibc
 /// OpenSSH does with `~/.ssh`, a data directory and its sub-directories must belong to the
 /// user the library runs as (or to root) and be writable by no one else, and the library never
 /// follows a symbolic link inside it: sub-directories are checked with lstat, files inside are
-/// opened with O_NOFOLLOW, and new files are created with O_EXCL.
+/// opened with O_NOFOLLOW, and new files are created with O_EXCL (but for a chunked file being
+/// rebuilt, which attempts reopen: never through a link, only a regular file, and every chunk in
+/// it hashed again before it counts, `DirectChunks`).
 ///
 /// With those checks a release record can only be changed by the app's own user, who could as
 /// well change the app: taking a plugin's hash from it adds no risk that keeping a signed copy of

@@ -21,6 +21,8 @@ struct DirectChunks {
         let rebuilt: String
         let offset: UInt64
         let record: ChunkRecord
+        /// A linked chunk's place (kept compressed when it arrives before its history).
+        let linked: Bool
     }
 
     private let places: [UInt64: Place]
@@ -36,7 +38,8 @@ struct DirectChunks {
             for (record, source) in f.chunks {
                 switch source {
                 case let .archive(offset), let .linked(offset):
-                    places[offset] = Place(path: path, rebuilt: rebuilt, offset: at, record: record)
+                    let linked = if case .linked = source { true } else { false }
+                    places[offset] = Place(path: path, rebuilt: rebuilt, offset: at, record: record, linked: linked)
                     if first[record.id] == nil { first[record.id] = offset }
                 case .local, .fetched:
                     break
@@ -77,7 +80,8 @@ struct DirectChunks {
         var out: [String: String] = [:]
         var buffer: [UInt8] = []
         for (path, list) in byPath {
-            guard let file = try? File.openRead(path) else { continue }
+            // Only a regular file: never a link, and a FIFO planted there must not block.
+            guard let file = try? File.open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK), DirectChunks.isRegular(file) else { continue }
             for (offset, place) in list {
                 let size = Int(place.record.size)
                 if buffer.count < size { buffer = [UInt8](repeating: 0, count: size) }
@@ -93,9 +97,26 @@ struct DirectChunks {
     /// Writes a chunk's verified bytes at its place (creating the file being rebuilt). `open`:
     /// the caller's file of the last write, reused while the place is in the same file.
     static func write(_ bytes: [UInt8], at place: Place, open: inout File?) throws {
-        if open?.path != place.path {
-            open = try File.open(place.path, O_WRONLY | O_CREAT | O_NOFOLLOW, mode: 0o600)
-        }
+        if open?.path != place.path { open = try openWritable(place.path, O_WRONLY) }
         try open!.pwrite(bytes, at: place.offset)
+    }
+
+    /// Opens (creating) a file being rebuilt for writing: never through a link, only a regular
+    /// file, and made writable again where an interrupted attempt left it read-only (its mode
+    /// is set to 0444 just before it is renamed; a kill between the two leaves it so, and a
+    /// process not running as root could not write it again).
+    static func openWritable(_ path: String, _ access: Int32) throws -> File {
+        if let existing = try? File.open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK), isRegular(existing) {
+            var st = stat()
+            if fstat(existing.fd, &st) == 0, st.st_mode & 0o200 == 0, fchmod(existing.fd, 0o600) != 0 { throw ioError("chmod", path) }
+        }
+        let file = try File.open(path, access | O_CREAT | O_NOFOLLOW | O_NONBLOCK, mode: 0o600)
+        guard isRegular(file) else { throw AssetPatchError(.io, "\(path): not a regular file") }
+        return file
+    }
+
+    private static func isRegular(_ file: File) -> Bool {
+        var st = stat()
+        return fstat(file.fd, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
     }
 }

@@ -28,15 +28,16 @@ final class Arrivals<Key: Hashable, Value>: @unchecked Sendable {  // `table` an
     var all: [Key: Value] { condition.locked { table } }
 
     /// The first of `keys` there and its value, waiting until one arrives; nil once the table
-    /// is closed without any of them. Throws when `cancel` is (checked every 50 ms).
+    /// is closed without any of them. Throws when `cancel` is (checked every 50 ms, and before
+    /// a closed table answers: work stopped because the fetch failed is told so).
     func wait(forAny keys: [Key], cancel: CancelToken) throws -> (key: Key, value: Value)? {
         try condition.locked {
             while true {
                 for key in keys {
                     if let value = table[key] { return (key, value) }
                 }
-                if closed { return nil }
                 try cancel.check()
+                if closed { return nil }
                 condition.wait(until: monotonicMillis() + 50)
             }
         }

@@ -172,10 +172,17 @@ extension Updater {
         try alongside({
             do { try ahead.rebuildAhead(chunked, arriving: chunks, into: dir, direct: direct) } catch { failure.withLock { $0 = error } }
         }, stopping: rebuilding) {
-            defer { chunks.close() }
-            if !plan.chunkRanges.isEmpty { try fetchChunks(c, plan, into: chunkDir, arriving: chunks, direct: direct) }
-            chunks.close()
-            try context.retrying(c.archive) { try fetch.attempt(plan) }
+            do {
+                if !plan.chunkRanges.isEmpty { try fetchChunks(c, plan, into: chunkDir, arriving: chunks, direct: direct) }
+                chunks.close()
+                try context.retrying(c.archive) { try fetch.attempt(plan) }
+            } catch {
+                // Cancelled before the table closes: the rebuild waiting there is told the fetch
+                // failed (it keeps what was written in place), not that a chunk never came.
+                rebuilding.cancel()
+                chunks.close()
+                throw error
+            }
         }
         return failure.withLock { $0 }
     }
@@ -210,13 +217,26 @@ extension Updater {
         let history = LinkedHistory(plan.chunked, dir: dir, direct: direct)
         let attempt = {
             let have = kept.all
-            let left = plan.chunkRanges.compactMap { r -> ChunkRange? in
-                var r = r
-                r.chunks.removeAll { have[ChunkPlanner.key($0)] != nil || have[$0.record.id.hex] != nil || have[DirectChunks.key($0.offset)] != nil }
-                guard let first = r.chunks.first, let last = r.chunks.last else { return nil }
-                r.start = first.offset
-                r.end = last.offset + UInt64(last.record.compressedSize)
-                return r
+            // Each range split where chunks kept already lie, so that none is asked for again,
+            // not even as the bytes between two wanted ones.
+            let left = plan.chunkRanges.flatMap { r -> [ChunkRange] in
+                var out: [ChunkRange] = []
+                var run: [(offset: UInt64, method: UInt16, record: ChunkRecord)] = []
+                func endRun() {
+                    if let first = run.first, let last = run.last {
+                        out.append(ChunkRange(start: first.offset, end: last.offset + UInt64(last.record.compressedSize), chunks: run))
+                    }
+                    run = []
+                }
+                for c in r.chunks {
+                    if have[ChunkPlanner.key(c)] != nil || have[c.record.id.hex] != nil || have[DirectChunks.key(c.offset)] != nil {
+                        endRun()
+                    } else {
+                        run.append(c)
+                    }
+                }
+                endRun()
+                return out
             }
             let receivers = left.map {
                 ChunkReceiver($0, dir: dir, shown: c.archive.shown, history: history.before, direct: direct) { name, path in kept.put(name, path) }

@@ -64,6 +64,24 @@ import Testing
         #expect(try FS.list(chunkDir.path).isEmpty, "no chunk file made")
     }
 
+    /// A file being rebuilt that an interrupted attempt left read-only (killed between its
+    /// chmod and its rename) is made writable again: a process not running as root could not
+    /// write its chunks there otherwise.
+    @Test func aFileLeftReadOnlyIsWrittenAgain() throws {
+        let rebuilt = TempDir()
+        defer { rebuilt.cleanup() }
+        let files = try files()
+        let direct = DirectChunks(files, dir: rebuilt.path)
+        let place = try #require(direct.place(300))
+        _ = try File.open(place.path, O_WRONLY | O_CREAT | O_EXCL, mode: 0o444)
+        var open: File?
+        try DirectChunks.write(parts[2], at: place, open: &open)
+        open = nil
+        var st = stat()
+        #expect(lstat(place.path, &st) == 0 && st.st_mode & 0o777 == 0o600)
+        #expect(Array(try FS.readFile(place.path).suffix(parts[2].count)) == parts[2])
+    }
+
     /// An interrupted attempt wrote X in place, other bytes where Y goes (a power cut's), and
     /// half of Z: only X counts as there.
     @Test func anInterruptedAttemptsChunksCountWhereTheyHashToTheirChunk() throws {

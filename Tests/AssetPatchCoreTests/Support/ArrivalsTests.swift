@@ -19,7 +19,8 @@ import Testing
         #expect(table.all == ["kept": 1, "unrelated": 2, "late": 3])
     }
 
-    /// A cancel ends a wait that nothing would end (the fetch beside it failed).
+    /// A cancel ends a wait that nothing would end (the fetch beside it failed), and is told
+    /// before a closed table's nil: work stopped by a failed fetch is not told a chunk never came.
     @Test func aCancelEndsAWait() throws {
         let table = Arrivals<String, Int>()
         let cancel = CancelToken()
@@ -27,5 +28,8 @@ import Testing
         #expect(throws: AssetPatchError.self) {
             try alongside({ usleep(10_000); cancel.cancel() }, stopping: stop) { try table.wait(forAny: ["never"], cancel: cancel) }
         }
+        table.close()
+        #expect(throws: AssetPatchError.self) { try table.wait(forAny: ["never"], cancel: cancel) }
+        #expect(try table.wait(forAny: ["never"], cancel: CancelToken()) == nil)
     }
 }

@@ -14,6 +14,16 @@ package struct ChunkRecord: Sendable, Equatable {
     }
 
     package var sha256: [UInt8] { id.bytes }
+
+    /// This chunk's bytes read from `file` at `offset`; nil when they are short or do not hash
+    /// to its sha256.
+    func checkedBytes(in file: File, at offset: UInt64) -> [UInt8]? {
+        var bytes = [UInt8](repeating: 0, count: Int(size))
+        guard (try? bytes.withUnsafeMutableBytes { try file.pread(into: $0, at: offset) }) == bytes.count,
+              let d = try? Digest(.sha256) else { return nil }
+        d.update(bytes)
+        return ChunkID(d.finalBytes()) == id ? bytes : nil
+    }
 }
 
 /// A chunk's sha256 held inline in four words: a chunk's identity, hashed and compared without

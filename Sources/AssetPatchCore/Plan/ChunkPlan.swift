@@ -205,6 +205,25 @@ enum ChunkPlanner {
                               avoiding: kept.sorted { $0.lowerBound < $1.lowerBound }))
     }
 
+    /// `ranges` without the chunks `kept` says are there already, each split where those lie, so
+    /// that none is asked for again, not even as the bytes between two wanted ones.
+    static func leavingOut(_ ranges: [ChunkRange], _ kept: ((offset: UInt64, method: UInt16, record: ChunkRecord)) -> Bool) -> [ChunkRange] {
+        var out: [ChunkRange] = []
+        var run: [(offset: UInt64, method: UInt16, record: ChunkRecord)] = []
+        func endRun() {
+            guard let first = run.first, let last = run.last else { return }
+            out.append(ChunkRange(start: first.offset, end: last.offset + UInt64(last.record.compressedSize), chunks: run))
+            run = []
+        }
+        for r in ranges {
+            for c in r.chunks {
+                if kept(c) { endRun() } else { run.append(c) }
+            }
+            endRun()
+        }
+        return out
+    }
+
     /// `avoiding`: archive ranges no gap may span (sorted), verified chunks' bytes.
     static func coalesce(_ chunks: [(offset: UInt64, method: UInt16, record: ChunkRecord)], gap: UInt64, maxRequest: UInt64,
                          avoiding: [Range<UInt64>] = []) -> [ChunkRange] {

@@ -146,6 +146,10 @@ extension Installer {
             guard let (buffer, count) = filling else { return }
             filling = nil
             try out.pwrite(UnsafeRawBufferPointer(rebasing: buffer[0..<count]), at: written)
+            hashed(buffer, count)
+        }
+        /// `count` bytes of `buffer`, at the output's end, go to the whole file's hash.
+        func hashed(_ buffer: UnsafeMutableRawBufferPointer, _ count: Int) {
             whole.submit(buffer, count: count)
             written += UInt64(count)
             if written / Installer.writebackBytes != (written - UInt64(count)) / Installer.writebackBytes {
@@ -225,12 +229,9 @@ extension Installer {
                 guard try out.pread(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n]), at: written) == n else {
                     throw AssetPatchError(.io, "\(target): \(n) bytes written in place at \(written) could not be read back")
                 }
-                whole.submit(buffer, count: n)
-                written += UInt64(n)
+                hashed(buffer, n)
                 left -= n
-                if written % Installer.writebackBytes < UInt64(n) { out.startWriteback() }
             }
-            progress(written)
         }
 
         var run: (path: String, offset: UInt64, count: Int)?

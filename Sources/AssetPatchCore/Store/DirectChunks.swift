@@ -78,17 +78,11 @@ struct DirectChunks {
         var byPath: [String: [(UInt64, Place)]] = [:]
         for (offset, place) in places { byPath[place.path, default: []].append((offset, place)) }
         var out: [String: String] = [:]
-        var buffer: [UInt8] = []
         for (path, list) in byPath {
             // Only a regular file: never a link, and a FIFO planted there must not block.
             guard let file = try? File.open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK), DirectChunks.isRegular(file) else { continue }
-            for (offset, place) in list {
-                let size = Int(place.record.size)
-                if buffer.count < size { buffer = [UInt8](repeating: 0, count: size) }
-                guard (try? buffer.withUnsafeMutableBytes({ try file.pread(into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<size]), at: place.offset) })) == size,
-                      let d = try? Digest(.sha256) else { continue }
-                buffer.withUnsafeBytes { d.update(UnsafeRawBufferPointer(rebasing: $0[0..<size])) }
-                if ChunkID(d.finalBytes()) == place.record.id { out[DirectChunks.key(offset)] = path }
+            for (offset, place) in list where place.record.checkedBytes(in: file, at: place.offset) != nil {
+                out[DirectChunks.key(offset)] = path
             }
         }
         return out

@@ -59,7 +59,6 @@ struct LinkedHistory {
 
     /// One chunk's bytes, checked against its sha256.
     private func piece(_ f: ChunkedFile, _ record: ChunkRecord, _ source: ChunkOrigin) -> [UInt8]? {
-        var bytes = [UInt8](repeating: 0, count: Int(record.size))
         var path: String, at: UInt64
         switch source {
         case let .local(file, offset): (path, at) = (f.localFiles[Int(file)], offset)
@@ -71,10 +70,7 @@ struct LinkedHistory {
             // Written in place (or not yet: then it does not match, and it is no history).
             if !FS.exists(path), let place = direct?.place(offset) { (path, at) = (DirectChunks.holder(of: place), place.offset) }
         }
-        guard let file = try? File.openRead(path),
-              (try? bytes.withUnsafeMutableBytes { try file.pread(into: $0, at: at) }) == bytes.count,
-              let d = try? Digest(.sha256) else { return nil }
-        d.update(bytes)
-        return ChunkID(d.finalBytes()) == record.id ? bytes : nil
+        guard let file = try? File.openRead(path) else { return nil }
+        return record.checkedBytes(in: file, at: at)
     }
 }

@@ -17,7 +17,7 @@ final class Arrivals<Key: Hashable, Value>: @unchecked Sendable {  // `table` an
         }
     }
 
-    /// Nothing more arrives: waits for what is not there end.
+    /// Nothing more arrives: a wait for what is not there ends.
     func close() {
         condition.locked {
             closed = true

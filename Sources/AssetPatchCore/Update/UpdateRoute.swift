@@ -217,26 +217,8 @@ extension Updater {
         let history = LinkedHistory(plan.chunked, dir: dir, direct: direct)
         let attempt = {
             let have = kept.all
-            // Each range split where chunks kept already lie, so that none is asked for again,
-            // not even as the bytes between two wanted ones.
-            let left = plan.chunkRanges.flatMap { r -> [ChunkRange] in
-                var out: [ChunkRange] = []
-                var run: [(offset: UInt64, method: UInt16, record: ChunkRecord)] = []
-                func endRun() {
-                    if let first = run.first, let last = run.last {
-                        out.append(ChunkRange(start: first.offset, end: last.offset + UInt64(last.record.compressedSize), chunks: run))
-                    }
-                    run = []
-                }
-                for c in r.chunks {
-                    if have[ChunkPlanner.key(c)] != nil || have[c.record.id.hex] != nil || have[DirectChunks.key(c.offset)] != nil {
-                        endRun()
-                    } else {
-                        run.append(c)
-                    }
-                }
-                endRun()
-                return out
+            let left = ChunkPlanner.leavingOut(plan.chunkRanges) {
+                have[ChunkPlanner.key($0)] != nil || have[$0.record.id.hex] != nil || have[DirectChunks.key($0.offset)] != nil
             }
             let receivers = left.map {
                 ChunkReceiver($0, dir: dir, shown: c.archive.shown, history: history.before, direct: direct) { name, path in kept.put(name, path) }

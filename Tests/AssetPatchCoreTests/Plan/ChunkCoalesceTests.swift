@@ -21,6 +21,18 @@ import Testing
         #expect(elsewhere.map { [$0.start, $0.end] } == [[0, 204_000]])
     }
 
+    /// What an attempt still asks for: the ranges without the chunks there already, split where
+    /// those lie (a verified chunk in the middle of a range is not fetched again as gap bytes).
+    @Test func chunksThereAlreadyAreLeftOutAndTheirRangesSplit() {
+        let a = chunk(1, at: 0, 100), b = chunk(2, at: 100, 50), c = chunk(3, at: 150, 100), d = chunk(4, at: 300, 10)
+        let ranges = [ChunkRange(start: 0, end: 250, chunks: [a, b, c]), ChunkRange(start: 300, end: 310, chunks: [d])]
+        let left = ChunkPlanner.leavingOut(ranges) { $0.offset == b.offset }
+        #expect(left.map { [$0.start, $0.end] } == [[0, 100], [150, 250], [300, 310]])
+        #expect(left.map { $0.chunks.map(\.offset) } == [[0], [150], [300]])
+        #expect(ChunkPlanner.leavingOut(ranges) { _ in false } == ranges)
+        #expect(ChunkPlanner.leavingOut(ranges) { _ in true }.isEmpty)
+    }
+
     /// A chunked file is rebuilt from chunks only where one of its chunks need not be fetched
     /// for it: on disk, kept by an earlier attempt (by id, or a linked one by id and place), or
     /// in another place of the files planned. Any other is fetched whole.

@@ -6,9 +6,13 @@ extension Store {
     /// the file at its path in an installed release that has no chunk list for it (installed
     /// from a format-1 manifest) and in the bundle, cut and hashed as the publisher cut the new
     /// release (`ChunkScan`, cached). Returns them and how many files on disk were cut now.
-    /// `known`: records read already (without their files), by release id.
+    /// `known`: records read already (without their files), by release id. `fetchedFiles`:
+    /// the new release's chunked files that earlier attempts fetched whole and that were
+    /// verified, with their chunk lists; their places count after the releases'.
     func localChunks(_ state: StoreState, for rebuilt: [(file: ManifestFile, chunks: [ChunkRecord])], chunkSize: Int,
-                     bundleDir: String?, known: [String: ReleaseRecord] = [:], cancel: CancelToken) throws -> (chunks: LocalChunks, scanned: Int) {
+                     bundleDir: String?, known: [String: ReleaseRecord] = [:],
+                     fetchedFiles: [(path: String, sha256: String, chunks: [ChunkRecord])] = [],
+                     cancel: CancelToken) throws -> (chunks: LocalChunks, scanned: Int) {
         var out = LocalChunks()
         var scanned = 0
         let pages = PageStore(self)
@@ -53,6 +57,7 @@ extension Store {
                 out.add(path, pages: f.chunkPages) { pages.chunks(of: $0) }
             }
         }
+        for f in fetchedFiles where added.insert(f.sha256).inserted { out.add(f.path, f.chunks) }
         if let chunker = Chunker(averageSize: chunkSize) {
             var scan = ChunkScan(store: self, chunker: chunker, cancel: cancel)
             var seen = Set<[UInt64]>()

@@ -68,8 +68,14 @@ extension Updater {
         var chunksOnDisk = LocalChunks()
         if !rebuilt.isEmpty {
             let scanned: Int
+            // Chunked files earlier attempts fetched whole hold their chunks too: a chunk a
+            // killed attempt fetched for one file is not fetched again for another.
+            let fetchedChunked = fetched.isEmpty ? [] : files.compactMap { f in
+                fetched[f.sha256].flatMap { path in chunkLists[f.path].map { (path: path, sha256: f.sha256, chunks: $0) } }
+            }
             (chunksOnDisk, scanned) = try store.localChunks(state, for: rebuilt, chunkSize: chunkSize, bundleDir: bundleDir,
-                                                            known: installedCache?.read.records ?? [:], cancel: cancel)
+                                                            known: installedCache?.read.records ?? [:], fetchedFiles: fetchedChunked,
+                                                            cancel: cancel)
             if scanned > 0 { log(.info, "cut \(scanned) files on disk into chunks to find those the new release shares (cached for later updates)") }
             // An update rebuilds only files with a chunk it need not fetch for them; a group's
             // fetch keeps all chunked (its chunk lists are what a killed fetch resumes by).

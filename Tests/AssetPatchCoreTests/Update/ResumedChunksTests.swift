@@ -1,0 +1,47 @@
+import Testing
+
+@testable import AssetPatchCore
+
+/// What an attempt after an interruption fetches: nothing an earlier attempt fetched and kept,
+/// whatever file it came with.
+@Suite struct ResumedChunksTests {
+
+    /// Two chunked files that share most of their chunks; a first attempt fetched the first
+    /// whole and was killed before the second. The second's shared chunks are copied from the
+    /// first's fetched file: only its own chunks are fetched, not the file whole.
+    @Test func chunksAFetchedFileHoldsAreNotFetchedAgainForAnotherFile() throws {
+        let repo = TempDir(), data = TempDir()
+        defer { repo.cleanup(); data.cleanup() }
+        let shared = (0..<40).map { noise(4096, seed: UInt64(100 + $0)) }
+        let a = Array((shared + (0..<8).map { noise(4096, seed: UInt64(200 + $0)) }).joined())
+        let own = (0..<8).map { noise(4096, seed: UInt64(300 + $0)) }
+        let b = Array((shared + own).joined())
+        let published = try publishChunked([("a.bin", a), ("b.bin", b), ("readme.txt", Array("one".utf8))], version: 1, repo: repo,
+                                           linkThreshold: 1 << 40)
+        #expect(published.chunkedFiles == 2)
+
+        let c = try Client(dataDir: data.path, bundleDir: nil)
+        defer { c.close() }
+        try c.set("manifest_url", headURL(repo))
+        let fresh = try #require(try c.preview())
+        #expect(fresh.wholeArchiveReason == nil)
+        // The shared chunks once, for a; a's and b's own: more than the 40 shared records.
+        #expect(fresh.transferBytes > 40 * 4096)
+
+        // What a kill leaves once a was fetched whole and renamed into place.
+        let dir = c.store.fetchedDir(published.manifest.archiveDigest)
+        try FS.makeDirectories(dir)
+        try FS.writeAtomically(dir + "/" + Digest.sha256Hex(a), a)
+
+        let resumed = try #require(try c.preview())
+        #expect(resumed.wholeArchiveReason == nil)
+        #expect(resumed.fetchedFiles.sorted() == ["b.bin", "readme.txt"])
+        // b's 8 own records and at most two chunks on each side of where they start; not b whole.
+        #expect(resumed.transferBytes <= 8 * 4096 + 4 * 8192, "\(resumed.transferBytes) bytes with a on disk")
+
+        #expect(try c.update(progress: nil))
+        #expect(try FS.readFile(try c.resolve("a.bin")) == a)
+        #expect(try FS.readFile(try c.resolve("b.bin")) == b)
+        #expect(try FS.list(c.store.downloadsDir).isEmpty)
+    }
+}

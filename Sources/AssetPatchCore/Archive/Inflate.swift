@@ -100,20 +100,24 @@ final class Inflater {
 }
 
 /// One zip entry's data pushed in chunks as it is read or arrives: stored or deflated, never
-/// more than the declared size, its CRC-32 computed on the way. `finish` checks the ending.
-/// Failures are `InflateFailure`s.
+/// more than the declared size, its CRC-32 computed on the way unless the caller checks every
+/// byte another way. `finish` checks the ending. Failures are `InflateFailure`s.
 final class EntryDecoder {
     let method: UInt16
     let size: UInt64
     private let inflater: Inflater?
     private var storedBytes: UInt64 = 0
     private var crc: UInt = crc32(0, nil, 0)
+    private let computesCRC: Bool
 
     /// `reusing`: a raw-deflate inflater to reset and use for a deflated entry, instead of a
-    /// new one; it must not be decoding another entry at the same time.
-    init(method: UInt16, size: UInt64, reusing: Inflater? = nil) throws {
+    /// new one; it must not be decoding another entry at the same time. `crc`: false where
+    /// every byte is checked against the entry's sha256 anyway (a second pass over the output
+    /// that proves nothing more; `finish` returns nil then).
+    init(method: UInt16, size: UInt64, reusing: Inflater? = nil, crc: Bool = true) throws {
         self.method = method
         self.size = size
+        computesCRC = crc
         if method != 8 {
             inflater = nil
         } else if let reusing {
@@ -134,21 +138,23 @@ final class EntryDecoder {
                 self.crc = crc32(self.crc, out.baseAddress!.assumingMemoryBound(to: Bytef.self), UInt32(out.count))
                 try sink(out)
             }
+            let out = computesCRC ? crcSink : sink
             if let inflater {
-                try inflater.push(chunk, limit: size, crcSink)
+                try inflater.push(chunk, limit: size, out)
             } else {
                 if storedBytes + UInt64(chunk.count) > size { throw InflateFailure.overrun }
                 storedBytes += UInt64(chunk.count)
-                try crcSink(chunk)
+                try out(chunk)
             }
         }
     }
 
     /// After the last compressed byte: the stream ended with exactly `size` bytes. Returns the
-    /// CRC-32 of the output.
-    func finish() throws -> UInt32 {
+    /// CRC-32 of the output (nil: not computed).
+    @discardableResult
+    func finish() throws -> UInt32? {
         if let inflater, !inflater.ended { throw InflateFailure.short(inflater.produced) }
         if produced != size { throw InflateFailure.short(produced) }
-        return UInt32(truncatingIfNeeded: crc)
+        return computesCRC ? UInt32(truncatingIfNeeded: crc) : nil
     }
 }

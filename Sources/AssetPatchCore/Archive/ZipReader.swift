@@ -277,7 +277,7 @@ package final class ZipReader {
         var offset = entry.dataOffset
         var remaining = entry.compressedSize
         let input = buffers.input
-        let crc: UInt32
+        let crc: UInt32?
         do {
             while remaining > 0 {
                 let want = Int(min(UInt64(input.count), remaining))

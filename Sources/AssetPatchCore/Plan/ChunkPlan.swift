@@ -3,8 +3,9 @@ import Glibc
 /// Where one chunk of a chunked file comes from. Small on purpose (a gigabyte of 8 KiB chunks
 /// is 131,072 of them): paths live once, in `LocalChunks.files`.
 enum ChunkOrigin: Equatable {
-    /// Bytes of an installed release's file (`LocalChunks.files[file]`) at an offset: copied,
-    /// and checked by the whole file's hash.
+    /// Bytes of a file on disk (`LocalChunks.files[file]`: an installed release's, the
+    /// bundle's, or one an earlier attempt fetched whole) at an offset: copied, and checked by
+    /// the whole file's hash.
     case local(file: UInt32, offset: UInt64)
     /// A chunk an earlier, interrupted attempt fetched (`downloads/<archive>.chunks/<sha256>`),
     /// hashed again when used.

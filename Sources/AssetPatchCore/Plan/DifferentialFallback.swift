@@ -4,7 +4,7 @@
 /// whose own checks then tell a lying server from a wrong manifest.
 struct DifferentialFallback: Error {
     let message: String
-    /// Bytes arrived that the signed index does not describe (a hash, a CRC, a header): not a
+    /// Bytes arrived that the signed index does not describe (a hash, a size, a header): not a
     /// server's handling of ranges. A group fetch, which has no whole archive to fall back to,
     /// reports these as `ERR_INTEGRITY`, the others as `ERR_HTTP`.
     var badBytes = false

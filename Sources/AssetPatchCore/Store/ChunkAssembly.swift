@@ -160,7 +160,7 @@ extension Installer {
         /// Copies `count` bytes of `path` at `offset` to the output; `check`: the chunk they
         /// must hash to (nil: the whole file's hash checks them).
         func copy(_ path: String, _ offset: UInt64, _ count: Int, check: ChunkRecord?) throws {
-            let failing = DifferentialFallback(message: "\(path): \(count) bytes at \(offset) no longer match the chunks of \"\(f.file.path)\" they were installed as")
+            let failing = DifferentialFallback(message: "\(path): \(count) bytes at \(offset) no longer match the chunks of \"\(f.file.path)\" they were planned as")
             let chunk = try room(count)
             guard try file(path, failing: failing).pread(into: chunk, at: offset) == count else { throw failing }
             if let check {
@@ -186,9 +186,9 @@ extension Installer {
             }
             let bad = { (why: String) in
                 let what = "\(path): the chunk of \"\(f.file.path)\" at archive offset \(offset) \(why)"
-                // Its history holds installed bytes copied unchecked (the whole file's hash checks
+                // Its history holds bytes on disk copied unchecked (the whole file's hash checks
                 // them): they may be what changed. The whole archive settles it either way.
-                if usedLocal { return DifferentialFallback(message: what + "; the installed bytes before it may have changed") }
+                if usedLocal { return DifferentialFallback(message: what + "; the bytes on disk before it may have changed") }
                 try? FS.unlink(path)
                 return DifferentialFallback(message: what, badBytes: true)
             }
@@ -281,7 +281,7 @@ extension Installer {
         let sha = Hex.encode(whole.finish())
         guard written == f.file.size, sha == f.file.sha256 else {
             let what = "\(target): rebuilt from its chunks, \"\(f.file.path)\" has sha256 \(sha) (\(written) bytes), the index says \(f.file.sha256) (\(f.file.size))"
-            if usedLocal { throw DifferentialFallback(message: what + "; the installed bytes it copied changed") }
+            if usedLocal { throw DifferentialFallback(message: what + "; the bytes on disk it copied changed") }
             throw AssetPatchError(.integrity, what)
         }
     }

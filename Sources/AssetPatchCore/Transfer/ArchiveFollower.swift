@@ -7,7 +7,7 @@ import Glibc
 /// The workers read the partial download file behind the downloader, never past the bytes it
 /// has written (`advance(to:)`), through the same `RangeReceiver`s a differential update feeds
 /// from the network: each entry's local header is checked against the signed manifest's
-/// location, its data inflated and hashed, and a file whose size, CRC-32 and sha256 match is
+/// location, its data inflated and hashed, and a file whose size and sha256 match is
 /// kept as `downloads/<archive>.files/<sha256>`. Entries are dealt out to the workers in
 /// archive order, balanced by size, and each worker skips the bytes of the others' entries.
 ///

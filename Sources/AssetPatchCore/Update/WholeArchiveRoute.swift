@@ -87,6 +87,14 @@ extension Updater {
         return set.contains(digest)
     }
 
+    /// Takes back that this updater verified the fetched file at `path`, if it did.
+    func forgetVerified(_ path: String) {
+        verifiedFetched.remove(path)
+        if let dir = path.beforeLastSlash, let digest = Sha256(hex: String(path.dropFirst(dir.count + 1))) {
+            verifiedInDir[dir]?.remove(digest)
+        }
+    }
+
     /// The files earlier attempts fetched and kept (`downloads/*.files/`), by sha256: hashed
     /// again unless this updater verified them, and removed when they no longer match.
     func verifiedFetchedFiles() -> [String: String] {

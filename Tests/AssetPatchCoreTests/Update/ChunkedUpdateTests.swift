@@ -240,7 +240,7 @@ func publishChunked(_ files: [(String, [UInt8])], version: Int64, repo: TempDir,
         let lines = logged(c)
         #expect(try c.update(progress: nil))
         #expect(try FS.readFile(try c.resolve("pack.bin")) == pack.bytes)
-        #expect(lines().contains { $0.contains("the installed bytes it copied changed") && $0.contains("whole archive") }, "\(lines())")
+        #expect(lines().contains { $0.contains("the bytes on disk it copied changed") && $0.contains("whole archive") }, "\(lines())")
     }
 
     @Test func aHeadWhoseIndexLiesGetsAClearStatusAndKeepsTheRelease() throws {

@@ -44,4 +44,40 @@ import Testing
         #expect(try FS.readFile(try c.resolve("b.bin")) == b)
         #expect(try FS.list(c.store.downloadsDir).isEmpty)
     }
+
+    /// A file fetched before, verified and lent to another file's rebuild, that changes on disk
+    /// before the rebuild reads it: the rebuild fails its hash, and the whole archive that
+    /// follows hashes the lent file again instead of taking it as verified.
+    @Test func aLentFetchedFileThatChangedIsHashedAgainNotInstalled() throws {
+        let repo = TempDir(), data = TempDir()
+        defer { repo.cleanup(); data.cleanup() }
+        let shared = (0..<40).map { noise(4096, seed: UInt64(100 + $0)) }
+        let a = Array((shared + (0..<8).map { noise(4096, seed: UInt64(200 + $0)) }).joined())
+        let b = Array((shared + (0..<8).map { noise(4096, seed: UInt64(300 + $0)) }).joined())
+        let published = try publishChunked([("a.bin", a), ("b.bin", b)], version: 1, repo: repo, linkThreshold: 1 << 40)
+
+        let c = try Client(dataDir: data.path, bundleDir: nil)
+        defer { c.close() }
+        try c.set("manifest_url", headURL(repo))
+        let dir = c.store.fetchedDir(published.manifest.archiveDigest)
+        let kept = dir + "/" + Digest.sha256Hex(a)
+        try FS.makeDirectories(dir)
+        try FS.writeAtomically(kept, a)
+        // Once the plan is made (the download's first report), a's kept bytes change.
+        var damaged = false
+        let lines = logged(c)
+        #expect(try c.update(progress: { p in
+            if p.phase == .download && !damaged {
+                damaged = true
+                var other = a
+                other[5 * 4096] ^= 0xFF
+                try? FS.writeAtomically(kept, other)
+            }
+            return false
+        }))
+        #expect(damaged)
+        #expect(lines().contains { $0.contains("downloading the whole archive instead") }, "\(lines())")
+        #expect(try FS.readFile(try c.resolve("a.bin")) == a)
+        #expect(try FS.readFile(try c.resolve("b.bin")) == b)
+    }
 }

@@ -40,6 +40,10 @@ struct FilePlan {
     /// Chunked files rebuilt chunk by chunk, and the chunk ranges to fetch for them.
     var chunked: [ChunkedFile] = []
     var chunkRanges: [ChunkRange] = []
+    /// Chunks an interrupted attempt wrote in place and that still hash right
+    /// (`DirectChunks.present`), by `DirectChunks.key`: left out of `chunkRanges`, so that what
+    /// the plan says it transfers is what it will. nil: not looked for (a group's fetch).
+    var inPlace: [String: String]?
     /// Files made from a delta against an installed file (`DeltaTake`), in the delta file's
     /// order, and that file: its origin in `files` is `.archive` (they join what ranges fetch).
     var deltas: [DeltaTake] = []

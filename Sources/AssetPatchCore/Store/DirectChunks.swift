@@ -114,3 +114,17 @@ struct DirectChunks {
         return fstat(file.fd, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
     }
 }
+
+extension FilePlan {
+    /// Finds the chunks an interrupted attempt wrote in place in `dir` (each hashed again) and
+    /// leaves them out of the chunk ranges (`inPlace`): the plan's transfer, its metered check,
+    /// its choice of route and the progress it reports count only what is still to fetch.
+    mutating func leaveOutInPlace(dir: String) {
+        guard !chunkRanges.isEmpty else { return }
+        let direct = DirectChunks(chunked, dir: dir)
+        let present = direct.isEmpty ? [:] : direct.present()
+        inPlace = present
+        guard !present.isEmpty else { return }
+        chunkRanges = ChunkPlanner.leavingOut(chunkRanges) { present[DirectChunks.key($0.offset)] != nil }
+    }
+}

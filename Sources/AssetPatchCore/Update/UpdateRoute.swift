@@ -29,6 +29,7 @@ extension Updater {
             try plan(c.manifest.files, chunkLists: c.index?.chunks ?? [:], linked: c.index?.linked ?? [],
                      chunkSize: c.manifest.index?.chunkSize ?? 0, state, wholeWhereUnshared: true, fetchedChunks: fetchedChunks, byDelta: takes)
         }
+        delta.leaveOutInPlace(dir: store.fetchedDir(c.manifest.archiveDigest))
         guard delta.paysOff(archiveSize: archiveSize, maxPercent: config.differentialMaxPercent) else {
             return .wholeArchive("ranges would transfer \(delta.fetchBytes) of the archive's \(archiveSize) bytes (more than \(config.differentialMaxPercent)%)")
         }
@@ -173,10 +174,12 @@ extension Updater {
         // Chunks fetched now go straight into the files being rebuilt; those an interrupted
         // attempt wrote there are hashed again, and the ones that match are not fetched again.
         let direct = DirectChunks(chunked, dir: dir)
-        if !plan.chunkRanges.isEmpty, !direct.isEmpty {
-            try FS.makeDirectories(dir)
+        if let inPlace = plan.inPlace {
+            for (key, path) in inPlace { chunks.put(key, path) }
+        } else if !plan.chunkRanges.isEmpty, !direct.isEmpty {
             for (key, path) in direct.present() { chunks.put(key, path) }
         }
+        if !plan.chunkRanges.isEmpty, !direct.isEmpty { try FS.makeDirectories(dir) }
         let failure = Locked<Error?>(nil)
         try alongside({
             do { try ahead.rebuildAhead(chunked, arriving: chunks, into: dir, direct: direct) } catch { failure.withLock { $0 = error } }

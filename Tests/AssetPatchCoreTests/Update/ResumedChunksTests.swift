@@ -80,4 +80,41 @@ import Testing
         #expect(try FS.readFile(try c.resolve("a.bin")) == a)
         #expect(try FS.readFile(try c.resolve("b.bin")) == b)
     }
+
+    /// Chunks an interrupted attempt wrote in place are hashed when the plan is made and left
+    /// out of it: what the plan says it transfers (the preview, the metered check, the route,
+    /// the progress) is what the update then fetches.
+    @Test func chunksWrittenInPlaceAreLeftOutOfThePlan() throws {
+        let repo = TempDir(), data = TempDir()
+        defer { repo.cleanup(); data.cleanup() }
+        let shared = (0..<40).map { noise(4096, seed: UInt64(100 + $0)) }
+        let a = Array((shared + (0..<8).map { noise(4096, seed: UInt64(200 + $0)) }).joined())
+        let b = Array((shared + (0..<8).map { noise(4096, seed: UInt64(300 + $0)) }).joined())
+        let published = try publishChunked([("a.bin", a), ("b.bin", b)], version: 1, repo: repo, linkThreshold: 1 << 40)
+
+        let c = try Client(dataDir: data.path, bundleDir: nil)
+        defer { c.close() }
+        try c.set("manifest_url", headURL(repo))
+        let fresh = try #require(try c.preview())
+        #expect(fresh.wholeArchiveReason == nil)
+
+        // What a kill leaves once a's first 24 records were written where they go.
+        let dir = c.store.fetchedDir(published.manifest.archiveDigest)
+        try FS.makeDirectories(dir)
+        let file = try #require(published.manifest.files.first { $0.path == "a.bin" })
+        try FS.writeAtomically(DirectChunks.partialPath(file, in: dir), Array(a[0..<(24 * 4096)]))
+        let resumed = try #require(try c.preview())
+        // The chunks wholly inside those records (all but about one at their end) are not
+        // fetched again: more than 16 records' worth less (noise barely compresses).
+        #expect(resumed.transferBytes + 16 * 4096 <= fresh.transferBytes, "\(resumed.transferBytes) of \(fresh.transferBytes)")
+
+        var planned: UInt64 = 0
+        #expect(try c.update(progress: { p in
+            if p.phase == .download && planned == 0 { planned = p.bytesTotal }
+            return false
+        }))
+        #expect(planned == resumed.transferBytes)
+        #expect(try FS.readFile(try c.resolve("a.bin")) == a)
+        #expect(try FS.readFile(try c.resolve("b.bin")) == b)
+    }
 }

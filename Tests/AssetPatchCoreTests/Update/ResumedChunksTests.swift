@@ -2,6 +2,34 @@ import Testing
 
 @testable import AssetPatchCore
 
+/// Two chunked files (own chunks, not linked) sharing their first 40 records of 4 KiB of
+/// noise, each with 8 of its own, published as version 1, and a client pointed at them with
+/// nothing installed.
+private struct SharingPair {
+    let repo = TempDir(), data = TempDir()
+    let a: [UInt8], b: [UInt8]
+    let published: PublishResult
+    let client: Client
+
+    init(extra: [(String, [UInt8])] = []) throws {
+        let shared = (0..<40).map { noise(4096, seed: UInt64(100 + $0)) }
+        a = Array((shared + (0..<8).map { noise(4096, seed: UInt64(200 + $0)) }).joined())
+        b = Array((shared + (0..<8).map { noise(4096, seed: UInt64(300 + $0)) }).joined())
+        published = try publishChunked([("a.bin", a), ("b.bin", b)] + extra, version: 1, repo: repo, linkThreshold: 1 << 40)
+        client = try Client(dataDir: data.path, bundleDir: nil)
+        try client.set("manifest_url", headURL(repo))
+    }
+
+    /// Where the update keeps what it fetched.
+    var fetchedDir: String { client.store.fetchedDir(published.manifest.archiveDigest) }
+
+    func cleanup() {
+        client.close()
+        repo.cleanup()
+        data.cleanup()
+    }
+}
+
 /// What an attempt after an interruption fetches: nothing an earlier attempt fetched and kept,
 /// whatever file it came with.
 @Suite struct ResumedChunksTests {
@@ -10,26 +38,17 @@ import Testing
     /// whole and was killed before the second. The second's shared chunks are copied from the
     /// first's fetched file: only its own chunks are fetched, not the file whole.
     @Test func chunksAFetchedFileHoldsAreNotFetchedAgainForAnotherFile() throws {
-        let repo = TempDir(), data = TempDir()
-        defer { repo.cleanup(); data.cleanup() }
-        let shared = (0..<40).map { noise(4096, seed: UInt64(100 + $0)) }
-        let a = Array((shared + (0..<8).map { noise(4096, seed: UInt64(200 + $0)) }).joined())
-        let own = (0..<8).map { noise(4096, seed: UInt64(300 + $0)) }
-        let b = Array((shared + own).joined())
-        let published = try publishChunked([("a.bin", a), ("b.bin", b), ("readme.txt", Array("one".utf8))], version: 1, repo: repo,
-                                           linkThreshold: 1 << 40)
-        #expect(published.chunkedFiles == 2)
-
-        let c = try Client(dataDir: data.path, bundleDir: nil)
-        defer { c.close() }
-        try c.set("manifest_url", headURL(repo))
+        let t = try SharingPair(extra: [("readme.txt", Array("one".utf8))])
+        defer { t.cleanup() }
+        let (a, b, c) = (t.a, t.b, t.client)
+        #expect(t.published.chunkedFiles == 2)
         let fresh = try #require(try c.preview())
         #expect(fresh.wholeArchiveReason == nil)
         // The shared chunks once, for a; a's and b's own: more than the 40 shared records.
         #expect(fresh.transferBytes > 40 * 4096)
 
         // What a kill leaves once a was fetched whole and renamed into place.
-        let dir = c.store.fetchedDir(published.manifest.archiveDigest)
+        let dir = t.fetchedDir
         try FS.makeDirectories(dir)
         try FS.writeAtomically(dir + "/" + Digest.sha256Hex(a), a)
 
@@ -49,17 +68,10 @@ import Testing
     /// before the rebuild reads it: the rebuild fails its hash, and the whole archive that
     /// follows hashes the lent file again instead of taking it as verified.
     @Test func aLentFetchedFileThatChangedIsHashedAgainNotInstalled() throws {
-        let repo = TempDir(), data = TempDir()
-        defer { repo.cleanup(); data.cleanup() }
-        let shared = (0..<40).map { noise(4096, seed: UInt64(100 + $0)) }
-        let a = Array((shared + (0..<8).map { noise(4096, seed: UInt64(200 + $0)) }).joined())
-        let b = Array((shared + (0..<8).map { noise(4096, seed: UInt64(300 + $0)) }).joined())
-        let published = try publishChunked([("a.bin", a), ("b.bin", b)], version: 1, repo: repo, linkThreshold: 1 << 40)
-
-        let c = try Client(dataDir: data.path, bundleDir: nil)
-        defer { c.close() }
-        try c.set("manifest_url", headURL(repo))
-        let dir = c.store.fetchedDir(published.manifest.archiveDigest)
+        let t = try SharingPair()
+        defer { t.cleanup() }
+        let (a, b, c) = (t.a, t.b, t.client)
+        let dir = t.fetchedDir
         let kept = dir + "/" + Digest.sha256Hex(a)
         try FS.makeDirectories(dir)
         try FS.writeAtomically(kept, a)
@@ -85,23 +97,16 @@ import Testing
     /// out of it: what the plan says it transfers (the preview, the metered check, the route,
     /// the progress) is what the update then fetches.
     @Test func chunksWrittenInPlaceAreLeftOutOfThePlan() throws {
-        let repo = TempDir(), data = TempDir()
-        defer { repo.cleanup(); data.cleanup() }
-        let shared = (0..<40).map { noise(4096, seed: UInt64(100 + $0)) }
-        let a = Array((shared + (0..<8).map { noise(4096, seed: UInt64(200 + $0)) }).joined())
-        let b = Array((shared + (0..<8).map { noise(4096, seed: UInt64(300 + $0)) }).joined())
-        let published = try publishChunked([("a.bin", a), ("b.bin", b)], version: 1, repo: repo, linkThreshold: 1 << 40)
-
-        let c = try Client(dataDir: data.path, bundleDir: nil)
-        defer { c.close() }
-        try c.set("manifest_url", headURL(repo))
+        let t = try SharingPair()
+        defer { t.cleanup() }
+        let (a, b, c) = (t.a, t.b, t.client)
         let fresh = try #require(try c.preview())
         #expect(fresh.wholeArchiveReason == nil)
 
         // What a kill leaves once a's first 24 records were written where they go.
-        let dir = c.store.fetchedDir(published.manifest.archiveDigest)
+        let dir = t.fetchedDir
         try FS.makeDirectories(dir)
-        let file = try #require(published.manifest.files.first { $0.path == "a.bin" })
+        let file = try #require(t.published.manifest.files.first { $0.path == "a.bin" })
         try FS.writeAtomically(DirectChunks.partialPath(file, in: dir), Array(a[0..<(24 * 4096)]))
         let resumed = try #require(try c.preview())
         // The chunks wholly inside those records (all but about one at their end) are not

@@ -151,7 +151,8 @@ extension Updater {
             for path in made.values { verifiedFetched.insert(path) }
             // A rebuild that copied from a file fetched earlier may have failed because that
             // file changed since it was verified: it is hashed again before anything takes it.
-            for f in plan.chunked { f.localFiles.forEach(forgetVerified) }
+            // (The plan's chunked files share one list of the files on disk they copy from.)
+            plan.chunked.first?.localFiles.forEach(forgetVerified)
             store.discardStaging(c.releaseID)
             log(.warning, "\(f.message); downloading the whole archive instead")
             try store.requireFreeSpace(try spaceNeeded(.wholeArchive(f.message), c, store.loadState()), for: "version \(c.version)")

@@ -173,7 +173,8 @@ extension Updater {
         let ahead = Installer(store: store, maxReleaseBytes: config.maxReleaseBytes, cancel: rebuilding, progress: progress, syncBehind: syncBehind)
         let chunked = plan.chunked
         // Chunks fetched now go straight into the files being rebuilt; those an interrupted
-        // attempt wrote there are hashed again, and the ones that match are not fetched again.
+        // attempt wrote there were hashed again when the plan was made (`FilePlan.inPlace`;
+        // here for a plan that did not look), and the ones that match are not fetched again.
         let direct = DirectChunks(chunked, dir: dir)
         if let inPlace = plan.inPlace {
             for (key, path) in inPlace { chunks.put(key, path) }

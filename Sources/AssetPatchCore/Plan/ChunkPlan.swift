@@ -111,8 +111,9 @@ struct ChunkRange: Equatable {
 /// range requests (at most `coalesceGap` bytes between chunks, the gaps within 1/20 of what is
 /// wanted, at most `maxRequest` bytes a request). A gap never spans a chunk an earlier attempt
 /// fetched and verified: what was verified is not asked for again, not even as a gap's bytes.
-/// (Chunks an earlier attempt wrote in place, `DirectChunks`, are planned as fetched; the fetch
-/// leaves them out and splits its ranges there, and the plan's byte count includes them.)
+/// (Chunks an earlier attempt wrote in place, `DirectChunks`, are planned as fetched; an
+/// update's plan then leaves them out, `FilePlan.leaveOutInPlace`, and a group's fetch leaves
+/// them out when it starts, so only an update's byte count excludes them.)
 ///
 /// A linked file's chunk (`linked`: chunks that share history) decodes only after the bytes
 /// before it in its own file: its compressed bytes are fetched where it lies, kept as they are
